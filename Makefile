@@ -1,0 +1,34 @@
+# One entry point per job. Every target creates the virtualenv first if it is missing.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
+PYTEST_ARGS ?=
+
+.PHONY: install test test-unit lint typecheck demo clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	rm -f $(VENV)/.installed-*
+	touch $(STAMP)
+
+install: $(STAMP)
+
+## make test: the whole suite against a throwaway Postgres and Redis (started and stopped here).
+test: $(STAMP)
+	$(BIN)/python scripts/testenv.py run -- $(BIN)/pytest -q $(PYTEST_ARGS)
+
+## make test-unit: the tests that need no services.
+test-unit: $(STAMP)
+	$(BIN)/pytest -q tests/unit $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(BIN)/ruff check om_core om_workers om_api tests scripts
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

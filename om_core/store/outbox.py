@@ -1,0 +1,91 @@
+"""The event outbox: every `data-om-*` event is a row written in the transaction of the change it reports.
+
+Publishing (Redis pub/sub, SSE) reads rows after commit, so a client that reconnects can replay from the
+last id it saw and miss nothing. A `(lookup_key, type, cycle_id)` unique index makes a redelivered task's
+events no-ops, like the marker rule "same type and cycleId → skip" of spec §10.2.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import Connection, Engine, select
+from sqlalchemy.dialects import postgresql, sqlite
+
+from om_core.store import schema
+from om_core.store.types import NewEvent, StoredEvent
+
+
+def write_events(
+    conn: Connection,
+    *,
+    lookup_key: str,
+    thread_id: str | None,
+    resource_id: str | None,
+    record_id: str | None,
+    events: Sequence[NewEvent],
+) -> list[StoredEvent]:
+    """Insert `events`; an event whose (type, cycle_id) is already stored for the key is skipped."""
+    stored: list[StoredEvent] = []
+    insert = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
+    for event in events:
+        now = datetime.now(UTC)
+        values: dict[str, Any] = {
+            "thread_id": thread_id,
+            "resource_id": resource_id,
+            "lookup_key": lookup_key,
+            "record_id": record_id,
+            "type": event.type,
+            "cycle_id": event.cycle_id,
+            "payload": event.payload,
+            "created_at": now,
+        }
+        statement = insert(schema.events).values(**values).on_conflict_do_nothing()
+        result = conn.execute(statement.returning(schema.events.c.id))
+        row = result.first()
+        if row is None:
+            continue
+        stored.append(
+            StoredEvent(
+                id=int(row[0]),
+                type=event.type,
+                thread_id=thread_id,
+                lookup_key=lookup_key,
+                record_id=record_id,
+                cycle_id=event.cycle_id,
+                payload=event.payload,
+                created_at=now,
+            )
+        )
+    return stored
+
+
+def list_events(
+    engine: Engine, *, thread_id: str, after_id: int = 0, limit: int = 500, types: Sequence[str] = ()
+) -> list[StoredEvent]:
+    """Events of a thread in commit order, for replay (`Last-Event-ID`) and for tests."""
+    query = (
+        select(schema.events)
+        .where(schema.events.c.thread_id == thread_id, schema.events.c.id > after_id)
+        .order_by(schema.events.c.id)
+        .limit(limit)
+    )
+    if types:
+        query = query.where(schema.events.c.type.in_(list(types)))
+    with engine.connect() as conn:
+        rows = conn.execute(query).mappings().all()
+    return [
+        StoredEvent(
+            id=int(row["id"]),
+            type=row["type"],
+            thread_id=row["thread_id"],
+            lookup_key=row["lookup_key"],
+            record_id=row["record_id"],
+            cycle_id=row["cycle_id"],
+            payload=dict(row["payload"]),
+            created_at=row["created_at"],
+        )
+        for row in rows
+    ]

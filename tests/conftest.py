@@ -1,0 +1,59 @@
+"""Shared fixtures: the real Postgres and Redis started by `make test` (scripts/testenv.py)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import Engine
+
+from om_core.store.db import make_engine
+from om_core.store.migrate import upgrade
+
+_MIGRATED: dict[str, Engine] = {}
+
+
+def _require(name: str) -> str:
+    value = os.environ.get(name)
+    if not value:
+        pytest.fail(
+            f"{name} is not set: this test needs the real service that `make test` starts "
+            "(scripts/testenv.py run -- pytest ...)",
+            pytrace=False,
+        )
+    return value
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> str:
+    return _require("OM_TEST_DATABASE_URL")
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> str:
+    return _require("OM_TEST_REDIS_URL")
+
+
+@pytest.fixture(scope="session")
+def pg_engine(postgres_url: str) -> Iterator[Engine]:
+    engine = make_engine(postgres_url)
+    upgrade(engine)
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture
+def sqlite_engine(tmp_path: Path) -> Iterator[Engine]:
+    engine = make_engine(f"sqlite:///{tmp_path / 'om.db'}")
+    upgrade(engine)
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture(params=["postgres", "sqlite"])
+def engine(request: pytest.FixtureRequest) -> Engine:
+    """The storage contract runs the same cases on a real Postgres and on SQLite."""
+    name = "pg_engine" if request.param == "postgres" else "sqlite_engine"
+    return request.getfixturevalue(name)  # type: ignore[no-any-return]
