@@ -201,8 +201,9 @@ def append_messages(
                 .where(M.c.thread_id == thread_id, M.c.id == message.id)
                 .values(part_count=start + len(new_parts))
             )
-        stored.append(message.model_copy(update={"parts": stamped, "thread_id": thread_id,
-                                                 "resource_id": resource_id}))
+        stored.append(
+            message.model_copy(update={"parts": stamped, "thread_id": thread_id, "resource_id": resource_id})
+        )
         if message.role == "assistant":
             times = [p.created_at for p in new_parts if p.created_at is not None and not p.is_data]
             candidate = max(times) if times else message.created_at
@@ -260,9 +261,7 @@ def load_parts(
     ids = sorted({row["message_id"] for row in rows})
     message_rows = {
         row["id"]: row
-        for row in conn.execute(
-            select(M).where(M.c.thread_id == thread_id, M.c.id.in_(ids))
-        ).mappings()
+        for row in conn.execute(select(M).where(M.c.thread_id == thread_id, M.c.id.in_(ids))).mappings()
     }
     return _assemble(rows, message_rows, thread_id)
 
@@ -270,8 +269,9 @@ def load_parts(
 def part_tokens_after(conn: Connection, thread_id: str, after_seq: int) -> list[PartTokens]:
     """Stored token contributions of the parts after the cursor (no bodies: cheap on the turn path)."""
     query = (
-        select(P.c.message_id, M.c.role, P.c.seq, P.c.type, P.c.tokens, P.c.overhead_delta,
-               P.c.extra_messages)
+        select(
+            P.c.message_id, M.c.role, P.c.seq, P.c.type, P.c.tokens, P.c.overhead_delta, P.c.extra_messages
+        )
         .join(M, (M.c.thread_id == P.c.thread_id) & (M.c.id == P.c.message_id))
         .where(P.c.thread_id == thread_id, P.c.seq > after_seq)
         .order_by(P.c.seq)
@@ -302,11 +302,15 @@ def page_messages(
         message_rows = {row["id"]: row for row in conn.execute(query).mappings()}
         if not message_rows:
             return []
-        rows = conn.execute(
-            select(P.c.message_id, P.c.body, P.c.seq)
-            .where(P.c.thread_id == thread_id, P.c.message_id.in_(list(message_rows)))
-            .order_by(P.c.seq)
-        ).mappings().all()
+        rows = (
+            conn.execute(
+                select(P.c.message_id, P.c.body, P.c.seq)
+                .where(P.c.thread_id == thread_id, P.c.message_id.in_(list(message_rows)))
+                .order_by(P.c.seq)
+            )
+            .mappings()
+            .all()
+        )
     return _assemble(rows, message_rows, thread_id)
 
 

@@ -193,9 +193,7 @@ def lock_live(conn: Connection, record_id: str, *, redirect: bool) -> tuple[Reco
     return head, None
 
 
-def _finish(
-    conn: Connection, record: Record, events: EventBuilder | None, result: Any
-) -> list[StoredEvent]:
+def _finish(conn: Connection, record: Record, events: EventBuilder | None, result: Any) -> list[StoredEvent]:
     if events is None:
         return []
     drafts = list(events(result))
@@ -356,8 +354,10 @@ def activate(
     new_text = f"{existing}\n\n{joined}" if existing and joined else (existing or joined)
     message_tokens = sum(c.message_tokens for c in chosen)
     observation_tokens = sum(c.token_count for c in chosen)
-    pending = pending_tokens if pending_tokens is not None else (
-        head.pending_message_tokens or sum(c.message_tokens for c in stored)
+    pending = (
+        pending_tokens
+        if pending_tokens is not None
+        else (head.pending_message_tokens or sum(c.message_tokens for c in stored))
     )
     cursor = max(head.last_observed_seq, max(c.to_seq for c in chosen))
     last_times = [c.last_observed_at for c in chosen if c.last_observed_at is not None]

@@ -68,10 +68,16 @@ def head(engine: Engine, key: str) -> Record:
     return found
 
 
-def reflect(engine: Engine, snapshot: Record, text: str, new_id: str | None = None) -> tuple[Record | None, bool]:
+def reflect(
+    engine: Engine, snapshot: Record, text: str, new_id: str | None = None
+) -> tuple[Record | None, bool]:
     with engine.begin() as conn:
         successor, applied, _ = records.create_reflection_generation(
-            conn, snapshot, reflection=text, token_count=5, compose=compose_after_reflection,
+            conn,
+            snapshot,
+            reflection=text,
+            token_count=5,
+            compose=compose_after_reflection,
             new_record_id_=new_id,
         )
         return successor, applied
@@ -118,11 +124,21 @@ def test_parts_get_increasing_sequence_numbers_and_retries_store_nothing(engine:
 def test_a_message_id_cannot_change_role(engine: Engine) -> None:
     thread_id, _ = new_key()
     with engine.begin() as conn:
-        history.append_messages(conn, thread_id=thread_id, resource_id="r",
-                                incoming=[text_message("m1", "user", "x", T0)], count_part=count_part)
+        history.append_messages(
+            conn,
+            thread_id=thread_id,
+            resource_id="r",
+            incoming=[text_message("m1", "user", "x", T0)],
+            count_part=count_part,
+        )
     with pytest.raises(history.MessageConflict, match="cannot change role"), engine.begin() as conn:
-        history.append_messages(conn, thread_id=thread_id, resource_id="r",
-                                incoming=[text_message("m1", "assistant", "y", T0)], count_part=count_part)
+        history.append_messages(
+            conn,
+            thread_id=thread_id,
+            resource_id="r",
+            incoming=[text_message("m1", "assistant", "y", T0)],
+            count_part=count_part,
+        )
 
 
 # ------------------------------------------------------------------------------------------- chunks
@@ -193,8 +209,9 @@ def test_activation_applies_hints_of_the_last_chunk_and_writes_events_in_the_sam
             choose_count=lambda chunks: 2,
             pending_tokens=5000,
             thread_metadata_patch=lambda r: {"currentTask": r.current_task, "suggestedResponse": None},
-            events=lambda r: [NewEvent("data-om-activation", {"cycleId": c.cycle_id}, c.cycle_id)
-                              for c in r.per_chunk],
+            events=lambda r: [
+                NewEvent("data-om-activation", {"cycleId": c.cycle_id}, c.cycle_id) for c in r.per_chunk
+            ],
         )
     assert [e.cycle_id for e in stored_events] == ["c0", "c1"]
     thread = history.get_thread(engine, thread_id)
@@ -280,8 +297,13 @@ def test_buffered_reflection_swap_replaces_leading_lines_only(engine: Engine) ->
     assert head(engine, key).active_observations == "line 0\n\nline 1\n\nline 2"
     with engine.begin() as conn:
         stored, _ = records.update_buffered_reflection(
-            conn, rec.id, text="summary of 0 and 1", token_count=4, input_token_count=8,
-            reflected_line_count=3, cycle_id="refl-1",
+            conn,
+            rec.id,
+            text="summary of 0 and 1",
+            token_count=4,
+            input_token_count=8,
+            reflected_line_count=3,
+            cycle_id="refl-1",
         )
     assert stored.applied
     with engine.begin() as conn:
@@ -301,12 +323,24 @@ def test_sync_observation_commit_composes_under_the_lock_and_refuses_moved_curso
     rec = init(engine, thread_id, key)
     with engine.begin() as conn:
         ok, _ = records.commit_observation(
-            conn, rec.id, from_seq=0, to_seq=5, observations="* 🔴 first", token_count=3,
-            observed_message_tokens=100, last_observed_at=T0,
+            conn,
+            rec.id,
+            from_seq=0,
+            to_seq=5,
+            observations="* 🔴 first",
+            token_count=3,
+            observed_message_tokens=100,
+            last_observed_at=T0,
         )
         stale, _ = records.commit_observation(
-            conn, rec.id, from_seq=0, to_seq=7, observations="* 🔴 stale", token_count=3,
-            observed_message_tokens=100, last_observed_at=T0,
+            conn,
+            rec.id,
+            from_seq=0,
+            to_seq=7,
+            observations="* 🔴 stale",
+            token_count=3,
+            observed_message_tokens=100,
+            last_observed_at=T0,
         )
     assert ok.applied and (stale.applied, stale.reason) == (False, "conflict")
     final = head(engine, key)
@@ -319,8 +353,14 @@ def test_sync_observation_retires_chunks_it_covers(engine: Engine) -> None:
     append(engine, rec.id, chunk("c0", 0, 3))
     with engine.begin() as conn:
         ok, _ = records.commit_observation(
-            conn, rec.id, from_seq=0, to_seq=5, observations="* 🔴 all of it", token_count=3,
-            observed_message_tokens=100, last_observed_at=T0,
+            conn,
+            rec.id,
+            from_seq=0,
+            to_seq=5,
+            observations="* 🔴 all of it",
+            token_count=3,
+            observed_message_tokens=100,
+            last_observed_at=T0,
         )
     assert ok.applied
     final = head(engine, key)
@@ -373,7 +413,9 @@ def test_events_with_the_same_type_and_cycle_are_stored_once(engine: Engine) -> 
     for _ in range(2):
         with engine.begin() as conn:
             records.append_chunk(
-                conn, rec.id, chunk("c0", 0, 3),
+                conn,
+                rec.id,
+                chunk("c0", 0, 3),
                 events=lambda r: [NewEvent("data-om-buffering-end", {"cycleId": "c0"}, "c0")],
             )
     from om_core.store.outbox import list_events
