@@ -12,7 +12,8 @@ from sqlalchemy import Engine
 from om_core.store.db import make_engine
 from om_core.store.migrate import upgrade
 
-_MIGRATED: dict[str, Engine] = {}
+# Never let litellm try to download its price table (no network here).
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 
 def _require(name: str) -> str:

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection, Engine, select
+from sqlalchemy import Connection, Engine, func, select
 from sqlalchemy.dialects import postgresql, sqlite
 
 from om_core.store import schema
@@ -89,3 +89,26 @@ def list_events(
         )
         for row in rows
     ]
+
+
+def last_event_id(engine: Engine, thread_id: str) -> int:
+    with engine.connect() as conn:
+        value = conn.execute(
+            select(func.max(schema.events.c.id)).where(schema.events.c.thread_id == thread_id)
+        ).scalar()
+    return int(value or 0)
+
+
+def has_event(engine: Engine, *, lookup_key: str, cycle_id: str, types: Sequence[str]) -> bool:
+    """Whether a cycle already reported one of `types` (uses the (lookup_key, type, cycle_id) index)."""
+    with engine.connect() as conn:
+        row = conn.execute(
+            select(schema.events.c.id)
+            .where(
+                schema.events.c.lookup_key == lookup_key,
+                schema.events.c.type.in_(list(types)),
+                schema.events.c.cycle_id == cycle_id,
+            )
+            .limit(1)
+        ).first()
+    return row is not None

@@ -410,6 +410,7 @@ def activate(
                 message_count=len(c.message_ids),
                 observations=c.observations,
                 message_ids=list(c.message_ids),
+                from_seq=c.from_seq,
                 to_seq=c.to_seq,
             )
             for c in chosen

@@ -36,8 +36,8 @@ from sqlalchemy import (
     UniqueConstraint,
     text,
 )
-from sqlalchemy.engine import Dialect
 from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.engine import Dialect
 
 metadata = MetaData()
 
@@ -256,3 +256,16 @@ __all__ = [
     "threads",
     "triggers",
 ]
+
+#: API keys of the HTTP service: only a SHA-256 of each key's secret is kept, found by the key's public id.
+api_keys = Table(
+    "om_api_keys",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("tenant_id", String(255), nullable=False),
+    Column("name", String(255), nullable=False),
+    Column("secret_sha256", String(64), nullable=False),
+    Column("created_at", Timestamp, nullable=False),
+    Column("revoked_at", Timestamp, nullable=True),
+    Index("ix_om_api_keys_tenant", "tenant_id"),
+)

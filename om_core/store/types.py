@@ -108,6 +108,7 @@ class ActivatedChunk:
     message_count: int
     observations: str
     message_ids: list[str]
+    from_seq: int
     to_seq: int
 
 

@@ -1,0 +1,39 @@
+"""Building a ready engine from settings: the one place processes (API, worker, beat, CLI) wire things up."""
+
+from __future__ import annotations
+
+from om_core.coordination import Coordination
+from om_core.engine import EngineSettings, Executor, MemoryEngine
+from om_core.engine.engine import EventPublisher
+from om_core.models.client import ModelClient
+from om_core.settings import Settings
+from om_core.store.db import make_engine
+
+
+def engine_settings(settings: Settings) -> EngineSettings:
+    return EngineSettings(
+        timezone=settings.timezone,
+        observer_input_cap_tokens=settings.observer_input_cap_tokens,
+        blocking_deadline_s=settings.blocking_deadline_s,
+        failure_policy=settings.failure_policy,
+    )
+
+
+def build_engine(
+    settings: Settings,
+    *,
+    executor: Executor | None = None,
+    coordination: Coordination | None = None,
+    publisher: EventPublisher | None = None,
+    models: ModelClient | None = None,
+) -> MemoryEngine:
+    """An engine on the configured database. Without an executor, background work runs inline."""
+    return MemoryEngine(
+        make_engine(settings.database_url),
+        models=models or ModelClient(),
+        config=settings.om_config,
+        coordination=coordination,
+        executor=executor,
+        publisher=publisher,
+        settings=engine_settings(settings),
+    )

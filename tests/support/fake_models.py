@@ -1,0 +1,63 @@
+"""A fake model at the engine's model boundary for tests that need exact, traceable output.
+
+The Observer reply holds one line per transcript line with the line's first words, so every test can see
+which messages an observation covers. The Reflector reply keeps every other observation line, so
+reflections are smaller than their input. No network, no litellm: the real model path is tested with the
+offline local model through litellm elsewhere.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+TRANSCRIPT_HEADING = "## New Message History to Observe"
+REFLECT_HEADING = "## Observations to Reflect On"
+
+
+@dataclass(frozen=True)
+class FakeCompletion:
+    text: str
+    input_tokens: int
+    output_tokens: int
+    cost: float | None
+    model: str
+
+
+@dataclass
+class FakeModels:
+    calls: list[tuple[str, str]] = field(default_factory=list)
+    fail_next: int = 0
+
+    def complete(self, model: Any, *, system: str, user: str, **_: Any) -> FakeCompletion:
+        self.calls.append(("observer" if TRANSCRIPT_HEADING in user else "reflector", user))
+        if self.fail_next > 0:
+            self.fail_next -= 1
+            raise ConnectionError("connection reset by fake provider")
+        text = observe(user) if TRANSCRIPT_HEADING in user else reflect(user)
+        return FakeCompletion(text, len(user) // 4, len(text) // 4, 0.0, str(model))
+
+
+def _section(user: str, heading: str) -> str:
+    body = user.split(heading, 1)[1]
+    return body.split("\n## ", 1)[0]
+
+
+def observe(user: str) -> str:
+    lines = []
+    for raw in _section(user, TRANSCRIPT_HEADING).splitlines():
+        match = re.match(r"^(User|Assistant)(?: \(([^)]*)\))?: (.*)$", raw.strip())
+        if match:
+            words = " ".join(match.group(3).split()[:8])
+            lines.append(f"* 🔴 (09:00) {match.group(1)} said: {words}")
+    body = "\n".join(lines)
+    return (
+        f"<observations>\nDate: Mar 3, 2026\n{body}\n</observations>\n\n<current-task>\nchat\n</current-task>"
+    )
+
+
+def reflect(user: str) -> str:
+    lines = [line for line in _section(user, REFLECT_HEADING).splitlines() if line.startswith("* ")]
+    kept = lines[::2] or lines[:1]
+    return "<observations>\nDate: Mar 3, 2026\n" + "\n".join(kept) + "\n</observations>"

@@ -1,0 +1,195 @@
+"""Actor context assembly (spec §4.11): token optimisation, layout, prompt-cache stability, reminder."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from om_core.context import (
+    CONTINUATION_MESSAGE_ID,
+    OTHER_CONVERSATIONS_END,
+    OTHER_CONVERSATIONS_START,
+    build_actor_context,
+    optimize_for_actor,
+    split_log_chunks,
+)
+
+LOG = "\n".join(
+    [
+        "Date: Mar 3, 2026",
+        "* 🔴 (09:12) User stated their team deploys on Fridays only",
+        "* 🟡 (09:15) Agent inspected CI config [ci, tooling]",
+        "  * -> viewed deploy.yml, found manual approval step",
+        "* 🟢 (09:18) User will present the rollout (meaning March 12, 2026)",
+        "* ✅ (09:31) Secret added; user confirmed dry-run is green",
+    ]
+)
+MORNING = datetime(2026, 3, 10, 8, 0, tzinfo=UTC)
+EVENING = datetime(2026, 3, 10, 21, 30, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("raw", "optimized"),
+    [
+        ("* 🟡 (09:15) Agent read a file", "* (09:15) Agent read a file"),
+        ("* 🟢 (09:15) Minor detail", "* (09:15) Minor detail"),
+        ("* 🔴 (09:15) Key fact", "* 🔴 (09:15) Key fact"),
+        ("* ✅ (09:15) Done", "* ✅ (09:15) Done"),
+        ("* 🔴 User likes tea [preference, drinks]", "* 🔴 User likes tea"),
+        ("* 🔴 [12 items collapsed: file views] summary", "* 🔴 [12 items collapsed: file views] summary"),
+        (
+            "* 🔴 See [the docs](https://x.io/a) for details",
+            "* 🔴 See [the docs](https://x.io/a) for details",
+        ),
+        ("* 🔴 [deploy] Friday rule", "* 🔴 Friday rule"),
+        ("* 🔴 read items[0] and Dict[str, int]", "* 🔴 read items[0] and Dict[str, int]"),
+        ("  * -> viewed file.py:10-20", "  * viewed file.py:10-20"),
+        ("* 🔴 step one -> step two", "* 🔴 step one step two"),
+        ("* 🔴 too    many   spaces", "* 🔴 too many spaces"),
+        ("first\n\n\n\nsecond", "first\n\nsecond"),
+        ("  * nested item keeps indent", "  * nested item keeps indent"),
+        ("* parent\n    * deeply nested", "* parent\n    * deeply nested"),
+        ("\n\n* 🔴 surrounding blank lines\n\n\n", "* 🔴 surrounding blank lines"),
+    ],
+)
+def test_optimize_for_actor(raw: str, optimized: str) -> None:
+    assert optimize_for_actor(raw) == optimized
+
+
+def _build(observations: str = LOG, now: datetime = MORNING, **kw: Any) -> Any:
+    args: dict[str, Any] = {
+        "active_observations": observations,
+        "current_task": "Primary: document the deploy flow",
+        "suggested_response": "Offer a draft of the wiki page.",
+        "now": now,
+        "tz": "UTC",
+        "has_unobserved_history": True,
+    }
+    args.update(kw)
+    return build_actor_context(**args)
+
+
+def test_layout_and_order() -> None:
+    ctx = _build()
+    stable = ctx.system_messages[: ctx.stable_count]
+    volatile = ctx.system_messages[ctx.stable_count :]
+    assert stable[1] == "<observations>"
+    assert stable[-1] == "</observations>"
+    assert volatile == [
+        "<current-task>\nPrimary: document the deploy flow\n</current-task>",
+        "<suggested-response>\nOffer a draft of the wiki page.\n</suggested-response>",
+    ]
+    assert ctx.observation_block == "\n\n".join(stable)
+    assert ctx.hints_block == "\n\n".join(volatile)
+    rendered = stable[2]
+    assert rendered.startswith("Date: Mar 3, 2026 (1 week ago)")
+    assert "🟡" not in rendered and "🟢" not in rendered and "[ci, tooling]" not in rendered
+    assert "(meaning March 12, 2026 - in 2 days)" in rendered
+
+
+def test_preamble_states_the_usage_rules() -> None:
+    preamble = _build().system_messages[0]
+    for phrase in (
+        "memory",
+        "most recent date",
+        '"switched to"',
+        "already passed",
+        "latest message",
+        "<system-reminder>",
+        "do not quote it",
+    ):
+        assert phrase in preamble
+
+
+def test_stable_block_is_byte_identical_within_a_day() -> None:
+    morning = _build(now=MORNING)
+    evening = _build(now=EVENING, current_task="Primary: something new", suggested_response=None)
+    assert morning.observation_block == evening.observation_block
+    assert morning.system_messages[: morning.stable_count] == evening.system_messages[: evening.stable_count]
+    assert morning.hints_block != evening.hints_block
+    assert "08:00" not in morning.observation_block and "21:30" not in evening.observation_block
+
+
+def test_stable_block_changes_when_observations_or_day_change() -> None:
+    base = _build()
+    grown = _build(observations=LOG + "\n* 🔴 (10:02) User asked about rollback")
+    next_day = _build(now=datetime(2026, 3, 11, 8, 0, tzinfo=UTC))
+    assert grown.observation_block != base.observation_block
+    assert grown.system_messages[:2] == base.system_messages[:2]
+    assert "(10:02) User asked about rollback" in grown.observation_block
+    assert next_day.observation_block != base.observation_block
+
+
+def test_message_boundaries_give_one_message_per_chunk() -> None:
+    log = (
+        '<thread id="a">\nDate: Mar 3, 2026\n* 🔴 (09:00) first\n</thread>'
+        "\n\n--- message boundary (2026-03-03T09:05:00.000Z) ---\n\n"
+        '<thread id="b">\nDate: Mar 3, 2026\n* 🔴 (09:10) second\n</thread>'
+    )
+    assert split_log_chunks(log) == [
+        '<thread id="a">\nDate: Mar 3, 2026\n* 🔴 (09:00) first\n</thread>',
+        '<thread id="b">\nDate: Mar 3, 2026\n* 🔴 (09:10) second\n</thread>',
+    ]
+    ctx = _build(observations=log)
+    chunks = ctx.system_messages[2 : ctx.stable_count - 1]
+    assert len(chunks) == 2
+    assert "message boundary" not in ctx.observation_block
+    assert chunks[0].endswith("</thread>") and "second" in chunks[1]
+
+
+def test_empty_observations_give_no_memory_messages() -> None:
+    ctx = _build(observations="  \n ")
+    assert ctx.system_messages == []
+    assert ctx.observation_block == "" and ctx.hints_block == "" and ctx.continuation_reminder == ""
+    assert ctx.is_empty
+    raw = [{"role": "user", "content": "hi"}]
+    assert ctx.to_openai_messages(raw) == raw
+    assert ctx.continuation_message() is None
+
+
+def test_continuation_reminder() -> None:
+    ctx = _build()
+    reminder = ctx.continuation_reminder
+    assert reminder.startswith("<system-reminder>") and reminder.endswith("</system-reminder>")
+    for phrase in ("most recent message", "suggested response", "Do not mention memory", "take priority"):
+        assert phrase in reminder
+    message = ctx.continuation_message()
+    assert message is not None
+    assert message.id == CONTINUATION_MESSAGE_ID == "om-continuation"
+    assert message.role == "user"
+    assert message.parts[0].text == reminder
+    assert "suggested response" not in _build(suggested_response=None).continuation_reminder
+    assert _build(has_unobserved_history=False).continuation_reminder == ""
+
+
+def test_to_openai_messages_order() -> None:
+    ctx = _build()
+    raw: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are a helpful assistant."},
+        {"role": "user", "content": "What about rollbacks?"},
+    ]
+    out = ctx.to_openai_messages(raw)
+    assert out[0] == raw[0]
+    assert [m["content"] for m in out[1 : 1 + len(ctx.system_messages)]] == ctx.system_messages
+    assert all(m["role"] == "system" for m in out[1 : 1 + len(ctx.system_messages)])
+    assert out[-2] == {"role": "user", "content": ctx.continuation_reminder}
+    assert out[-1] == raw[1]
+    only_system = ctx.to_openai_messages(raw[:1])
+    assert only_system[-1]["role"] == "system"
+
+
+def test_other_conversations_and_extra_values_stay_out_of_the_stable_block() -> None:
+    plain = _build()
+    ctx = _build(
+        other_conversations='<other-conversation id="t2">\nUser: hello\n</other-conversation>',
+        extra_values={"mood": "cheerful"},
+        retrieval_guidance="Use the recall tool to read exact wording.",
+    )
+    volatile = ctx.system_messages[ctx.stable_count :]
+    assert volatile[0].startswith("For reference only")
+    assert OTHER_CONVERSATIONS_START in volatile[0] and OTHER_CONVERSATIONS_END in volatile[0]
+    assert volatile[-1] == "<mood>\ncheerful\n</mood>"
+    assert ctx.system_messages[0].endswith("Use the recall tool to read exact wording.")
+    assert ctx.system_messages[1 : ctx.stable_count] == plain.system_messages[1 : plain.stable_count]
