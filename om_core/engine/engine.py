@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, Protocol
@@ -30,7 +31,6 @@ from om_core.engine.tasks import (
     Observe,
     Reflect,
     Task,
-    Trigger,
     new_cycle_id,
 )
 from om_core.engine.window import Window, build_window, cut_for_budget, cut_keeping_tail
@@ -58,7 +58,7 @@ from om_core.reflector import (
     replace_leading_lines,
 )
 from om_core.store import history, records
-from om_core.store.outbox import has_event, last_event_id, list_events
+from om_core.store.outbox import has_event
 from om_core.store.types import ActivationResult, ChunkInput, NewEvent, Record, StoredEvent
 from om_core.temporal import temporal_marker_for
 from om_core.tokens import TokenCounter
@@ -174,6 +174,10 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
+#: Events written during the current `ingest_turn` (inline background work included), returned to the caller.
+_EVENT_SINK: ContextVar[list[StoredEvent] | None] = ContextVar("om_event_sink", default=None)
+
+
 def lookup_key(thread_id: str) -> str:
     return f"thread:{thread_id}"
 
@@ -263,29 +267,15 @@ class MemoryEngine:
 
     # ----------------------------------------------------------------------------------- helpers
 
-    def _head(self, thread_id: str, resource_id: str, cfg: ResolvedConfig) -> Record:
-        key = lookup_key(thread_id)
-        head = records.get_head(self.db, key)
-        if head is not None:
-            return head
-        with self.db.begin() as conn:
-            history.ensure_thread(conn, thread_id, resource_id)
-            return records.initialize(
-                conn,
-                lookup_key=key,
-                scope="thread",
-                thread_id=thread_id,
-                resource_id=resource_id,
-                config=self.base_config.to_public_dict(),
-                observed_timezone=self.settings.timezone,
-            )
-
     def _window(self, thread_id: str, after_seq: int) -> Window:
         with self.db.connect() as conn:
             rows = history.part_tokens_after(conn, thread_id, after_seq)
         return build_window(rows, self.counter)
 
     def _publish(self, stored: Sequence[StoredEvent]) -> None:
+        sink = _EVENT_SINK.get()
+        if sink is not None:
+            sink.extend(stored)
         if stored:
             try:
                 self.publisher.publish(stored)
@@ -307,9 +297,6 @@ class MemoryEngine:
                 events=drafts,
             )
         self._publish(stored)
-
-    def _last_event_id(self, thread_id: str) -> int:
-        return last_event_id(self.db, thread_id)
 
     def _boundary(self, key: str, record: Record) -> int:
         shared = self.coordination.get_int(Keys.buffer_boundary(key)) or 0
@@ -351,10 +338,32 @@ class MemoryEngine:
         turn_end: bool | None = None,
     ) -> TurnResult:
         """Store the new messages, run the cheap step (activation is database work), start due background
-        work, block only past `blockAfter`, and return what the actor should see next."""
+        work, block only past `blockAfter`, and return what the actor should see next.
+
+        The common turn is three short transactions: store + read the head and the window, write the status
+        event, read the unobserved messages. Everything else happens only when a threshold says so.
+        """
         if not thread_id:
             raise ThreadIdRequired()
-        resource = resource_id or thread_id
+        sink: list[StoredEvent] = []
+        token = _EVENT_SINK.set(sink)
+        try:
+            return self._ingest(
+                thread_id, resource_id or thread_id, list(messages), actor_model, step_number, turn_end, sink
+            )
+        finally:
+            _EVENT_SINK.reset(token)
+
+    def _ingest(
+        self,
+        thread_id: str,
+        resource: str,
+        incoming: list[Message],
+        actor_model: str | None,
+        step_number: int,
+        turn_end: bool | None,
+        sink: list[StoredEvent],
+    ) -> TurnResult:
         before = history.get_thread(self.db, thread_id)
         cfg = self.config_for(before.config_overrides if before is not None else None)
         activity = _Activity(
@@ -362,29 +371,17 @@ class MemoryEngine:
             last_activity_at=before.last_activity_at if before is not None else None,
             actor_model=actor_model,
         )
-        key = lookup_key(thread_id)
-        first_event = self._last_event_id(thread_id)
-        head = self._head(thread_id, resource, cfg)
-        incoming = list(messages)
         if cfg.temporal_markers:
             incoming = self._with_temporal_markers(thread_id, incoming)
-        with self.db.begin() as conn:
-            history.append_messages(
-                conn,
-                thread_id=thread_id,
-                resource_id=resource,
-                incoming=incoming,
-                count_part=self._count_part(actor_model),
-                actor_model=actor_model,
-            )
+        head, window = self._store_and_read(thread_id, resource, incoming, actor_model)
         now = self.clock()
         blocked = False
         degraded_reason: str | None = None
 
-        head = self._step_zero_activation(thread_id, cfg, head, activity, now)
-        window = self._window(thread_id, head.last_observed_seq)
+        if head.chunks:
+            head = self._step_zero_activation(thread_id, cfg, head, activity, now)
+            window = self._window(thread_id, head.last_observed_seq)
         status = self._status(head, window, cfg)
-
         if status.should_observe:
             head, window, status = self._threshold_activation(thread_id, cfg, head, window, status)
         if status.should_buffer:
@@ -397,11 +394,8 @@ class MemoryEngine:
         ):
             blocked = True
             degraded_reason = self._run_blocking(Observe(thread_id, new_cycle_id("observe")))
-            head = self._head(thread_id, resource, cfg)
-            window = self._window(thread_id, head.last_observed_seq)
-            status = self._status(head, window, cfg)
 
-        reflect_blocked, reflect_reason = self.maybe_reflect(thread_id, activity=activity, now=now)
+        reflect_blocked, reflect_reason = self.maybe_reflect(thread_id, activity=activity, now=now, cfg=cfg)
         blocked = blocked or reflect_blocked
         degraded_reason = degraded_reason or reflect_reason
 
@@ -412,9 +406,44 @@ class MemoryEngine:
             self.executor.submit(
                 BufferObservation(thread_id, new_cycle_id("buffer-obs"), status.pending, skip_minimum=True)
             )
-
         self._schedule_idle_trigger(thread_id, resource, cfg, actor_model)
-        return self._turn_result(thread_id, cfg, key, first_event, step_number, blocked, degraded_reason)
+        # Anything that changed the head reported an event; without one, the reads above are current.
+        unchanged = not sink
+        return self._turn_result(
+            thread_id,
+            cfg,
+            step_number,
+            blocked,
+            degraded_reason,
+            sink,
+            current=(head, window, before) if unchanged else None,
+        )
+
+    def _store_and_read(
+        self, thread_id: str, resource: str, incoming: list[Message], actor_model: str | None
+    ) -> tuple[Record, Window]:
+        """One transaction: store the messages, then read (or create) the head and the unobserved window."""
+        key = lookup_key(thread_id)
+        with self.db.begin() as conn:
+            history.append_messages(
+                conn,
+                thread_id=thread_id,
+                resource_id=resource,
+                incoming=incoming,
+                count_part=self._count_part(actor_model),
+                actor_model=actor_model,
+            )
+            head = records.read_head(conn, key) or records.initialize(
+                conn,
+                lookup_key=key,
+                scope="thread",
+                thread_id=thread_id,
+                resource_id=resource,
+                config=self.base_config.to_public_dict(),
+                observed_timezone=self.settings.timezone,
+            )
+            rows = history.part_tokens_after(conn, thread_id, head.last_observed_seq)
+        return head, build_window(rows, self.counter)
 
     def _schedule_idle_trigger(
         self, thread_id: str, resource_id: str, cfg: ResolvedConfig, actor_model: str | None
@@ -491,23 +520,36 @@ class MemoryEngine:
         self,
         thread_id: str,
         cfg: ResolvedConfig,
-        key: str,
-        first_event: int,
         step_number: int,
         blocked: bool,
         degraded_reason: str | None,
+        sink: list[StoredEvent],
+        *,
+        current: tuple[Record, Window, history.ThreadRow | None] | None,
     ) -> TurnResult:
-        head = records.get_head(self.db, key)
-        assert head is not None
+        key = lookup_key(thread_id)
+        if current is not None:
+            head, window, thread = current
+        else:
+            fresh = records.get_head(self.db, key)
+            assert fresh is not None
+            head, thread = fresh, history.get_thread(self.db, thread_id)
+            window = self._window(thread_id, head.last_observed_seq)
         with self.db.connect() as conn:
             unobserved = history.load_parts(conn, thread_id, after_seq=head.last_observed_seq)
         visible = [m for m in unobserved if m.has_visible_content]
-        window = self._window(thread_id, head.last_observed_seq)
         status = self._status(head, window, cfg)
         payload = status.to_status_payload(head.id, thread_id, step_number, head.generation_count)
         self._write_events(head, [NewEvent(ev.STATUS, payload)])
-        context = self.actor_context(thread_id, head, has_unobserved=bool(visible))
-        produced = list_events(self.db, thread_id=thread_id, after_id=first_event, limit=10_000)
+        meta = thread.om_metadata if thread is not None else {}
+        context = build_actor_context(
+            active_observations=head.active_observations,
+            current_task=meta.get("currentTask"),
+            suggested_response=meta.get("suggestedResponse"),
+            now=self.clock(),
+            tz=self.settings.timezone,
+            has_unobserved_history=bool(visible),
+        )
         return TurnResult(
             thread_id=thread_id,
             record_id=head.id,
@@ -515,7 +557,7 @@ class MemoryEngine:
             messages=visible,
             continuation_reminder=context.continuation_reminder,
             status=payload,
-            events=produced,
+            events=list(sink),
             blocked=blocked,
             degraded=degraded_reason is not None,
             degraded_reason=degraded_reason,
@@ -1114,10 +1156,15 @@ class MemoryEngine:
     # ------------------------------------------------------------------------------- reflection
 
     def maybe_reflect(
-        self, thread_id: str, *, activity: _Activity | None = None, now: datetime | None = None
+        self,
+        thread_id: str,
+        *,
+        activity: _Activity | None = None,
+        now: datetime | None = None,
+        cfg: ResolvedConfig | None = None,
     ) -> tuple[bool, str | None]:
         """Decide and run reflection work (spec §4.6). Returns (blocked, degraded reason)."""
-        cfg = self._thread_config(thread_id)
+        cfg = cfg or self._thread_config(thread_id)
         key = lookup_key(thread_id)
         head = records.get_head(self.db, key)
         if head is None:
@@ -1562,5 +1609,3 @@ class MemoryEngine:
             head.id, thread_id, step_number, head.generation_count
         )
 
-
-_UNUSED: tuple[object, ...] = (Trigger,)
