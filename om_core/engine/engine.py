@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, Protocol
 
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine
 
 from om_core import policy, triggers
 from om_core.config import ObservationalMemoryConfig, ResolvedConfig, TokenRange
@@ -58,7 +58,7 @@ from om_core.reflector import (
     replace_leading_lines,
 )
 from om_core.store import history, records
-from om_core.store.outbox import has_event
+from om_core.store.outbox import has_event, write_events
 from om_core.store.types import ActivationResult, ChunkInput, NewEvent, Record, StoredEvent
 from om_core.temporal import temporal_marker_for
 from om_core.tokens import TokenCounter
@@ -364,16 +364,13 @@ class MemoryEngine:
         turn_end: bool | None,
         sink: list[StoredEvent],
     ) -> TurnResult:
-        before = history.get_thread(self.db, thread_id)
+        before, head, window = self._store_and_read(thread_id, resource, incoming, actor_model)
         cfg = self.config_for(before.config_overrides if before is not None else None)
         activity = _Activity(
             previous_model=before.last_actor_model if before is not None else None,
             last_activity_at=before.last_activity_at if before is not None else None,
             actor_model=actor_model,
         )
-        if cfg.temporal_markers:
-            incoming = self._with_temporal_markers(thread_id, incoming)
-        head, window = self._store_and_read(thread_id, resource, incoming, actor_model)
         now = self.clock()
         blocked = False
         degraded_reason: str | None = None
@@ -395,7 +392,9 @@ class MemoryEngine:
             blocked = True
             degraded_reason = self._run_blocking(Observe(thread_id, new_cycle_id("observe")))
 
-        reflect_blocked, reflect_reason = self.maybe_reflect(thread_id, activity=activity, now=now, cfg=cfg)
+        reflect_blocked, reflect_reason = self.maybe_reflect(
+            thread_id, activity=activity, now=now, cfg=cfg, head=None if sink else head
+        )
         blocked = blocked or reflect_blocked
         degraded_reason = degraded_reason or reflect_reason
 
@@ -421,10 +420,14 @@ class MemoryEngine:
 
     def _store_and_read(
         self, thread_id: str, resource: str, incoming: list[Message], actor_model: str | None
-    ) -> tuple[Record, Window]:
-        """One transaction: store the messages, then read (or create) the head and the unobserved window."""
+    ) -> tuple[history.ThreadRow | None, Record, Window]:
+        """One transaction: read the thread as it was, store the messages (temporal markers first, when
+        configured), then read (or create) the head and the unobserved window."""
         key = lookup_key(thread_id)
         with self.db.begin() as conn:
+            before = history.get_thread(conn, thread_id)
+            if self.config_for(before.config_overrides if before is not None else None).temporal_markers:
+                incoming = self._with_temporal_markers(conn, thread_id, incoming)
             history.append_messages(
                 conn,
                 thread_id=thread_id,
@@ -443,7 +446,7 @@ class MemoryEngine:
                 observed_timezone=self.settings.timezone,
             )
             rows = history.part_tokens_after(conn, thread_id, head.last_observed_seq)
-        return head, build_window(rows, self.counter)
+        return before, head, build_window(rows, self.counter)
 
     def _schedule_idle_trigger(
         self, thread_id: str, resource_id: str, cfg: ResolvedConfig, actor_model: str | None
@@ -503,8 +506,10 @@ class MemoryEngine:
 
         return count
 
-    def _with_temporal_markers(self, thread_id: str, incoming: list[Message]) -> list[Message]:
-        previous = history.page_messages(self.db, thread_id, limit=1)
+    def _with_temporal_markers(
+        self, conn: Connection, thread_id: str, incoming: list[Message]
+    ) -> list[Message]:
+        previous = history.last_messages(conn, thread_id, limit=1)
         out: list[Message] = []
         seen: list[Message] = list(previous)
         for message in incoming:
@@ -535,12 +540,20 @@ class MemoryEngine:
             assert fresh is not None
             head, thread = fresh, history.get_thread(self.db, thread_id)
             window = self._window(thread_id, head.last_observed_seq)
-        with self.db.connect() as conn:
-            unobserved = history.load_parts(conn, thread_id, after_seq=head.last_observed_seq)
-        visible = [m for m in unobserved if m.has_visible_content]
         status = self._status(head, window, cfg)
         payload = status.to_status_payload(head.id, thread_id, step_number, head.generation_count)
-        self._write_events(head, [NewEvent(ev.STATUS, payload)])
+        with self.db.begin() as conn:
+            unobserved = history.load_parts(conn, thread_id, after_seq=head.last_observed_seq)
+            stored = write_events(
+                conn,
+                lookup_key=key,
+                thread_id=thread_id,
+                resource_id=head.resource_id,
+                record_id=head.id,
+                events=[NewEvent(ev.STATUS, payload)],
+            )
+        self._publish(stored)
+        visible = [m for m in unobserved if m.has_visible_content]
         meta = thread.om_metadata if thread is not None else {}
         context = build_actor_context(
             active_observations=head.active_observations,
@@ -1162,11 +1175,14 @@ class MemoryEngine:
         activity: _Activity | None = None,
         now: datetime | None = None,
         cfg: ResolvedConfig | None = None,
+        head: Record | None = None,
     ) -> tuple[bool, str | None]:
-        """Decide and run reflection work (spec §4.6). Returns (blocked, degraded reason)."""
+        """Decide and run reflection work (spec §4.6). Returns (blocked, degraded reason).
+
+        `head` is the caller's current read of the head, if it has one (saves a round trip)."""
         cfg = cfg or self._thread_config(thread_id)
         key = lookup_key(thread_id)
-        head = records.get_head(self.db, key)
+        head = head or records.get_head(self.db, key)
         if head is None:
             return False, None
         now = now or self.clock()
@@ -1608,4 +1624,3 @@ class MemoryEngine:
         return self._status(head, window, cfg).to_status_payload(
             head.id, thread_id, step_number, head.generation_count
         )
-

@@ -294,23 +294,29 @@ def page_messages(
     engine: Engine, thread_id: str, *, before_seq: int | None = None, limit: int = 50
 ) -> list[Message]:
     """Messages of a thread, newest page first by first sequence (for the API's paged reads)."""
+    with engine.connect() as conn:
+        return last_messages(conn, thread_id, before_seq=before_seq, limit=limit)
+
+
+def last_messages(
+    conn: Connection, thread_id: str, *, before_seq: int | None = None, limit: int = 50
+) -> list[Message]:
     query = select(M).where(M.c.thread_id == thread_id)
     if before_seq is not None:
         query = query.where(M.c.first_seq < before_seq)
     query = query.order_by(M.c.first_seq.desc()).limit(limit)
-    with engine.connect() as conn:
-        message_rows = {row["id"]: row for row in conn.execute(query).mappings()}
-        if not message_rows:
-            return []
-        rows = (
-            conn.execute(
-                select(P.c.message_id, P.c.body, P.c.seq)
-                .where(P.c.thread_id == thread_id, P.c.message_id.in_(list(message_rows)))
-                .order_by(P.c.seq)
-            )
-            .mappings()
-            .all()
+    message_rows = {row["id"]: row for row in conn.execute(query).mappings()}
+    if not message_rows:
+        return []
+    rows = (
+        conn.execute(
+            select(P.c.message_id, P.c.body, P.c.seq)
+            .where(P.c.thread_id == thread_id, P.c.message_id.in_(list(message_rows)))
+            .order_by(P.c.seq)
         )
+        .mappings()
+        .all()
+    )
     return _assemble(rows, message_rows, thread_id)
 
 
