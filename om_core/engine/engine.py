@@ -1110,6 +1110,11 @@ class MemoryEngine:
             self._fail(head, ev.OBSERVATION_FAILED, cycle_id, "observation", started, tokens, exc, usage)
             raise
         text = output.observations.strip()
+        if not text:
+            # Committing would move the cursor past parts whose content is nowhere in the log. Keep them raw.
+            problem = RuntimeError("the Observer returned no observations for a non-empty transcript")
+            self._fail(head, ev.OBSERVATION_FAILED, cycle_id, "observation", started, tokens, problem, usage)
+            return False
         observation_tokens = self.counter.count_string(text)
         completed = self.clock()
 

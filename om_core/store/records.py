@@ -548,10 +548,15 @@ def swap_buffered_reflection_to_active(
     reflection covers and keeps the lines added since. Returns (new head, reason, events); reason is
     "retired", "not-found" or "no-buffer" when nothing was done.
     """
+    # Lock order everywhere: the key's advisory lock first, then the row (as create_reflection_generation
+    # does), or two rollovers of one key could deadlock.
+    lookup = conn.execute(select(R.c.lookup_key).where(R.c.id == record_id)).scalar()
+    if lookup is None:
+        return None, "not-found", []
+    key_lock(conn, lookup)
     head, reason = lock_live(conn, record_id, redirect=False)
     if head is None:
         return None, reason, []
-    key_lock(conn, head.lookup_key)
     if not head.buffered_reflection or head.reflected_observation_line_count is None:
         return head, "no-buffer", []
     text = compose(head.active_observations, head.reflected_observation_line_count, head.buffered_reflection)
