@@ -58,7 +58,7 @@ from om_core.reflector import (
     replace_leading_lines,
 )
 from om_core.store import history, records
-from om_core.store.outbox import has_event, write_events
+from om_core.store.outbox import has_event, last_event_id, list_events, write_events
 from om_core.store.types import ActivationResult, ChunkInput, NewEvent, Record, StoredEvent
 from om_core.temporal import temporal_marker_for
 from om_core.tokens import TokenCounter
@@ -390,7 +390,7 @@ class MemoryEngine:
             block_after=cfg.observation.block_after,
         ):
             blocked = True
-            degraded_reason = self._run_blocking(Observe(thread_id, new_cycle_id("observe")))
+            degraded_reason = self._run_blocking(Observe(thread_id, new_cycle_id("observe")), thread_id)
 
         reflect_blocked, reflect_reason = self.maybe_reflect(
             thread_id, activity=activity, now=now, cfg=cfg, head=None if sink else head
@@ -406,8 +406,9 @@ class MemoryEngine:
                 BufferObservation(thread_id, new_cycle_id("buffer-obs"), status.pending, skip_minimum=True)
             )
         self._schedule_idle_trigger(thread_id, resource, cfg, actor_model)
-        # Anything that changed the head reported an event; without one, the reads above are current.
-        unchanged = not sink
+        # Anything that changed the head reported an event; without one, and without blocking work that may
+        # have run in another process, the reads above are current.
+        unchanged = not sink and not blocked
         return self._turn_result(
             thread_id,
             cfg,
@@ -589,8 +590,21 @@ class MemoryEngine:
             has_unobserved_history=has_unobserved,
         )
 
-    def _run_blocking(self, task: Task) -> str | None:
-        """Run blocking work within the deadline. Returns a reason when the turn goes on uncompressed."""
+    def _run_blocking(self, task: Task, thread_id: str) -> str | None:
+        """Run blocking work within the deadline. Returns a reason when the turn goes on uncompressed.
+
+        Events the work wrote in another process (a Celery worker) are added to this turn's events."""
+        mark = last_event_id(self.db, thread_id)
+        try:
+            return self._run_blocking_task(task)
+        finally:
+            sink = _EVENT_SINK.get()
+            if sink is not None:
+                known = {event.id for event in sink}
+                remote = list_events(self.db, thread_id=thread_id, after_id=mark, limit=1000)
+                sink.extend(event for event in remote if event.id not in known)
+
+    def _run_blocking_task(self, task: Task) -> str | None:
         try:
             finished = self.executor.run(task, self.settings.blocking_deadline_s)
         except Exception as exc:
@@ -1224,7 +1238,7 @@ class MemoryEngine:
             last = self.coordination.get_int(Keys.reflection_suppressed(key))
             if policy.sync_reflection_suppressed(last, head.observation_token_count, decision.triggered_by):
                 return False, None
-            reason = self._run_blocking(Reflect(thread_id, new_cycle_id("reflect")))
+            reason = self._run_blocking(Reflect(thread_id, new_cycle_id("reflect")), thread_id)
             return True, reason
         return False, None
 

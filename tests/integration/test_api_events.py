@@ -1,0 +1,158 @@
+"""Live events over SSE against a real server: they arrive while the conversation runs, carry the outbox
+payloads, and a client that drops and reconnects with Last-Event-ID misses nothing and gets nothing twice."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+
+import httpx
+import pytest
+from sqlalchemy import Engine
+
+from om_api.client import AsyncOMClient, OMClient
+from om_api.schemas import OMEvent
+from om_api.sse import _Tail, parse_cursor
+from om_core.store.outbox import list_events
+from om_core.store.types import StoredEvent
+from tests.support.api_server import ApiServer, Follower, api_server, new_id, om, tenant_key
+
+__all__ = ["api_server", "om", "tenant_key"]  # fixtures used below
+
+pytestmark = [pytest.mark.postgres, pytest.mark.redis]
+
+CYCLE = {"observation": {"messageTokens": 1500}, "reflection": {"observationTokens": 600}}
+
+
+def say(client: OMClient, thread_id: str, start: int, count: int) -> None:
+    for i in range(start, start + count):
+        role = "user" if i % 2 == 0 else "assistant"
+        text = f"Turn {i}: " + " ".join(f"word{(i * 31 + k) % 97}" for k in range(60))
+        client.post_turn(thread_id, [{"id": f"m{i}", "role": role, "text": text}])
+
+
+def statuses(events: list[OMEvent]) -> int:
+    return sum(1 for e in events if e.type == "data-om-status")
+
+
+def test_events_arrive_live_and_replay_after_a_reconnect(
+    om: OMClient, api_server: ApiServer, tenant_key: str, pg_engine: Engine
+) -> None:
+    thread = new_id("live")
+    om.set_config(thread, CYCLE, resource_id=thread)
+
+    first = Follower(api_server.base_url, tenant_key, thread)
+    say(om, thread, 0, 10)
+    seen = first.wait_for(lambda got: statuses(got) >= 10)
+    first.close()  # the client drops
+
+    say(om, thread, 10, 10)  # ... and misses these turns
+    resumed = Follower(api_server.base_url, tenant_key, thread, last_event_id=seen[-1].cursor)
+    say(om, thread, 20, 2)
+    rest = resumed.wait_for(lambda got: statuses(seen) + statuses(got) >= 22)
+    resumed.close()
+
+    delivered = seen + rest
+    ids = [e.id for e in delivered]
+    assert len(ids) == len(set(ids)), "no event is delivered twice"
+    stored = {e.id: e for e in list_events(pg_engine, thread_id=thread, limit=10_000)}
+    assert set(ids) == {i for i in stored if i <= max(ids)}, "no event is missed across the reconnect"
+    for event in delivered:
+        assert event.type == stored[event.id].type and event.data == stored[event.id].payload
+    turn_order = [e.id for e in delivered if e.type == "data-om-status"]
+    assert turn_order == sorted(turn_order), "each turn's status arrives in turn order"
+    kinds = {e.type for e in delivered}
+    assert {"data-om-buffering-start", "data-om-buffering-end", "data-om-activation"} <= kinds
+
+
+def test_background_work_is_streamed_without_another_turn(
+    om: OMClient, api_server: ApiServer, tenant_key: str
+) -> None:
+    thread = new_id("background")
+    om.set_config(thread, CYCLE, resource_id=thread)
+    say(om, thread, 0, 3)  # crosses the first buffering interval; the turns do not wait for it
+    follower = Follower(api_server.base_url, tenant_key, thread)
+    try:
+        ended = follower.wait_for(lambda got: any(e.type == "data-om-buffering-end" for e in got))
+    finally:
+        follower.close()
+    started = [e for e in ended if e.type == "data-om-buffering-start"]
+    end = next(e for e in ended if e.type == "data-om-buffering-end")
+    assert end.data["cycleId"] in {e.data["cycleId"] for e in started}
+    assert end.data["observations"].strip()
+
+
+def test_a_replay_is_ordered_and_the_async_client_sees_the_same(
+    om: OMClient, api_server: ApiServer, tenant_key: str
+) -> None:
+    thread = new_id("replay")
+    say(om, thread, 0, 6)
+    replay = list(om.events(thread, follow=False))
+    assert [e.id for e in replay] == sorted(e.id for e in replay)
+    middle = replay[len(replay) // 2].id
+    assert [e.id for e in om.events(thread, last_event_id=middle, follow=False)] == [
+        e.id for e in replay if e.id > middle
+    ]
+
+    async def read() -> list[OMEvent]:
+        async with AsyncOMClient(api_server.base_url, tenant_key) as client:
+            return [e async for e in client.events(thread, follow=False)]
+
+    assert asyncio.run(read()) == replay
+
+
+def test_the_stream_speaks_sse(om: OMClient, api_server: ApiServer, tenant_key: str) -> None:
+    thread = new_id("wire")
+    say(om, thread, 0, 1)
+    response = httpx.get(
+        f"{api_server.base_url}/v1/threads/{thread}/events",
+        params={"follow": "false"},
+        headers={"Authorization": f"Bearer {tenant_key}", "Last-Event-ID": "0"},
+    )
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/event-stream")
+    blocks = [b for b in response.text.split("\n\n") if b.startswith("id:")]
+    assert blocks
+    event_id, data = blocks[0].split("\n")
+    assert event_id.startswith("id: ") and data.startswith("data: {")
+
+
+# ------------------------------------------------------------------- resume cursors, without a server
+
+
+def _event(event_id: int, age_s: float = 0.0) -> StoredEvent:
+    return StoredEvent(
+        id=event_id,
+        type="data-om-status",
+        thread_id="t",
+        lookup_key="thread:t",
+        record_id=None,
+        cycle_id=None,
+        payload={},
+        created_at=datetime.now(UTC) - timedelta(seconds=age_s),
+    )
+
+
+def test_an_event_that_commits_late_with_a_lower_id_is_still_delivered_once() -> None:
+    tail = _Tail(0, frozenset(), settle_s=60)
+    assert [e.id for e in tail.fresh([_event(1), _event(3)], 100)] == [1, 3]
+    assert [e.id for e in tail.fresh([_event(1), _event(2), _event(3)], 100)] == [2], "2 committed after 3"
+    assert parse_cursor(tail.cursor()) == (0, frozenset({1, 2, 3}))
+
+    resumed = _Tail(*parse_cursor(tail.cursor()), settle_s=60)
+    assert [e.id for e in [_event(i) for i in (1, 2, 3, 4)] if resumed.replayed(e)] == [4]
+
+
+@pytest.mark.parametrize(
+    ("cursor", "parsed"),
+    [(None, (0, frozenset())), ("17", (17, frozenset())), ("17~1,4", (17, frozenset({18, 21})))],
+)
+def test_cursors_parse(cursor: str | None, parsed: tuple[int, frozenset[int]]) -> None:
+    assert parse_cursor(cursor) == parsed
+
+
+def test_old_events_settle_during_a_replay_so_the_cursor_stays_short() -> None:
+    tail = _Tail(0, frozenset(), settle_s=2)
+    for event in [_event(1, age_s=60), _event(2, age_s=60), _event(5, age_s=0)]:
+        tail.replayed(event)
+    assert tail.cursor() == "2~3"

@@ -1,0 +1,540 @@
+"""The deployment files agree with the code they deploy.
+
+Docker and a cluster are not available here, so the files are parsed instead: every process they start
+must be a command line the real `om` parser accepts, every `OM_*` setting they pass must be one the
+settings model knows (with a value it accepts), and the queue layout, beat singleton, probes and
+autoscalers must fit together. A renamed option or setting then breaks this test, not a deployment.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import os
+import re
+import tomllib
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer
+import typer.main
+import yaml  # type: ignore[import-untyped]
+from typer.testing import CliRunner
+
+from om_api.settings import ApiSettings
+from om_core.cli import app
+from om_core.settings import Settings
+
+ROOT = Path(__file__).resolve().parents[2]
+DEPLOY = ROOT / "deploy"
+COMPOSE_FILE = DEPLOY / "docker-compose.yml"
+K8S_DIR = DEPLOY / "k8s"
+DOCKERFILE = DEPLOY / "Dockerfile"
+ENV_EXAMPLE = ROOT / ".env.example"
+
+# The queue groups of issue 5; om.maintenance rides along with exactly one of them.
+ISSUE_GROUPS = {
+    frozenset({"om.observe"}),
+    frozenset({"om.buffer", "om.extract"}),
+    frozenset({"om.reflect"}),
+    frozenset({"om.index"}),
+}
+MAINTENANCE = "om.maintenance"
+QUEUES = frozenset({"om.observe", "om.buffer", "om.reflect", "om.extract", "om.index", MAINTENANCE})
+
+EXECUTOR_VAR = "OM_EXECUTOR"
+KNOWN_OM_VARS = frozenset({f"OM_{name.upper()}" for name in Settings.model_fields} | {EXECUTOR_VAR})
+PROVIDER_KEYS = ("GEMINI_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY")
+INFRA_IMAGES = {"postgres": "postgres:15", "redis": "redis:7"}
+WORKLOAD_KINDS = {"Deployment", "Job", "StatefulSet", "DaemonSet"}
+
+Doc = dict[str, Any]
+
+
+# ------------------------------------------------------------------------------------------------ loading
+
+
+def load_yaml(path: Path) -> list[Doc]:
+    return [doc for doc in yaml.safe_load_all(path.read_text()) if doc is not None]
+
+
+def yaml_files() -> list[Path]:
+    return [COMPOSE_FILE, *sorted(K8S_DIR.glob("*.yaml"))]
+
+
+@pytest.fixture(scope="module")
+def compose() -> Doc:
+    (doc,) = load_yaml(COMPOSE_FILE)
+    return doc
+
+
+@pytest.fixture(scope="module")
+def k8s() -> list[Doc]:
+    docs = [doc for path in sorted(K8S_DIR.glob("*.yaml")) for doc in load_yaml(path)]
+    return [doc for doc in docs if doc.get("kind") != "Kustomization"]
+
+
+@pytest.fixture(autouse=True)
+def no_om_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Settings are validated from the files' values only, never from the developer's shell."""
+    for name in [n for n in os.environ if n.startswith("OM_")]:
+        monkeypatch.delenv(name)
+
+
+def om_services(compose: Doc) -> dict[str, Doc]:
+    """Compose services built from deploy/Dockerfile: they run `om`, the rest is infrastructure."""
+    services: dict[str, Doc] = compose["services"]
+    return {name: svc for name, svc in services.items() if "build" in svc}
+
+
+def of_kind(docs: list[Doc], kind: str) -> list[Doc]:
+    return [doc for doc in docs if doc["kind"] == kind]
+
+
+def containers(docs: list[Doc]) -> Iterator[tuple[Doc, Doc]]:
+    """(workload, container) for every container of every workload."""
+    for doc in docs:
+        if doc["kind"] in WORKLOAD_KINDS:
+            pod = doc["spec"]["template"]["spec"]
+            for container in [*pod.get("initContainers", []), *pod["containers"]]:
+                yield doc, container
+
+
+def by_subcommand(docs: list[Doc], subcommand: str) -> list[tuple[Doc, Doc]]:
+    return [(doc, c) for doc, c in containers(docs) if c["args"][0] == subcommand]
+
+
+def name_of(doc: Doc) -> str:
+    return str(doc["metadata"]["name"])
+
+
+# --------------------------------------------------------------------------------------------- the real CLI
+
+runner = CliRunner()
+
+
+def om_params(argv: list[str]) -> dict[str, Any]:
+    """Parse `om <argv>` with the real command tree (types converted, nothing run). Typer ships its own
+    copy of click, so groups are recognised by their `commands` table rather than by class."""
+    command: Any = typer.main.get_command(app)
+    words = list(argv)
+    name = "om"
+    while isinstance(getattr(command, "commands", None), dict):
+        assert words, f"`om {' '.join(argv)}` names no subcommand"
+        name = words.pop(0)
+        assert name in command.commands, f"`{name}` is not an om subcommand (in `om {' '.join(argv)}`)"
+        command = command.commands[name]
+    with command.make_context(name, words) as ctx:
+        return dict(ctx.params)
+
+
+def assert_om_command(argv: list[str]) -> dict[str, Any]:
+    """The command line must be accepted by `om` itself: `--help` after it exits 0 only if the subcommand
+    and every option exist; parsing it then checks the option values."""
+    return dict(_checked_om_command(tuple(argv)))
+
+
+@functools.cache
+def _checked_om_command(argv: tuple[str, ...]) -> Mapping[str, Any]:
+    # Cached: the same command lines are checked by several tests.
+    result = runner.invoke(app, [*argv, "--help"])
+    assert result.exit_code == 0, f"`om {' '.join(argv)}` is refused by the om CLI:\n{result.output}"
+    return om_params(list(argv))
+
+
+def worker_queues(argv: list[str]) -> frozenset[str]:
+    params = assert_om_command(argv)
+    return frozenset(q.strip() for q in str(params["queues"]).split(",") if q.strip())
+
+
+# ------------------------------------------------------------------------------------------- the settings
+
+
+def parse_setting(model: type[Settings], field: str, value: str) -> Any:
+    """`value` as the settings model reads it from the environment (a bad one raises ValidationError)."""
+    values: dict[str, Any] = {field: value}
+    return getattr(model(_env_file=None, **values), field)
+
+
+def assert_known_settings(env: Mapping[str, Any], where: str) -> None:
+    """Every OM_ name is a setting, and every literal value is one the settings model accepts."""
+    om_vars = {name: value for name, value in env.items() if name.startswith("OM_")}
+    unknown = sorted(set(om_vars) - KNOWN_OM_VARS)
+    assert not unknown, f"{where} sets {unknown}, which om_core.settings.Settings does not know"
+    for name, value in om_vars.items():
+        if value is None or "${" in str(value):
+            continue  # passed through or interpolated by compose at run time
+        if name == EXECUTOR_VAR:
+            assert value in {"celery", "inline"}, f"{where}: {name}={value!r}"
+            continue
+        field = name.removeprefix("OM_").lower()
+        assert parse_setting(Settings, field, str(value)) is not None, f"{where}: {name}={value!r}"
+
+
+def container_env(container: Doc, k8s: list[Doc]) -> dict[str, Any]:
+    """What a container sees: its envFrom ConfigMaps/Secrets (which must exist), then its env list."""
+    config_maps = {name_of(d): d.get("data", {}) for d in of_kind(k8s, "ConfigMap")}
+    secrets = {name_of(d): {**d.get("data", {}), **d.get("stringData", {})} for d in of_kind(k8s, "Secret")}
+    env: dict[str, Any] = {}
+    for source in container.get("envFrom", []):
+        if "configMapRef" in source:
+            env.update(config_maps[source["configMapRef"]["name"]])
+        else:
+            env.update(secrets[source["secretRef"]["name"]])
+    env.update({item["name"]: item.get("value") for item in container.get("env", [])})
+    return env
+
+
+# ----------------------------------------------------------------------------------------------- parsing
+
+
+@pytest.mark.parametrize("path", yaml_files(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_yaml_file_parses(path: Path) -> None:
+    docs = load_yaml(path)
+    assert docs, f"{path} holds no document"
+    assert all(isinstance(doc, dict) for doc in docs)
+
+
+def test_k8s_objects_are_complete_and_in_the_om_namespace(k8s: list[Doc]) -> None:
+    namespaces = [name_of(d) for d in of_kind(k8s, "Namespace")]
+    assert namespaces == ["om"]
+    for doc in k8s:
+        assert {"apiVersion", "kind", "metadata"} <= set(doc), doc
+        if doc["kind"] != "Namespace":
+            assert doc["metadata"].get("namespace") == "om", f"{doc['kind']}/{name_of(doc)}"
+
+
+def test_kustomization_applies_every_manifest() -> None:
+    (kustomization,) = load_yaml(K8S_DIR / "kustomization.yaml")
+    manifests = sorted(p.name for p in K8S_DIR.glob("*.yaml") if p.name != "kustomization.yaml")
+    assert sorted(kustomization["resources"]) == manifests
+    assert {image["name"] for image in kustomization["images"]} == {"om"}
+
+
+# ------------------------------------------------------------------------------------------- commands
+
+
+def test_queue_list_matches_the_worker_app() -> None:
+    """The six queues named here are the ones om_workers.app declares (read from its source, because
+    importing it loads the whole model stack)."""
+    tree = ast.parse((ROOT / "om_workers" / "app.py").read_text())
+    declared = {
+        node.value.value
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        and isinstance(node.value, ast.Constant)
+        and any(isinstance(t, ast.Name) and t.id.endswith("_QUEUE") for t in node.targets)
+    }
+    assert declared == QUEUES
+
+
+def test_cli_check_rejects_what_om_does_not_know() -> None:
+    """The checks below would pass vacuously if the CLI accepted anything."""
+    for argv in (["work"], ["worker", "--queue", "om.observe"], ["serve", "--bind", "0.0.0.0"]):
+        with pytest.raises(AssertionError):
+            assert_om_command(argv)
+    with pytest.raises(typer.BadParameter):
+        om_params(["worker", "--concurrency", "many"])
+
+
+def test_compose_services_run_real_om_commands(compose: Doc) -> None:
+    services = om_services(compose)
+    infra = {name: svc["image"] for name, svc in compose["services"].items() if name not in services}
+    assert infra == INFRA_IMAGES
+    for name, service in services.items():
+        assert service["build"]["dockerfile"] == "deploy/Dockerfile", name
+        assert "entrypoint" not in service, f"{name} must keep the image's `om` entrypoint"
+        assert isinstance(service["command"], list), f"{name}: command as an exec list"
+        assert_om_command(service["command"])
+
+
+def test_k8s_containers_run_real_om_commands(k8s: list[Doc]) -> None:
+    found = list(containers(k8s))
+    assert found
+    for doc, container in found:
+        where = f"{doc['kind']}/{name_of(doc)}"
+        assert container["image"].split(":")[0] == "om", f"{where} runs {container['image']}"
+        assert "command" not in container, f"{where} must keep the image's `om` entrypoint"
+        assert_om_command(container["args"])
+
+
+def test_compose_serves_the_api_on_all_interfaces(compose: Doc) -> None:
+    api = om_services(compose)["api"]
+    params = assert_om_command(api["command"])
+    assert (params["host"], params["port"]) == ("0.0.0.0", 8088)
+    assert "8088:8088" in api["ports"]
+
+
+def test_one_shot_migration_runs_before_the_services(compose: Doc, k8s: list[Doc]) -> None:
+    services = om_services(compose)
+    assert services["migrate"]["command"] == ["migrate"]
+    assert services["migrate"]["restart"] == "no"
+    for name in ("api", "beat", *[n for n in services if n.startswith("worker")]):
+        condition = services[name]["depends_on"]["migrate"]["condition"]
+        assert condition == "service_completed_successfully", name
+    jobs = of_kind(k8s, "Job")
+    assert [c["args"] for _, c in containers(jobs)] == [["migrate"]]
+
+
+# ------------------------------------------------------------------------------------------------- queues
+
+
+def assert_queue_layout(groups: list[frozenset[str]], where: str) -> None:
+    for group in groups:
+        assert group <= QUEUES, f"{where}: unknown queue(s) {sorted(group - QUEUES)}"
+    consumed = frozenset().union(*groups)
+    assert consumed == QUEUES, f"{where}: no worker consumes {sorted(QUEUES - consumed)}"
+    assert sorted(map(sorted, (g - {MAINTENANCE} for g in groups))) == sorted(map(sorted, ISSUE_GROUPS))
+    assert sum(MAINTENANCE in g for g in groups) == 1, f"{where}: om.maintenance needs exactly one group"
+    assert frozenset({"om.observe"}) in groups, f"{where}: om.observe must not share its workers"
+
+
+def test_compose_has_one_worker_service_per_queue_group(compose: Doc) -> None:
+    workers = [svc for svc in om_services(compose).values() if svc["command"][0] == "worker"]
+    assert_queue_layout([worker_queues(svc["command"]) for svc in workers], "compose")
+
+
+def test_k8s_has_one_worker_deployment_per_queue_group(k8s: list[Doc]) -> None:
+    workers = by_subcommand(k8s, "worker")
+    assert {doc["kind"] for doc, _ in workers} == {"Deployment"}
+    assert_queue_layout([worker_queues(c["args"]) for _, c in workers], "k8s")
+
+
+def test_workers_use_a_known_pool_and_positive_concurrency(compose: Doc, k8s: list[Doc]) -> None:
+    commands = [svc["command"] for svc in om_services(compose).values() if svc["command"][0] == "worker"]
+    commands += [c["args"] for _, c in by_subcommand(k8s, "worker")]
+    for argv in commands:
+        params = assert_om_command(argv)
+        assert params["pool"] in {"prefork", "threads", "solo"}, argv
+        assert params["concurrency"] >= 1, argv
+
+
+def test_every_worker_deployment_autoscales_on_its_own_queues(k8s: list[Doc]) -> None:
+    workers = {name_of(doc): worker_queues(c["args"]) for doc, c in by_subcommand(k8s, "worker")}
+    scaled = of_kind(k8s, "ScaledObject")
+    targets = [obj["spec"]["scaleTargetRef"]["name"] for obj in scaled]
+    assert sorted(targets) == sorted(workers), "one ScaledObject per worker Deployment"
+    auths = {name_of(d): d for d in of_kind(k8s, "TriggerAuthentication")}
+    for obj in scaled:
+        spec, target = obj["spec"], obj["spec"]["scaleTargetRef"]["name"]
+        assert 1 <= spec["minReplicaCount"] < spec["maxReplicaCount"], target
+        assert {t["type"] for t in spec["triggers"]} == {"redis"}, target
+        lists = frozenset(t["metadata"]["listName"] for t in spec["triggers"])
+        assert lists <= QUEUES, f"{target}: unknown list(s) {sorted(lists - QUEUES)}"
+        assert lists == workers[target], f"{target} scales on {sorted(lists)}, consumes {workers[target]}"
+        for trigger in spec["triggers"]:
+            assert int(trigger["metadata"]["listLength"]) >= 1
+            assert trigger["authenticationRef"]["name"] in auths, target
+
+
+def test_autoscaled_deployments_leave_replicas_to_the_autoscaler(k8s: list[Doc]) -> None:
+    targets = {obj["spec"]["scaleTargetRef"]["name"] for obj in of_kind(k8s, "ScaledObject")}
+    for doc in of_kind(k8s, "Deployment"):
+        if name_of(doc) in targets:
+            assert "replicas" not in doc["spec"], f"{name_of(doc)}: KEDA owns replicas"
+
+
+def test_trigger_authentication_reads_existing_secret_keys(k8s: list[Doc]) -> None:
+    secrets = {name_of(d): {**d.get("data", {}), **d.get("stringData", {})} for d in of_kind(k8s, "Secret")}
+    for auth in of_kind(k8s, "TriggerAuthentication"):
+        refs = auth["spec"]["secretTargetRef"]
+        assert {ref["parameter"] for ref in refs} >= {"address"}
+        for ref in refs:
+            assert ref["key"] in secrets[ref["name"]], ref
+
+
+# --------------------------------------------------------------------------------------------------- beat
+
+
+def test_compose_runs_exactly_one_beat(compose: Doc) -> None:
+    beats = [svc for svc in om_services(compose).values() if svc["command"][0] == "beat"]
+    assert len(beats) == 1
+    assert beats[0].get("deploy", {}).get("replicas", 1) == 1
+
+
+def test_k8s_runs_exactly_one_beat(k8s: list[Doc]) -> None:
+    beats = by_subcommand(k8s, "beat")
+    assert len(beats) == 1
+    deployment, _ = beats[0]
+    assert deployment["kind"] == "Deployment"
+    assert deployment["spec"]["replicas"] == 1
+    assert deployment["spec"]["strategy"]["type"] == "Recreate", "a rollout must not overlap two beats"
+    targets = {obj["spec"]["scaleTargetRef"]["name"] for obj in of_kind(k8s, "ScaledObject")}
+    assert name_of(deployment) not in targets
+
+
+# --------------------------------------------------------------------------------------------- settings
+
+
+def test_compose_passes_only_known_settings(compose: Doc) -> None:
+    services = om_services(compose)
+    envs = [svc["environment"] for svc in services.values()]
+    assert all(env == envs[0] for env in envs), "every om service shares one environment"
+    env = envs[0]
+    assert_known_settings(env, "compose")
+    assert {"OM_DATABASE_URL", "OM_REDIS_URL", "OM_MODEL"} <= set(env)
+    assert (env[EXECUTOR_VAR], env["OM_AUTH"]) == ("celery", "keys")
+    assert env["OM_DATABASE_URL"].startswith("postgresql")
+    assert env["OM_REDIS_URL"].startswith("redis://redis:")
+
+
+def test_k8s_passes_only_known_settings(k8s: list[Doc]) -> None:
+    for doc in of_kind(k8s, "ConfigMap"):
+        assert_known_settings(doc["data"], f"ConfigMap/{name_of(doc)}")
+    for doc in of_kind(k8s, "Secret"):
+        assert_known_settings({**doc.get("data", {}), **doc.get("stringData", {})}, f"Secret/{name_of(doc)}")
+    for doc, container in containers(k8s):
+        env = container_env(container, k8s)
+        assert_known_settings(env, f"{doc['kind']}/{name_of(doc)}")
+        assert {"OM_DATABASE_URL", "OM_REDIS_URL", "OM_MODEL"} <= set(env), name_of(doc)
+        assert (env[EXECUTOR_VAR], env["OM_AUTH"]) == ("celery", "keys"), name_of(doc)
+
+
+def test_k8s_keeps_credentials_in_the_secret(k8s: list[Doc]) -> None:
+    (secret,) = of_kind(k8s, "Secret")
+    stored = {**secret.get("data", {}), **secret.get("stringData", {})}
+    assert {"OM_DATABASE_URL", "OM_REDIS_URL", *PROVIDER_KEYS} <= set(stored)
+    for config_map in of_kind(k8s, "ConfigMap"):
+        leaked = {"OM_DATABASE_URL", "OM_REDIS_URL", *PROVIDER_KEYS} & set(config_map["data"])
+        assert not leaked, f"ConfigMap/{name_of(config_map)} holds {sorted(leaked)}"
+
+
+def test_settings_check_rejects_unknown_names_and_bad_values() -> None:
+    with pytest.raises(AssertionError):
+        assert_known_settings({"OM_DATABASE": "x"}, "probe")
+    with pytest.raises(ValueError):
+        assert_known_settings({"OM_AUTH": "password"}, "probe")
+    with pytest.raises(AssertionError):
+        assert_known_settings({EXECUTOR_VAR: "threads"}, "probe")
+
+
+# ------------------------------------------------------------------------------------ probes, resources
+
+
+def container_port(container: Doc, port: int | str) -> int:
+    if isinstance(port, int):
+        return port
+    (number,) = [p["containerPort"] for p in container["ports"] if p["name"] == port]
+    return int(number)
+
+
+def test_api_probes_point_at_healthz_and_readyz(k8s: list[Doc]) -> None:
+    ((deployment, api),) = by_subcommand(k8s, "serve")
+    listening = assert_om_command(api["args"])["port"]
+    assert api["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert api["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
+        if probe in api:
+            assert container_port(api, api[probe]["httpGet"]["port"]) == listening, probe
+    (service,) = [
+        s for s in of_kind(k8s, "Service") if s["spec"]["selector"].items() <= _pod_labels(deployment)
+    ]
+    assert [container_port(api, p["targetPort"]) for p in service["spec"]["ports"]] == [listening]
+
+
+def _pod_labels(deployment: Doc) -> Any:
+    return deployment["spec"]["template"]["metadata"]["labels"].items()
+
+
+def test_compose_api_healthcheck_uses_readyz(compose: Doc) -> None:
+    check = " ".join(om_services(compose)["api"]["healthcheck"]["test"])
+    assert "127.0.0.1:8088/readyz" in check
+
+
+def test_long_running_compose_services_have_healthchecks(compose: Doc) -> None:
+    services: dict[str, Doc] = compose["services"]
+    checked = {name for name, svc in services.items() if "healthcheck" in svc}
+    expected = set(INFRA_IMAGES) | {"api", "flower"} | {n for n in services if n.startswith("worker")}
+    assert expected <= checked
+
+
+def test_every_container_requests_resources(k8s: list[Doc]) -> None:
+    for doc, container in containers(k8s):
+        requests = container["resources"]["requests"]
+        assert {"cpu", "memory"} <= set(requests), name_of(doc)
+    ((_, api),) = by_subcommand(k8s, "serve")
+    assert {"cpu", "memory"} <= set(api["resources"]["limits"])
+
+
+def test_flower_has_a_deployment_and_a_service(k8s: list[Doc]) -> None:
+    ((deployment, flower),) = by_subcommand(k8s, "flower")
+    port = assert_om_command(flower["args"])["port"]
+    services = [
+        s for s in of_kind(k8s, "Service") if s["spec"]["selector"].items() <= _pod_labels(deployment)
+    ]
+    assert [container_port(flower, p["targetPort"]) for s in services for p in s["spec"]["ports"]] == [port]
+
+
+# ---------------------------------------------------------------------------------------------- Dockerfile
+
+
+def test_dockerfile_installs_the_project_as_a_non_root_om_entrypoint() -> None:
+    lines = [line.strip() for line in DOCKERFILE.read_text().splitlines() if not line.startswith("#")]
+    bases = [line.split()[1] for line in lines if line.startswith("FROM ")]
+    assert bases and set(bases) == {"python:3.11-slim"}
+    text = "\n".join(lines)
+    assert re.search(r"pip install \.(\s|$)", text)
+    users = [line.split()[1] for line in lines if line.startswith("USER ")]
+    assert users and users[-1].split(":")[0] not in {"root", "0"}
+    assert 'ENTRYPOINT ["om"]' in lines
+
+
+def test_dockerfile_copies_everything_pip_install_needs() -> None:
+    copied = set()
+    for line in DOCKERFILE.read_text().splitlines():
+        words = line.split()
+        if words[:1] == ["COPY"] and not any(w.startswith("--from") for w in words):
+            copied.update(words[1:-1])
+    assert all((ROOT / source).exists() for source in copied), copied
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    packages = {
+        pattern.rstrip("*") for pattern in project["tool"]["setuptools"]["packages"]["find"]["include"]
+    }
+    assert packages | {"pyproject.toml", project["project"]["readme"]} <= copied
+
+
+# -------------------------------------------------------------------------------------------- .env.example
+
+ENV_LINE = re.compile(r"^(?P<commented>#\s*)?(?P<name>[A-Z][A-Z0-9_]*)=(?P<value>.*)$")
+
+
+def env_example_entries() -> list[tuple[str, str, bool, str]]:
+    """(name, value, commented out, the comment line above it)."""
+    entries = []
+    previous = ""
+    for line in ENV_EXAMPLE.read_text().splitlines():
+        match = ENV_LINE.match(line.strip())
+        if match:
+            entries.append((match["name"], match["value"], bool(match["commented"]), previous))
+        previous = line.strip()
+    return entries
+
+
+def test_env_example_lists_every_setting_once_with_a_comment() -> None:
+    entries = [e for e in env_example_entries() if e[0].startswith("OM_")]
+    names = [name for name, *_ in entries]
+    assert sorted(names) == sorted(KNOWN_OM_VARS), "every OM_ setting, no other, each once"
+    for name, _, _, comment in entries:
+        assert comment.startswith("#") and not ENV_LINE.match(comment), f"{name} needs a comment line"
+
+
+def test_env_example_values_are_the_defaults() -> None:
+    defaults = {f"OM_{n.upper()}": f.default for n, f in ApiSettings.model_fields.items()}
+    for name, value, commented, _ in env_example_entries():
+        if not name.startswith("OM_"):
+            continue
+        if commented:
+            assert defaults[name] is None, f"{name} has a default ({defaults[name]!r}): set it uncommented"
+            continue
+        field = name.removeprefix("OM_").lower()
+        assert parse_setting(ApiSettings, field, value) == defaults[name], (
+            f"{name}={value} is not the default"
+        )
+
+
+def test_env_example_has_commented_provider_key_placeholders() -> None:
+    entries = {name: commented for name, _, commented, _ in env_example_entries()}
+    for key in PROVIDER_KEYS:
+        assert entries.get(key) is True, f"{key} should be a commented-out placeholder"
