@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 PYTEST_ARGS ?=
 
-.PHONY: install test test-unit lint typecheck demo clean
+.PHONY: install test test-unit lint typecheck demo up clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -23,6 +23,14 @@ test: $(STAMP)
 ## make test-unit: the tests that need no services.
 test-unit: $(STAMP)
 	$(BIN)/pytest -q tests/unit $(PYTEST_ARGS)
+
+## make demo: the embedded stack plays a long sample conversation through the real API, then a summary.
+demo: $(STAMP)
+	$(BIN)/om demo
+
+## make up: the embedded stack in the foreground (API on port 8088), for development.
+up: $(STAMP)
+	$(BIN)/om up
 
 lint: $(STAMP)
 	$(BIN)/ruff check om_core om_workers om_api tests scripts

@@ -176,6 +176,9 @@ def _parse_log(text: str) -> _Log:
         if not line.strip():
             continue
         if _DATE_HEADER_RE.match(line):
+            if group >= 0 and parsed.headers[group] == line.strip():
+                current = None  # the same date again (chunks activated one after another): one group
+                continue
             parsed.headers.append(line.strip())
             group = len(parsed.headers) - 1
             parsed.layout.append(("header", group))
@@ -336,16 +339,24 @@ def _drop_until(parsed: _Log, fits: Callable[[int], bool]) -> None:
     size = count_tokens(parsed.render())
     if fits(size):
         return
-    for item in sorted(parsed.kept(), key=lambda it: (it.rank, it.recent, it.position)):
-        if len(parsed.kept()) <= 1:
-            break
-        cost = count_tokens("\n".join(item.render())) + 1
-        item.dropped = True
-        size -= cost
-        if fits(size):
-            size = count_tokens(parsed.render())
+    # First pass keeps the best line of every date, so old periods shrink instead of vanishing (a log
+    # reflected many times would otherwise lose its oldest weeks entirely); the second pass may drop them.
+    for keep_one_per_date in (True, False):
+        for item in sorted(parsed.kept(), key=lambda it: (it.rank, it.recent, it.position)):
+            if len(parsed.kept()) <= 1:
+                break
+            if item.dropped:
+                continue
+            same_date = [other for other in parsed.kept() if other.group == item.group]
+            if keep_one_per_date and len(same_date) <= 1:
+                continue
+            cost = count_tokens("\n".join(item.render())) + 1
+            item.dropped = True
+            size -= cost
             if fits(size):
-                return
+                size = count_tokens(parsed.render())
+                if fits(size):
+                    return
     remaining = parsed.kept()
     for words in (16, 10, 6):
         if fits(count_tokens(parsed.render())):
