@@ -1,0 +1,138 @@
+"""The shared provider budget: one Redis token bucket limits the combined rate of several processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from om_workers.ratelimit import RateLimit, RateLimitWaitTooLong, TokenBucket, limit_for
+from tests.support.workers import REPO, redis_db_url, wait_until
+
+pytestmark = pytest.mark.redis
+
+RATE = RateLimit(per_second=10, burst=3)
+CALLS_PER_PROCESS = 15
+
+# Each process makes real model calls (the local model through litellm) through the rate-limited
+# client, after a start signal, and records when each call got its token.
+CALLER = textwrap.dedent(
+    """
+    import json, sys, time
+    import redis
+    from om_workers.ratelimit import RateLimit, RateLimitedModelClient, TokenBucket
+
+    url, bucket_prefix, run, index, calls = sys.argv[1:6]
+    client = redis.Redis.from_url(url)
+    grants = []
+
+    class Recording(RateLimitedModelClient):
+        def take_token(self, router_id):
+            waited = super().take_token(router_id)
+            grants.append(time.time())
+            return waited
+
+    models = Recording(
+        TokenBucket(client, prefix=bucket_prefix),
+        {"om-local": RateLimit(per_second=10, burst=3)},
+    )
+    models.complete("om-local/extractive", system="warm up", user="ok")  # imports, before the race
+    client.rpush(f"{run}:ready", index)
+    client.blpop([f"{run}:go:{index}"], timeout=120)
+    grants.clear()
+    for _ in range(int(calls)):
+        models.complete("om-local/extractive", system="You take notes.", user="My dog is called Biscuit.")
+    client.rpush(f"{run}:grants", json.dumps({"process": index, "grants": grants}))
+    """
+)
+
+
+@pytest.fixture(scope="module")
+def client(redis_url: str) -> Iterator[redis.Redis]:
+    connection = redis.Redis.from_url(redis_db_url(redis_url, 6))
+    connection.flushdb()
+    yield connection
+    connection.close()
+
+
+def test_two_processes_share_one_budget(client: redis.Redis, tmp_path: Path) -> None:
+    url = client.connection_pool.connection_kwargs
+    redis_url = f"redis://{url['host']}:{url['port']}/{url['db']}"
+    run, prefix = f"rl-{uuid.uuid4().hex[:8]}", f"om:ratelimit:{uuid.uuid4().hex[:8]}:"
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO),
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "LITELLM_LOG": "ERROR",
+    }
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-c", CALLER, redis_url, prefix, run, str(index), str(CALLS_PER_PROCESS)],
+            cwd=REPO,
+            env=env,
+            stdout=open(tmp_path / f"caller{index}.log", "wb"),  # noqa: SIM115
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        for index in range(2)
+    ]
+    try:
+        wait_until(lambda: client.llen(f"{run}:ready") == 2, deadline_s=120, what="both callers to be ready")
+        for index in range(2):
+            client.rpush(f"{run}:go:{index}", 1)
+        wait_until(lambda: client.llen(f"{run}:grants") == 2, deadline_s=60, what="both callers to finish")
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                os.killpg(process.pid, 9)
+            process.wait(timeout=10)
+    reports = [json.loads(raw) for raw in client.lrange(f"{run}:grants", 0, -1)]
+    grants = sorted(t for report in reports for t in report["grants"])
+    assert len(grants) == 2 * CALLS_PER_PROCESS
+
+    # In any time window, no more tokens than the burst plus what refilled during it (plus one for the
+    # sampling of grant times, taken just after each token).
+    for i in range(len(grants)):
+        for j in range(i, len(grants)):
+            assert j - i + 1 <= RATE.burst + RATE.per_second * (grants[j] - grants[i]) + 1, (i, j)
+    minimum = (2 * CALLS_PER_PROCESS - RATE.burst) / RATE.per_second
+    assert grants[-1] - grants[0] >= minimum * 0.9, "the two processes together run at the shared rate"
+    alone = [report["grants"] for report in reports]
+    assert all(len(g) == CALLS_PER_PROCESS for g in alone)
+    # Interleaved, not one after the other: each process got tokens while the other was running.
+    assert min(alone[0][-1], alone[1][-1]) > max(alone[0][0], alone[1][0])
+
+
+def test_a_wait_longer_than_allowed_fails_without_reserving(client: redis.Redis) -> None:
+    bucket = TokenBucket(client, prefix=f"om:ratelimit:{uuid.uuid4().hex[:8]}:")
+    slow = RateLimit(per_second=0.1, burst=1)
+    assert bucket.acquire("openai/gpt-4o", slow, max_wait_s=1) == 0
+    with pytest.raises(RateLimitWaitTooLong, match="openai/gpt-4o"):
+        bucket.acquire("openai/gpt-4o", slow, max_wait_s=1)
+    reserved, wait_s = bucket.reserve("openai/gpt-4o", slow, max_wait_s=60)
+    assert reserved and 9 < wait_s <= 10, "the refused attempt took nothing from the bucket"
+
+
+@pytest.mark.parametrize(
+    ("model", "limits", "expected"),
+    [
+        ("openai/gpt-4o", {"openai/gpt-4o": 1, "openai": 2}, "openai/gpt-4o"),
+        ("openai/gpt-4o-mini", {"openai/gpt-4o": 1, "openai": 2}, "openai"),
+        ("anthropic/claude-sonnet-4-5", {"openai": 2}, None),
+        ("gpt-4o", {"openai": 2}, None),
+    ],
+)
+def test_a_call_draws_from_its_models_budget_else_its_providers(
+    model: str, limits: dict[str, int], expected: str | None
+) -> None:
+    budgets = {key: RateLimit(per_second=value) for key, value in limits.items()}
+    found = limit_for(model, budgets)
+    assert (found[0] if found else None) == expected
