@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 PYTEST_ARGS ?=
 
-.PHONY: install test test-unit lint typecheck demo up clean
+.PHONY: install test test-unit lint typecheck demo up fuzz bench bench-quick flower clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -31,6 +31,23 @@ demo: $(STAMP)
 ## make up: the embedded stack in the foreground (API on port 8088), for development.
 up: $(STAMP)
 	$(BIN)/om up
+
+## make fuzz SEEDS=N FIRST=K: the seeded interleaving fuzz at any size (Postgres and Redis started here).
+SEEDS ?= 2000
+FIRST ?= 0
+fuzz: $(STAMP)
+	$(BIN)/python scripts/testenv.py run -- $(BIN)/python -m tests.fuzz.run --seeds $(SEEDS) --first $(FIRST)
+
+## make bench: the benchmark suite (writes bench-results.json and PNG plots); bench-quick: the reduced set.
+bench: $(STAMP)
+	$(BIN)/python scripts/testenv.py run -- $(BIN)/python -m tests.bench.run
+
+bench-quick: $(STAMP)
+	$(BIN)/python scripts/testenv.py run -- $(BIN)/python -m tests.bench.run --quick
+
+## make flower: Flower against OM_REDIS_URL (start the stack first, e.g. make up).
+flower: $(STAMP)
+	$(BIN)/om flower
 
 lint: $(STAMP)
 	$(BIN)/ruff check om_core om_workers om_api tests scripts

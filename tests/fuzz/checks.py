@@ -1,0 +1,402 @@
+"""Invariant checks for the fuzz, on top of `tests/support/invariants.check_thread` (spec §12.1, issue 6).
+
+`check_thread` proves coverage by sequence ranges. The checks here prove it again by *content*: every part
+carries a marker (`id[m<n>.<k>]`) that the fake models copy into observations and keep through
+reflections, so we can read, from what the actor was actually shown and from the stored log, which parts
+reached it and how often. Range bookkeeping and content have to agree; a bug in one cannot hide behind the
+other.
+
+Issue 6 numbering:
+(1) coverage: every part exactly once, per turn and at the end (raw, or inside the observation log);
+(2) no discarded work: every chunk row is activated, superseded by a sync observation covering it, or still
+    buffered on the head; every activated observation is still in the log (our fake reflections keep it);
+(3) chunk order: each stored chunk started where the buffered coverage ended when it was stored;
+(4) no chunk left on a retired generation, (5) monotonic cursor, (8) one live head: `check_thread`;
+(6) every stored part reached the actor's view at least once;
+(7) no chunk stored that the cursor already covered.
+Duplicates that never reached the actor (the same parts sent to the Observer twice, refused appends and
+commits, redelivered tasks) are accepted by design; they are classified and counted, not failed.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import Engine, select
+
+from om_core.engine import events as ev
+from om_core.engine.engine import TurnResult
+from om_core.store import history, records, schema
+from om_core.store.outbox import list_events
+from om_core.store.types import Record, StoredEvent
+from tests.fuzz.fake_model import ModelCall, markers_in
+from tests.support.invariants import check_thread
+
+#: At most this many messages per violation class, so one root cause does not flood the report.
+MAX_PER_CLASS = 5
+
+
+@dataclass(frozen=True)
+class View:
+    """What one turn showed the actor, reduced to part markers."""
+
+    label: str
+    #: The highest stored sequence number before the turn started: all of those parts must be in view.
+    stored_before: int
+    #: Markers of the parts the turn itself sent.
+    own: frozenset[str]
+    raw: tuple[str, ...]
+    observed: tuple[str, ...]
+
+
+def view_of(result: TurnResult, label: str, stored_before: int, own: frozenset[str]) -> View:
+    raw = tuple(m for message in result.messages for part in message.parts for m in markers_in(part.text))
+    observed = tuple(m for text in result.system_messages for m in markers_in(text))
+    return View(label, stored_before, own, raw, observed)
+
+
+@dataclass
+class FuzzReport:
+    violations: list[str] = field(default_factory=list)
+    #: Accepted duplicates and wasted work, by class (never shown to the actor twice).
+    duplicates: Counter[str] = field(default_factory=Counter)
+    stats: Counter[str] = field(default_factory=Counter)
+    _per_class: Counter[str] = field(default_factory=Counter)
+
+    def fail(self, kind: str, message: str) -> None:
+        self._per_class[kind] += 1
+        if self._per_class[kind] <= MAX_PER_CLASS:
+            self.violations.append(f"[{kind}] {message}")
+        elif self._per_class[kind] == MAX_PER_CLASS + 1:
+            self.violations.append(f"[{kind}] ... more of this class omitted")
+
+
+@dataclass(frozen=True)
+class ChunkRow:
+    cycle_id: str
+    record_id: str
+    state: str
+    from_seq: int
+    to_seq: int
+    observations: str
+
+
+@dataclass(frozen=True)
+class StoredState:
+    """Everything the checks read, in one place."""
+
+    parts: dict[str, int]  # marker -> seq
+    head: Record
+    live_ids: frozenset[str]
+    chunks: list[ChunkRow]
+    events: list[StoredEvent]
+
+    def in_range(self, lo: int, hi: int) -> set[str]:
+        return {m for m, seq in self.parts.items() if lo < seq <= hi}
+
+
+def check_scenario(
+    db: Engine, thread_id: str, views: Sequence[View], final: View, calls: Sequence[ModelCall]
+) -> FuzzReport:
+    report = FuzzReport()
+    base = check_thread(db, thread_id)
+    for message in base.violations:
+        report.fail("check_thread", message)
+    state = _load(db, thread_id)
+    if state is None:
+        report.fail("no-head", "the thread has no live head after the scenario")
+        return report
+    _check_views(report, state, views)
+    _check_final_view(report, state, final)
+    _check_reached(report, state, views)
+    _check_log(report, state)
+    _check_chunks(report, state)
+    _check_event_order(report, state)
+    _count_accepted_duplicates(report, state, calls)
+    _count_stats(report, state, views, calls)
+    return report
+
+
+def _load(db: Engine, thread_id: str) -> StoredState | None:
+    key = f"thread:{thread_id}"
+    head = records.get_head(db, key)
+    if head is None:
+        return None
+    with db.connect() as conn:
+        parts = {
+            m: p.seq
+            for message in history.load_parts(conn, thread_id, after_seq=0)
+            for p in message.parts
+            if p.seq is not None
+            for m in markers_in(p.text)
+        }
+        live = conn.execute(
+            select(schema.records.c.id).where(
+                schema.records.c.lookup_key == key, schema.records.c.superseded_by.is_(None)
+            )
+        ).scalars()
+        live_ids = frozenset(str(x) for x in live)
+        C = schema.chunks
+        chunks = [
+            ChunkRow(r["cycle_id"], r["record_id"], r["state"], r["from_seq"], r["to_seq"], r["observations"])
+            for r in conn.execute(select(C).where(C.c.lookup_key == key).order_by(C.c.position)).mappings()
+        ]
+    events = list_events(db, thread_id=thread_id, after_id=0, limit=1_000_000)
+    return StoredState(parts, head, live_ids, chunks, events)
+
+
+# ------------------------------------------------------------------------------------------- (1)
+
+
+def _check_views(report: FuzzReport, state: StoredState, views: Sequence[View]) -> None:
+    """Every turn: nothing shown twice, and nothing stored before the turn (or by it) missing."""
+    for index, view in enumerate(views):
+        if view.label == "final":
+            continue  # checked exactly by _check_final_view
+        label = f"turn {index} ({view.label})"
+        _check_one_view(report, state, view, label, exact=False)
+
+
+def _check_one_view(report: FuzzReport, state: StoredState, view: View, label: str, *, exact: bool) -> None:
+    raw, observed = Counter(view.raw), Counter(view.observed)
+    for m in sorted(set(raw) & set(observed)):
+        report.fail("shown-twice:raw+observed", f"{label}: {m} (seq {state.parts.get(m)}) raw and observed")
+    for m, n in sorted(observed.items()):
+        if n > 1:
+            report.fail("shown-twice:observed", f"{label}: {m} appears {n} times in the observations")
+    for m, n in sorted(raw.items()):
+        if n > 1:
+            report.fail("shown-twice:raw", f"{label}: {m} appears {n} times in the raw messages")
+    seen = set(raw) | set(observed)
+    if exact:
+        due = set(state.parts)
+    else:
+        due = {m for m, seq in state.parts.items() if seq <= view.stored_before} | (
+            view.own & set(state.parts)
+        )
+    for m in sorted(due - seen, key=lambda x: state.parts[x]):
+        report.fail("missing-from-view", f"{label}: {m} (seq {state.parts[m]}) neither raw nor observed")
+    for m in sorted(seen - set(state.parts)):
+        report.fail("phantom", f"{label}: {m} is in the view but no stored part carries it")
+
+
+def _check_final_view(report: FuzzReport, state: StoredState, final: View) -> None:
+    """After draining and one quiet turn the view is exactly the stored conversation, once."""
+    _check_one_view(report, state, final, "final turn", exact=True)
+
+
+# ------------------------------------------------------------------------------------------- (6)
+
+
+def _check_reached(report: FuzzReport, state: StoredState, views: Sequence[View]) -> None:
+    seen: set[str] = set()
+    for view in views:
+        seen.update(view.raw)
+        seen.update(view.observed)
+    for m in sorted(set(state.parts) - seen, key=lambda x: state.parts[x]):
+        report.fail("never-reached-actor", f"{m} (seq {state.parts[m]}) was never in any turn's view")
+
+
+# ------------------------------------------------------------------------------------------- (1)(2)
+
+
+def _check_log(report: FuzzReport, state: StoredState) -> None:
+    """The stored log carries each observed part exactly once and nothing past the cursor."""
+    cursor = state.head.last_observed_seq
+    in_log = Counter(markers_in(state.head.active_observations))
+    for m, seq in sorted(state.parts.items(), key=lambda item: item[1]):
+        n = in_log.get(m, 0)
+        if seq <= cursor and n == 0:
+            report.fail(
+                "observed-part-lost", f"{m} (seq {seq}) is behind the cursor {cursor} but not in the log"
+            )
+        elif seq <= cursor and n > 1:
+            report.fail("log-duplicate", f"{m} (seq {seq}) appears {n} times in the log")
+        elif seq > cursor and n > 0:
+            report.fail("log-ahead-of-cursor", f"{m} (seq {seq}) is in the log but after the cursor {cursor}")
+    for m in sorted(set(in_log) - set(state.parts)):
+        report.fail("phantom", f"{m} is in the log but no stored part carries it")
+
+
+def _coverage_events(state: StoredState) -> list[StoredEvent]:
+    return [
+        e
+        for e in state.events
+        if e.type in (ev.ACTIVATION, ev.OBSERVATION_END)
+        and e.payload.get("operationType") == "observation"
+        and "seqRange" in e.payload
+    ]
+
+
+def _check_chunks(report: FuzzReport, state: StoredState) -> None:
+    """(2): each chunk row is accounted for, and its text matches the range it claims to cover."""
+    log = set(markers_in(state.head.active_observations))
+    activations = {e.cycle_id: e for e in state.events if e.type == ev.ACTIVATION and "seqRange" in e.payload}
+    sync_ranges = [
+        (int(e.payload["seqRange"][0]), int(e.payload["seqRange"][1]))
+        for e in state.events
+        if e.type == ev.OBSERVATION_END and "seqRange" in e.payload
+    ]
+    for chunk in state.chunks:
+        name = f"chunk {chunk.cycle_id} ({chunk.from_seq}, {chunk.to_seq}] {chunk.state}"
+        _check_text_matches_range(report, state, name, chunk.observations, chunk.from_seq, chunk.to_seq)
+        if chunk.state == "buffered":
+            if chunk.record_id != state.head.id:
+                report.fail("discarded:stranded", f"{name} waits on {chunk.record_id}, not on the head")
+        elif chunk.state == "activated":
+            event = activations.get(chunk.cycle_id)
+            if event is None or list(event.payload["seqRange"]) != [chunk.from_seq, chunk.to_seq]:
+                report.fail("discarded:activation-unreported", f"{name} has no matching activation event")
+            lost = set(markers_in(chunk.observations)) - log
+            if lost:
+                report.fail(
+                    "discarded:activated-text-lost", f"{name}: {sorted(lost)[:5]} no longer in the log"
+                )
+        elif chunk.state == "superseded":
+            if not any(lo <= chunk.from_seq and chunk.to_seq <= hi for lo, hi in sync_ranges):
+                report.fail("discarded:superseded-uncovered", f"{name} was retired without a covering commit")
+        else:
+            report.fail("discarded:unknown-state", name)
+    for event in state.events:
+        if event.type == ev.OBSERVATION_END and "seqRange" in event.payload:
+            lo, hi = (int(x) for x in event.payload["seqRange"])
+            text = str(event.payload.get("observations") or "")
+            _check_text_matches_range(
+                report, state, f"sync observation {event.cycle_id} ({lo}, {hi}]", text, lo, hi
+            )
+            lost = set(markers_in(text)) - log
+            if lost:
+                report.fail(
+                    "discarded:observed-text-lost", f"{event.cycle_id}: {sorted(lost)[:5]} not in the log"
+                )
+
+
+def _check_text_matches_range(
+    report: FuzzReport, state: StoredState, name: str, text: str, lo: int, hi: int
+) -> None:
+    carried = set(markers_in(text))
+    expected = state.in_range(lo, hi)
+    outside = carried - expected
+    if outside:
+        report.fail("range-mismatch:outside", f"{name} carries {sorted(outside)[:5]} outside its range")
+    missing = expected - carried
+    if missing:
+        report.fail(
+            "range-mismatch:empty-cover", f"{name} covers {sorted(missing)[:5]} without their content"
+        )
+
+
+# ----------------------------------------------------------------------------------------- (3)(5)(7)
+
+
+def _check_event_order(report: FuzzReport, state: StoredState) -> None:
+    """Replay the lifecycle in commit order (events are written in the transaction of their change).
+
+    At the moment each chunk was stored the cursor must not cover it (7) and it must start where the
+    buffered coverage ended (3); every sync observation must start at the cursor; the cursor never moves
+    back (5).
+    """
+    chunks = {c.cycle_id: c for c in state.chunks}
+    cursor = 0
+    buffered_to = 0
+    for event in state.events:
+        data = event.payload
+        if data.get("operationType") != "observation":
+            continue
+        if event.type == ev.BUFFERING_END:
+            chunk = chunks.get(event.cycle_id or "")
+            if chunk is None:
+                report.fail("discarded:chunk-row-missing", f"buffering-end {event.cycle_id} has no chunk row")
+                continue
+            if chunk.to_seq <= cursor:
+                report.fail(
+                    "covered-chunk-stored",
+                    f"{event.cycle_id} ({chunk.from_seq}, {chunk.to_seq}] "
+                    f"stored while the cursor was {cursor}",
+                )
+            if chunk.from_seq != max(cursor, buffered_to):
+                report.fail(
+                    "chunk-order",
+                    f"{event.cycle_id} starts at {chunk.from_seq}, buffered coverage "
+                    f"ended at {max(cursor, buffered_to)}",
+                )
+            buffered_to = max(buffered_to, chunk.to_seq)
+        elif event.type in (ev.ACTIVATION, ev.OBSERVATION_END) and "seqRange" in data:
+            lo, hi = (int(x) for x in data["seqRange"])
+            if event.type == ev.OBSERVATION_END and lo != cursor:
+                report.fail("sync-commit-order", f"{event.cycle_id} observed from {lo}, cursor was {cursor}")
+            if hi < cursor:
+                report.fail("cursor-backwards", f"{event.cycle_id} moves the cursor from {cursor} to {hi}")
+            cursor = max(cursor, hi)
+            if event.type == ev.OBSERVATION_END:
+                buffered_to = max(buffered_to, hi)
+    if cursor != state.head.last_observed_seq:
+        report.fail(
+            "cursor-replay", f"replayed cursor {cursor} != stored cursor {state.head.last_observed_seq}"
+        )
+    if len(state.live_ids) != 1:
+        report.fail("live-heads", f"{len(state.live_ids)} live heads")
+
+
+# --------------------------------------------------------------------------------- accepted duplicates
+
+
+def _count_accepted_duplicates(report: FuzzReport, state: StoredState, calls: Sequence[ModelCall]) -> None:
+    """Work done twice that the storage rules kept away from the actor (counted, not failed)."""
+    answered = [c for c in calls if c.role == "observer" and c.outcome not in ("error", "degenerate")]
+    per_part = Counter(m for c in answered for m in set(c.input_markers))
+    report.duplicates["observer-input:parts-sent-again"] = sum(n - 1 for n in per_part.values() if n > 1)
+    started = _cycles(state.events, ev.BUFFERING_START, "observation")
+    ended = _cycles(state.events, ev.BUFFERING_END, "observation")
+    failed = _cycles(state.events, ev.BUFFERING_FAILED, "observation")
+    report.duplicates["append:refused-or-empty"] = len(started - ended - failed)
+    report.duplicates["sync-commit:refused"] = sum(
+        1
+        for e in state.events
+        if e.type == ev.OBSERVATION_FAILED and "commit refused" in str(e.payload.get("error", ""))
+    )
+    report.duplicates["reflection:not-smaller"] = sum(
+        1
+        for e in state.events
+        if e.type in (ev.OBSERVATION_FAILED, ev.BUFFERING_FAILED)
+        and "not smaller" in str(e.payload.get("error", ""))
+    )
+
+
+def _cycles(events: Iterable[StoredEvent], kind: str, operation: str) -> set[str]:
+    return {
+        e.cycle_id or "" for e in events if e.type == kind and e.payload.get("operationType") == operation
+    }
+
+
+def _count_stats(
+    report: FuzzReport, state: StoredState, views: Sequence[View], calls: Sequence[ModelCall]
+) -> None:
+    report.stats["parts"] += len(state.parts)
+    report.stats["turns"] += len(views)
+    report.stats["generations"] += state.head.generation_count
+    report.stats["cursor-at-end"] += state.head.last_observed_seq
+    for chunk in state.chunks:
+        report.stats[f"chunks:{chunk.state}"] += 1
+    report.stats["sync-commits"] += sum(
+        1
+        for e in state.events
+        if e.type == ev.OBSERVATION_END and e.payload.get("operationType") == "observation"
+    )
+    report.stats["reflections"] += sum(
+        1
+        for e in state.events
+        if e.type == ev.OBSERVATION_END and e.payload.get("operationType") == "reflection"
+    )
+    report.stats["buffered-reflections-activated"] += sum(
+        1 for e in state.events if e.type == ev.ACTIVATION and e.payload.get("operationType") == "reflection"
+    )
+    for event in state.events:
+        if event.type == ev.ACTIVATION:
+            data = event.payload
+            report.stats[f"activated-by:{data.get('operationType')}:{data.get('triggeredBy')}"] += 1
+    outcomes: Counter[Any] = Counter(f"model:{c.role}:{c.outcome}" for c in calls)
+    report.stats.update(outcomes)
