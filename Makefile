@@ -17,8 +17,9 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 ## make test: the whole suite against a throwaway Postgres and Redis (started and stopped here).
+## The benchmark smoke run (tests/bench) is `make bench-quick`: it is kept out to hold CI under 30 minutes.
 test: $(STAMP)
-	$(BIN)/python scripts/testenv.py run -- $(BIN)/pytest -q $(PYTEST_ARGS)
+	$(BIN)/python scripts/testenv.py run -- $(BIN)/pytest -q --ignore=tests/bench $(PYTEST_ARGS)
 
 ## make test-unit: the tests that need no services.
 test-unit: $(STAMP)
@@ -43,7 +44,7 @@ bench: $(STAMP)
 	$(BIN)/python scripts/testenv.py run -- $(BIN)/python -m tests.bench.run
 
 bench-quick: $(STAMP)
-	$(BIN)/python scripts/testenv.py run -- $(BIN)/python -m tests.bench.run --quick
+	$(BIN)/python scripts/testenv.py run -- $(BIN)/pytest -q -s tests/bench/test_bench_quick.py
 
 ## make flower: Flower against OM_REDIS_URL (start the stack first, e.g. make up).
 flower: $(STAMP)

@@ -1,0 +1,222 @@
+"""Figures, their targets, and how they are reported: the JSON file and the printed table.
+
+A figure is one number beside its target, the command that produced it and, when the target is missed,
+a short reason. Targets are predicates, not thresholds buried in prose, so the table and the JSON agree on
+whether a figure passed. Timings are never asserted anywhere: a slow shared machine is a reason to print,
+not a failure.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import shlex
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Linear interpolation between closest ranks (numpy's default); NaN for no values."""
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    position = (len(ordered) - 1) * q / 100.0
+    low = math.floor(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def median(values: Sequence[float]) -> float:
+    return percentile(values, 50)
+
+
+@dataclass(frozen=True)
+class Target:
+    """`text` is what the table shows ("≤ 6 ms"); `check` decides whether a value meets it."""
+
+    text: str
+    check: Callable[[float], bool]
+
+    @staticmethod
+    def at_most(limit: float, unit: str = "") -> Target:
+        return Target(f"≤ {limit:g}{unit}", lambda value: value <= limit)
+
+    @staticmethod
+    def at_least(limit: float, unit: str = "") -> Target:
+        return Target(f"≥ {limit:g}{unit}", lambda value: value >= limit)
+
+
+@dataclass
+class Figure:
+    section: str
+    name: str
+    value: float
+    unit: str
+    target: str | None = None
+    met: bool | None = None
+    why: str | None = None
+    note: str | None = None
+    command: str = ""
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def shown_value(self) -> str:
+        if isinstance(self.value, float) and math.isnan(self.value):
+            return "n/a"
+        magnitude = abs(self.value)
+        if magnitude >= 100 or float(self.value).is_integer():
+            text = f"{self.value:,.0f}"
+        elif magnitude >= 10:
+            text = f"{self.value:.1f}"
+        else:
+            text = f"{self.value:.2f}"
+        return f"{text} {self.unit}".strip()
+
+
+@dataclass
+class Results:
+    mode: str
+    command: str
+    figures: list[Figure] = field(default_factory=list)
+    series: dict[str, Any] = field(default_factory=dict)
+    sections: dict[str, dict[str, Any]] = field(default_factory=dict)
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def add(
+        self,
+        section: str,
+        name: str,
+        value: float,
+        unit: str,
+        *,
+        target: Target | None = None,
+        why: Callable[[], str] | str | None = None,
+        note: str | None = None,
+        produced_by: str | None = None,
+        **details: Any,
+    ) -> Figure:
+        """Record a figure. `why` is asked for only when the target is missed; `produced_by` names the
+        runnable section when it differs from the figure's group (flatness comes from `long_thread`)."""
+        met = None
+        if target is not None and not (isinstance(value, float) and math.isnan(value)):
+            met = bool(target.check(value))
+        reason = None
+        if met is False and why is not None:
+            reason = why() if callable(why) else why
+        figure = Figure(
+            section=section,
+            name=name,
+            value=float(value),
+            unit=unit,
+            target=target.text if target else None,
+            met=met,
+            why=reason,
+            note=note,
+            command=section_command(produced_by or section, self.mode),
+            details=details,
+        )
+        self.figures.append(figure)
+        return figure
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "mode": self.mode,
+            "command": self.command,
+            "meta": self.meta,
+            "figures": [asdict(f) for f in self.figures],
+            "sections": self.sections,
+            "series": self.series,
+        }
+
+    def write(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        text = json.dumps(_strict(self.to_json()), indent=2, default=str, allow_nan=False)
+        path.write_text(text + "\n")
+
+
+def _strict(value: Any) -> Any:
+    """Strict JSON: NaN and infinities (a figure that could not be measured) become null."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): _strict(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_strict(v) for v in value]
+    return value
+
+
+def section_command(section: str, mode: str) -> str:
+    quick = " --quick" if mode == "quick" else ""
+    return f".venv/bin/python -m tests.bench.run{quick} --only {section}"
+
+
+def invoked_command(argv: Sequence[str]) -> str:
+    """The command line of this run, as a user would retype it."""
+    return shlex.join([".venv/bin/python", "-m", "tests.bench.run", *argv])
+
+
+def machine_meta() -> dict[str, Any]:
+    revision = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
+    ).stdout.strip()
+    dirty = bool(
+        subprocess.run(["git", "status", "--porcelain"], capture_output=True, text=True, check=False).stdout
+    )
+    return {
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "platform": platform.platform(),
+        "git": revision + ("+dirty" if dirty else ""),
+        "loadavg_at_start": list(os.getloadavg()),
+    }
+
+
+def print_table(results: Results, out: Callable[[str], None] = print) -> None:
+    """Every figure beside its target; misses carry their reason, every figure its command."""
+    rows = []
+    for f in results.figures:
+        status = "" if f.met is None else ("ok" if f.met else "MISS")
+        rows.append((f.section, f.name, f.shown_value(), f.target or "-", status))
+    widths = [
+        max(len(str(row[i])) for row in [("section", "figure", "value", "target", ""), *rows])
+        for i in range(5)
+    ]
+    header = ("section", "figure", "value", "target", "")
+    line = "  ".join(str(h).ljust(w) for h, w in zip(header, widths, strict=True))
+    out(line)
+    out("-" * len(line))
+    for f, row in zip(results.figures, rows, strict=True):
+        out("  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+        if f.note:
+            out(f"    note: {f.note}")
+        if f.why:
+            out(f"    why:  {f.why}")
+    out("")
+    out(f"produced by: {results.command}")
+    out("each figure alone:")
+    for command, sections in _commands(results).items():
+        out(f"  {', '.join(sections):<34} {command}")
+
+
+def _commands(results: Results) -> dict[str, list[str]]:
+    by_command: dict[str, list[str]] = {}
+    for figure in results.figures:
+        names = by_command.setdefault(figure.command, [])
+        if figure.section not in names:
+            names.append(figure.section)
+    return by_command
+
+
+def markdown_table(results: Results) -> str:
+    """The table for the README's Performance section."""
+    lines = ["| Figure | Value | Target | |", "|---|---|---|---|"]
+    for f in results.figures:
+        status = "" if f.met is None else ("✅" if f.met else "❌")
+        lines.append(f"| {f.name} | {f.shown_value()} | {f.target or ''} | {status} |")
+    return "\n".join(lines)

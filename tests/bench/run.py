@@ -1,0 +1,138 @@
+"""`python -m tests.bench.run [--quick] [--out bench-results.json] [--only SECTION,...]`: the benchmark suite.
+
+Starts a throwaway Postgres and Redis (or uses the ones `scripts/testenv.py run -- ...` exported), the
+API process (celery executor, API keys) and two worker processes (threads pool: `om.observe,om.reflect`
+and `om.buffer`), runs the sections, then writes the JSON results, the PNG plots beside them and a
+Markdown table, and prints every figure beside its target with the command that reproduces it.
+
+Sections, in order: turn_profile, turn_path, long_thread (context bound, flatness, local-model compression
+and retention), blocking, memory, throughput (its own workers), tokens. `--quick` runs each on a smaller
+workload (each figure says what it shrank) for CI; it still produces every figure.
+
+Timings are printed, never asserted; the exit status is non-zero only when a section failed to run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+from tests.bench import (
+    blocking,
+    long_thread,
+    memory,
+    plots,
+    throughput,
+    token_counting,
+    turn_path,
+    turn_profile,
+)
+from tests.bench.harness import MAIN_WORKERS, Bench
+from tests.bench.results import Results, invoked_command, machine_meta, markdown_table, print_table
+from tests.bench.stack import api_server, new_key, services, worker_cluster
+
+SECTIONS: dict[str, Callable[[Bench], None]] = {
+    "turn_profile": turn_profile.run,
+    "turn_path": turn_path.run,
+    "long_thread": long_thread.run,
+    "blocking": blocking.run,
+    "memory": memory.run,
+    "throughput": throughput.run,
+    "tokens": token_counting.run,
+}
+MAIN_REDIS_DB = 8
+#: The main stack's memory model: the offline local model (sections that want latency override per thread).
+MAIN_ENV = {"OM_MODEL": "om-local/extractive"}
+
+
+def _parse(argv: Sequence[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m tests.bench.run", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="reduced workloads (CI smoke run, < 2 min)")
+    parser.add_argument("--out", type=Path, default=Path("bench-results.json"), help="results JSON path")
+    parser.add_argument("--only", default="", help=f"comma-separated sections: {', '.join(SECTIONS)}")
+    parser.add_argument("--workdir", type=Path, default=None, help="logs and scratch files (default: temp)")
+    args = parser.parse_args(argv)
+    chosen = [s.strip() for s in args.only.split(",") if s.strip()] or list(SECTIONS)
+    unknown = sorted(set(chosen) - set(SECTIONS))
+    if unknown:
+        parser.error(f"unknown section(s) {unknown}; choose from {', '.join(SECTIONS)}")
+    args.sections = [s for s in SECTIONS if s in chosen]
+    return args
+
+
+def run_sections(bench: Bench, sections: Sequence[str]) -> list[str]:
+    """Run each section; a failing one is recorded and the rest still run. Returns the failed ones."""
+    failed = []
+    for name in sections:
+        started = time.monotonic()
+        try:
+            SECTIONS[name](bench)
+        except Exception as exc:
+            failed.append(name)
+            bench.say(f"section {name} FAILED: {type(exc).__name__}: {exc}")
+            bench.results.sections.setdefault(name, {})["error"] = traceback.format_exc()
+        finally:
+            bench.results.sections.setdefault(name, {})["seconds"] = round(time.monotonic() - started, 1)
+    return failed
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = _parse(argv)
+    mode = "quick" if args.quick else "full"
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix=f"om-bench-{mode}-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    results = Results(mode=mode, command=invoked_command(argv), meta=machine_meta())
+    results.meta["workdir"] = str(workdir)
+    started = time.monotonic()
+    print(f"om bench ({mode}): sections {', '.join(args.sections)}; logs in {workdir}", flush=True)
+    if os.getloadavg()[0] > (os.cpu_count() or 1):
+        print(
+            f"warning: load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs before starting: "
+            "other work on this machine will inflate every timing",
+            flush=True,
+        )
+    failed: list[str] = []
+    with (
+        services() as svc,
+        worker_cluster(svc, workdir / "workers", redis_db=MAIN_REDIS_DB, env=MAIN_ENV) as cluster,
+    ):
+        cluster.start_workers(MAIN_WORKERS)
+        with api_server(svc, cluster.redis_url, workdir / "api", env=MAIN_ENV) as api:
+            results.sections["memory"] = {"api_at_start": vars(memory.resident(api.process.pid))}
+            bench = Bench(
+                quick=args.quick,
+                services=svc,
+                cluster=cluster,
+                api=api,
+                api_key=new_key(svc, f"bench-{int(time.time())}"),
+                workdir=workdir,
+                results=results,
+            )
+            failed = run_sections(bench, args.sections)
+    results.meta["seconds"] = round(time.monotonic() - started, 1)
+    results.meta["loadavg_at_end"] = list(os.getloadavg())
+    results.meta["failed_sections"] = failed
+    results.write(args.out)
+    drawn = plots.draw(results.series, args.out.parent)
+    args.out.with_suffix(".md").write_text(markdown_table(results) + "\n")
+    print()
+    print_table(results)
+    print()
+    print(
+        f"wrote {args.out}, {args.out.with_suffix('.md')}, {', '.join(str(p) for p in drawn) or 'no plots'}"
+    )
+    print(f"total {results.meta['seconds']:.0f} s; load average now {os.getloadavg()[0]:.1f}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

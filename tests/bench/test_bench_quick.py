@@ -1,0 +1,64 @@
+"""The quick benchmark suite runs end to end against the real stack and produces every figure.
+
+A smoke test for CI: it checks that each figure was measured (a number, with its command) and that the
+JSON, the Markdown table and the plots were written. It never checks a timing: CI machines differ, and a
+slow figure is reported by the suite itself, beside its target.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from tests.bench import run
+
+pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow, pytest.mark.timeout(1200)]
+
+#: Every figure of issue 7, by the start of its name; the quick suite must produce each one.
+EXPECTED = (
+    "turn p50, 1 thread",
+    "turn p99, 1 thread",
+    "turn p50, 10 thread",
+    "turn p99, 10 thread",
+    "turn p50, 50 thread",
+    "turn p99, 50 thread",
+    "flatness, median turn",
+    "largest actor context over",
+    "blocked turns at default settings",
+    "blocking starts at messageTokens",
+    "observations/s at concurrency 1",
+    "observations/s at concurrency 16",
+    "o200k counting speed",
+    "part-cache hit rate",
+    "API process resident memory",
+    "worker process resident memory",
+    "local model: compression",
+    "local model: planted facts",
+)
+#: Figures that may legitimately have no value (no blocking at all in the sweep).
+MAY_BE_EMPTY = ("blocking starts at messageTokens",)
+
+
+def test_the_quick_suite_produces_every_figure(postgres_url: str, redis_url: str, tmp_path: Path) -> None:
+    out = tmp_path / "bench-results.json"
+    status = run.main(["--quick", "--out", str(out), "--workdir", str(tmp_path / "work")])
+
+    results = json.loads(out.read_text())
+    failed = {name: s.get("error", "")[-800:] for name, s in results["sections"].items() if "error" in s}
+    assert status == 0 and not failed, failed
+    figures = {f["name"]: f for f in results["figures"]}
+    for prefix in EXPECTED:
+        matching = [f for name, f in figures.items() if name.startswith(prefix)]
+        assert matching, f"no figure named {prefix!r}; got {sorted(figures)}"
+        for figure in matching:
+            assert figure["command"].startswith(".venv/bin/python -m tests.bench.run --quick --only ")
+            if not prefix.startswith(MAY_BE_EMPTY):
+                value = figure["value"]
+                assert value is not None and math.isfinite(value), figure
+    assert {"context", "turn_path", "throughput", "blocking"} <= set(results["series"])
+    for plot in ("bench-context.png", "bench-latency.png", "bench-throughput.png", "bench-blocking.png"):
+        assert (tmp_path / plot).stat().st_size > 10_000, plot
+    assert "| Figure | Value | Target |" in out.with_suffix(".md").read_text()

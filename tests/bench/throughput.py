@@ -1,0 +1,159 @@
+"""Observer throughput against worker concurrency, with a model that takes 1 s per call.
+
+Model calls are I/O: a worker with the threads pool should overlap N of them, so observations per second
+should grow almost linearly with `--concurrency` until the CPU work around each call (reading the window,
+building the prompt, parsing, committing) fills a core. Each level gets a fresh worker process consuming
+`om.buffer` and a backlog of independent threads, each with one unobserved exchange, queued at once; the
+figure is buffered observations stored per second of wall time from the first enqueue to the last result.
+
+This runs on its own Redis database with its own workers, so the main stack's workers never take these
+tasks.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from om_core.engine import BufferObservation, new_cycle_id
+from tests.bench.conversations import generate
+from tests.bench.cpu import CpuSpan, postgres_pids
+from tests.bench.fake_latency_model import model_for
+from tests.bench.harness import Bench
+from tests.bench.memory import resident
+from tests.bench.results import Target
+from tests.bench.stack import worker_cluster
+from tests.support.workers import Producer, wait_results
+
+SECTION = "throughput"
+REDIS_DB = 9
+LINEARITY_TARGET = 0.8
+
+
+@dataclass(frozen=True)
+class Plan:
+    latency_s: float
+    #: concurrency -> tasks queued at that level
+    levels: dict[int, int]
+
+
+FULL = Plan(latency_s=1.0, levels={1: 6, 4: 16, 16: 64, 64: 256})
+QUICK = Plan(latency_s=0.5, levels={1: 4, 16: 48})
+
+
+def _prepare(producer: Producer, count: int, tag: str) -> list[tuple[str, int]]:
+    """`count` threads with one exchange each, stored without starting any background work."""
+    conversation = generate(seed=777, target_tokens=4_000)
+    user, reply = conversation.exchanges()[0]
+
+    def one(index: int) -> tuple[str, int]:
+        thread_id = f"tput-{tag}-{index}"
+        result = producer.engine.ingest_turn(thread_id, f"tput-user-{tag}", [user, reply])
+        return thread_id, int(result.status["windows"]["active"]["messages"]["tokens"])
+
+    with producer.holding(), ThreadPoolExecutor(8) as pool:
+        return list(pool.map(one, range(count)))
+
+
+def _observe_all(producer: Producer, threads: list[tuple[str, int]]) -> list[Any]:
+    for thread_id, pending in threads:
+        producer.engine.executor.submit(
+            BufferObservation(thread_id, new_cycle_id("buffer-obs"), pending, skip_minimum=True)
+        )
+    sent = [item for thread_id, _ in threads for item in producer.sent.take(thread_id)]
+    return wait_results(sent, deadline_s=300)
+
+
+def _level(bench: Bench, cluster: Any, producer: Producer, concurrency: int, tasks: int) -> dict[str, Any]:
+    clock = time.monotonic()
+    threads = _prepare(producer, concurrency + tasks, f"{bench.run_id}-{concurrency}")
+    warm_up, threads = threads[:concurrency], threads[concurrency:]
+    prepared = time.monotonic() - clock
+    process = cluster.start_worker(["om.buffer"], concurrency=concurrency)
+    bench.say(
+        f"throughput: concurrency {concurrency}: {tasks} threads prepared in {prepared:.1f} s, worker up in "
+        f"{time.monotonic() - clock - prepared:.1f} s"
+    )
+    try:
+        # One task per worker thread first: each thread's first model call imports and loads what litellm
+        # loads lazily, which is start-up, not throughput.
+        _observe_all(producer, warm_up)
+        port = bench.postgres_port
+        cpu = CpuSpan(
+            {"worker": lambda: [process.popen.pid], "postgres": lambda: postgres_pids(port)}
+        ).start()
+        started = time.perf_counter()
+        values = _observe_all(producer, threads)
+        elapsed = time.perf_counter() - started
+        cpu.stop()
+        memory = resident(process.popen.pid)
+    finally:
+        process.stop()
+        cluster.processes.remove(process)
+    stored = sum(1 for value in values if value is True)
+    failed = [repr(v)[:200] for v in values if v is not True]
+    return {
+        **cpu.summary(len(threads), "observation"),
+        "concurrency": concurrency,
+        "tasks": tasks,
+        "stored": stored,
+        "failed": failed[:5],
+        "seconds": elapsed,
+        "per_s": stored / elapsed if elapsed else float("nan"),
+        "worker_rss_mb": memory.rss_mb,
+        "worker_peak_mb": memory.peak_mb,
+    }
+
+
+def run(bench: Bench) -> None:
+    plan = QUICK if bench.quick else FULL
+    bench.say(
+        f"throughput: fake model {plan.latency_s:g} s per call, worker concurrency "
+        f"{', '.join(map(str, plan.levels))} (threads pool, queue om.buffer)"
+    )
+    workdir: Path = bench.workdir / "throughput"
+    env = {"OM_MODEL": model_for(plan.latency_s)}
+    with worker_cluster(bench.services, workdir, redis_db=REDIS_DB, env=env) as cluster:
+        producer = cluster.producer()
+        try:
+            levels = [_level(bench, cluster, producer, n, tasks) for n, tasks in plan.levels.items()]
+        finally:
+            producer.engine.db.dispose()
+    bench.results.series["throughput"] = levels
+    bench.section_meta(SECTION, latency_s=plan.latency_s)
+    base = float(levels[0]["per_s"])
+
+    def why(data: dict[str, Any], n: int) -> str:
+        worker_ms = max(float(data["worker_cpu_ms_per_observation"]), 0.1)
+        linear = data["per_s"] / (n * base) * 100
+        return (
+            f"{linear:.0f} % of linear; the worker spent {worker_ms:.0f} ms of CPU per "
+            f"observation around the model call (one process holds one GIL: at most ~{1000 / worker_ms:.0f} "
+            f"observations/s), Postgres {data['postgres_cpu_ms_per_observation']:.0f} ms; the machine was "
+            f"{data['machine_busy_pct']:.0f} % busy, {data['others_busy_pct']:.0f} % with other work"
+        )
+
+    for data in levels:
+        n = int(data["concurrency"])
+        top = n == max(plan.levels)
+        ideal = LINEARITY_TARGET * n * base
+        bench.results.add(
+            SECTION,
+            f"observations/s at concurrency {n}",
+            data["per_s"],
+            "obs/s",
+            target=Target.at_least(round(ideal, 2), " (0.8 × N × at 1)") if top and n > 1 else None,
+            why=why(data, n),
+            note=(
+                f"{data['stored']}/{data['tasks']} stored in {data['seconds']:.1f} s; worker RSS "
+                f"{data['worker_rss_mb']:.0f} MB"
+                + (f"; failures: {data['failed']}" if data["failed"] else "")
+            ),
+        )
+    if bench.quick:
+        bench.results.figures[-1].note = (bench.results.figures[-1].note or "") + (
+            f"; quick run: {plan.latency_s:g} s latency, concurrency up to {max(plan.levels)}"
+        )
