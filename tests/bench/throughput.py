@@ -18,15 +18,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from om_core.engine import BufferObservation, new_cycle_id
+from om_core.config import ObservationalMemoryConfig
+from om_core.engine import BufferObservation, MemoryEngine, new_cycle_id
+from om_core.models.client import ModelClient
+from om_core.store.db import make_engine
 from tests.bench.conversations import generate
 from tests.bench.cpu import CpuSpan, postgres_pids
 from tests.bench.fake_latency_model import model_for
 from tests.bench.harness import Bench
 from tests.bench.memory import resident
-from tests.bench.results import Target
+from tests.bench.results import Target, median
+from tests.bench.sqlcount import counting
 from tests.bench.stack import worker_cluster
-from tests.support.workers import Producer, wait_results
+from tests.support.workers import HoldingExecutor, Producer, wait_results
 
 SECTION = "throughput"
 REDIS_DB = 9
@@ -108,8 +112,36 @@ def _level(bench: Bench, cluster: Any, producer: Producer, concurrency: int, tas
     }
 
 
+def profile_observation(bench: Bench, count: int = 8) -> dict[str, Any]:
+    """One buffered observation's own cost, in this process with an instant fake model: wall time and
+    what it asks of Postgres (the work a worker thread does around the model call)."""
+    config = ObservationalMemoryConfig.parse({"model": model_for(0)})
+    db = make_engine(bench.services.database_url)
+    engine = MemoryEngine(db, models=ModelClient(), config=config, executor=HoldingExecutor())
+    user, reply = generate(seed=777, target_tokens=4_000).exchanges()[0]
+    threads = []
+    for index in range(count + 1):
+        thread_id = f"tput-profile-{bench.run_id}-{index}"
+        result = engine.ingest_turn(thread_id, f"tput-profile-{bench.run_id}", [user, reply])
+        threads.append((thread_id, int(result.status["windows"]["active"]["messages"]["tokens"])))
+
+    def observe(thread_id: str, pending: int) -> None:
+        engine.run_task(BufferObservation(thread_id, new_cycle_id("buffer-obs"), pending, skip_minimum=True))
+
+    observe(*threads[0])  # warm up: first model call, pools
+    latencies = []
+    with counting(db) as sql:
+        for thread_id, pending in threads[1:]:
+            started = time.perf_counter()
+            observe(thread_id, pending)
+            latencies.append((time.perf_counter() - started) * 1000)
+    db.dispose()
+    return {"observation_p50_ms": median(latencies), **sql.per(count)}
+
+
 def run(bench: Bench) -> None:
     plan = QUICK if bench.quick else FULL
+    own = profile_observation(bench)
     bench.say(
         f"throughput: fake model {plan.latency_s:g} s per call, worker concurrency "
         f"{', '.join(map(str, plan.levels))} (threads pool, queue om.buffer)"
@@ -123,7 +155,7 @@ def run(bench: Bench) -> None:
         finally:
             producer.engine.db.dispose()
     bench.results.series["throughput"] = levels
-    bench.section_meta(SECTION, latency_s=plan.latency_s)
+    bench.section_meta(SECTION, latency_s=plan.latency_s, one_observation=own)
     base = float(levels[0]["per_s"])
 
     def why(data: dict[str, Any], n: int) -> str:
@@ -132,7 +164,9 @@ def run(bench: Bench) -> None:
         return (
             f"{linear:.0f} % of linear; the worker spent {worker_ms:.0f} ms of CPU per "
             f"observation around the model call (one process holds one GIL: at most ~{1000 / worker_ms:.0f} "
-            f"observations/s), Postgres {data['postgres_cpu_ms_per_observation']:.0f} ms; the machine was "
+            f"observations/s); one observation alone takes {own['observation_p50_ms']:.0f} ms with "
+            f"{own['sql_statements']:.0f} SQL statements and {own['pool_checkouts']:.0f} pool checkouts; "
+            f"Postgres {data['postgres_cpu_ms_per_observation']:.0f} ms CPU; the machine was "
             f"{data['machine_busy_pct']:.0f} % busy, {data['others_busy_pct']:.0f} % with other work"
         )
 
@@ -153,7 +187,15 @@ def run(bench: Bench) -> None:
                 + (f"; failures: {data['failed']}" if data["failed"] else "")
             ),
         )
+    bench.results.add(
+        SECTION,
+        "one buffered observation, instant model (in-process)",
+        own["observation_p50_ms"],
+        "ms",
+        note=f"{own['sql_statements']:.0f} SQL statements, {own['pool_checkouts']:.0f} pool checkouts "
+        "(pre-ping + rollback each) per observation, model call excluded",
+    )
     if bench.quick:
-        bench.results.figures[-1].note = (bench.results.figures[-1].note or "") + (
+        bench.results.figures[-2].note = (bench.results.figures[-2].note or "") + (
             f"; quick run: {plan.latency_s:g} s latency, concurrency up to {max(plan.levels)}"
         )

@@ -24,12 +24,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import event
-
 from tests.bench.conversations import message_body, with_exchanges
 from tests.bench.harness import Bench
 from tests.bench.http_driver import TurnPoster, turn_payload
 from tests.bench.results import median
+from tests.bench.sqlcount import counting
 from tests.bench.stack import REPO
 
 SECTION = "turn_profile"
@@ -38,21 +37,6 @@ QUICK_TURNS = 50
 #: Exchanges played over HTTP while py-spy samples the API process.
 FULL_HTTP_EXCHANGES = 60
 QUICK_HTTP_EXCHANGES = 15
-
-
-def _statement_kind(statement: str) -> str:
-    words = statement.split()
-    verb = words[0].upper() if words else "?"
-    table = "?"
-    for keyword in ("FROM", "INTO", "UPDATE"):
-        if keyword in (w.upper() for w in words):
-            index = [w.upper() for w in words].index(keyword)
-            if index + 1 < len(words):
-                table = words[index + 1].strip('"(')
-                break
-    if verb == "UPDATE" and len(words) > 1:
-        table = words[1]
-    return f"{verb} {table}"
 
 
 def _count_redis(client: Any, counter: Counter[str]) -> Callable[[], None]:
@@ -80,27 +64,7 @@ def profile_engine(bench: Bench) -> None:
     bench.say(f"turn profile: {turns} in-process turns of one thread with Redis coordination and Celery")
     producer = bench.cluster.producer(blocking_deadline_s=30.0)
     engine = producer.engine
-    statements: Counter[str] = Counter()
-    statement_seconds: Counter[str] = Counter()
-    checkouts = [0]
     redis_calls: Counter[str] = Counter()
-
-    def before(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-        conn.info["om_bench_started"] = time.perf_counter()
-
-    def after(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-        kind = _statement_kind(statement)
-        statements[kind] += 1
-        statement_seconds[kind] += time.perf_counter() - conn.info.pop(
-            "om_bench_started", time.perf_counter()
-        )
-
-    def checkout(*args: Any) -> None:
-        checkouts[0] += 1
-
-    event.listen(engine.db, "before_cursor_execute", before)
-    event.listen(engine.db, "after_cursor_execute", after)
-    event.listen(engine.db.pool, "checkout", checkout)
     restore = _count_redis(producer.coordination.client, redis_calls)
 
     messages = with_exchanges(4242, turns // 2 + 1).messages[:turns]
@@ -108,23 +72,18 @@ def profile_engine(bench: Bench) -> None:
     # Warm up: tokenizer, pools, prepared statement caches.
     for message in with_exchanges(4243, 2).messages[:4]:
         engine.ingest_turn(f"{thread_id}-warm", f"profile-user-{bench.run_id}", [message])
-    statements.clear()
-    statement_seconds.clear()
     redis_calls.clear()
-    checkouts[0] = 0
 
     profiler = cProfile.Profile()
     latencies = []
-    for message in messages:
-        started = time.perf_counter()
-        profiler.enable()
-        engine.ingest_turn(thread_id, f"profile-user-{bench.run_id}", [message])
-        profiler.disable()
-        latencies.append((time.perf_counter() - started) * 1000)
+    with counting(engine.db) as sql:
+        for message in messages:
+            started = time.perf_counter()
+            profiler.enable()
+            engine.ingest_turn(thread_id, f"profile-user-{bench.run_id}", [message])
+            profiler.disable()
+            latencies.append((time.perf_counter() - started) * 1000)
     restore()
-    event.remove(engine.db, "before_cursor_execute", before)
-    event.remove(engine.db, "after_cursor_execute", after)
-    event.remove(engine.db.pool, "checkout", checkout)
     engine.db.dispose()
 
     n = len(messages)
@@ -134,17 +93,16 @@ def profile_engine(bench: Bench) -> None:
     stats.sort_stats("tottime").print_stats(20)
     profile_path = bench.workdir / "turn-profile.txt"
     profile_path.write_text(text.getvalue())
-    per_turn_sql = {k: round(v / n, 2) for k, v in statements.most_common()}
-    sql_ms = {k: round(v * 1000 / n, 2) for k, v in statement_seconds.most_common()}
+    per_turn = sql.per(n)
     data: dict[str, Any] = {
         "turns": n,
         "ingest_p50_ms": median(latencies),
-        "sql_statements_per_turn": sum(statements.values()) / n,
-        "sql_ms_per_turn": sum(statement_seconds.values()) * 1000 / n,
-        "pool_checkouts_per_turn": checkouts[0] / n,
+        "sql_statements_per_turn": per_turn["sql_statements"],
+        "sql_ms_per_turn": per_turn["sql_ms"],
+        "pool_checkouts_per_turn": per_turn["pool_checkouts"],
+        "sql_by_kind_per_turn": per_turn["sql_by_kind"],
+        "sql_ms_by_kind_per_turn": per_turn["sql_ms_by_kind"],
         "redis_commands_per_turn": sum(redis_calls.values()) / n,
-        "sql_by_kind_per_turn": per_turn_sql,
-        "sql_ms_by_kind_per_turn": sql_ms,
         "redis_by_command_per_turn": {k: round(v / n, 2) for k, v in redis_calls.most_common()},
         "top_functions": _top_functions(stats),
         "profile_file": str(profile_path),
