@@ -15,7 +15,6 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from om_api.errors import ApiError
 from om_api.runtime import ApiRuntime
-from om_core import tenancy
 
 bearer = HTTPBearer(auto_error=False, description="An OM API key: `om keys create <tenant> <name>`")
 
@@ -49,7 +48,7 @@ def authenticate(
         raise _unauthorized(
             "missing API key: send 'Authorization: Bearer <key>' (create a key with `om keys create`)"
         )
-    key = tenancy.verify_key(runtime.db, token)
+    key = runtime.keys.verify(token)
     if key is None:
         raise _unauthorized("the API key is unknown or revoked: check it, or create a new one")
     request.state.tenant_id = key.tenant_id

@@ -13,7 +13,7 @@ import logging
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import Engine
@@ -21,6 +21,7 @@ from sqlalchemy import Engine
 from om_api.metrics import Metrics
 from om_api.settings import ApiSettings
 from om_api.sse import EventFanout
+from om_core import tenancy
 from om_core.coordination import Coordination
 from om_core.engine import Executor, MemoryEngine, Task
 from om_core.engine.engine import EventPublisher
@@ -104,6 +105,10 @@ class ApiRuntime:
     broker: Any | None = None
     celery_app: Any | None = None
     background: BackgroundExecutor | None = None
+    keys: tenancy.KeyVerifier = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.keys = tenancy.KeyVerifier(self.engine.db, self.settings.auth_cache_s)
 
     @property
     def db(self) -> Engine:

@@ -27,6 +27,10 @@ class ApiSettings(Settings):
         default=None,
         description="Comma-separated glob patterns of models the proxy may call (unset: any model)",
     )
+    auth_cache_s: float = Field(
+        default=5.0,
+        description="Seconds an API process trusts a verified key (a revoked key works this long); 0: none",
+    )
     max_request_bytes: int = Field(default=8_000_000, description="Largest accepted request body (413 above)")
     max_messages_per_turn: int = Field(default=1000, description="Most messages in one turn request")
     sse_poll_s: float = Field(default=1.0, description="Longest wait between outbox reads of a live stream")

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 import typer
 
 from om_core.settings import Settings, env_help
+
+SettingsT = TypeVar("SettingsT", bound=Settings)
 
 ENV_NOTE = "Reads the OM_* environment variables (and .env): run `om env` to list them."
 
@@ -27,27 +29,55 @@ keys_app = typer.Typer(help="Create, revoke and list API keys (stored hashed, on
 app.add_typer(keys_app, name="keys")
 
 
-def _settings() -> Settings:
+def _settings(kind: type[SettingsT]) -> SettingsT:
+    from pydantic import ValidationError
+
     try:
-        return Settings()
-    except Exception as exc:  # pydantic-settings names the variable in its message
-        typer.echo(f"error: invalid settings: {exc}", err=True)
+        return kind()
+    except ValidationError as exc:  # one line per bad variable, named as the user sets it
+        prefix = str(kind.model_config.get("env_prefix", ""))
+        for error in exc.errors():
+            name = prefix + "_".join(str(part) for part in error["loc"]).upper()
+            typer.echo(f"error: invalid setting {name}={error['input']!r:.80}: {error['msg']}", err=True)
         raise typer.Exit(2) from exc
+
+
+def _preflight(command: str, settings: Settings, *, executor: str = "inline") -> None:
+    """Refuse to start, one line per problem, when a service or the model key the command needs is
+    missing (om_core.preflight): better than a traceback on the first request."""
+    from om_core.preflight import check, needs
+
+    problems = check(settings, needs(command, executor=executor))
+    for problem in problems:
+        typer.echo(f"error: {problem}", err=True)
+    if problems:
+        raise typer.Exit(1)
 
 
 @app.command("env")
 def env() -> None:
-    """List the environment variables om reads, with their defaults."""
+    """List the environment variables om reads (service, API and worker settings), with their defaults."""
+    from om_api.settings import ApiSettings
+    from om_workers.app import WorkerSettings
+
     typer.echo(env_help())
+    for kind in (ApiSettings, WorkerSettings):
+        prefix = str(kind.model_config.get("env_prefix", ""))
+        for name, info in kind.model_fields.items():
+            if kind is ApiSettings and name in Settings.model_fields:
+                continue
+            default = info.get_default(call_default_factory=True)
+            typer.echo(f"{prefix}{name.upper()}: {info.description or ''} (default: {default!r})")
 
 
 @app.command("migrate")
 def migrate() -> None:
     """Create or upgrade the database schema (Alembic) at OM_DATABASE_URL."""
+    settings = _settings(Settings)
+    _preflight("migrate", settings)
     from om_core.store.db import make_engine
     from om_core.store.migrate import current_revision, upgrade
 
-    settings = _settings()
     engine = make_engine(settings.database_url)
     try:
         upgrade(engine)
@@ -60,9 +90,11 @@ def migrate() -> None:
 @app.command("status")
 def status(thread: Annotated[str, typer.Argument(help="Thread id")]) -> None:
     """Print a thread's memory status (the data-om-status payload) as JSON. Reads OM_DATABASE_URL."""
+    settings = _settings(Settings)
+    _preflight("status", settings)
     from om_core.runtime import build_engine
 
-    engine = build_engine(_settings())
+    engine = build_engine(settings)
     try:
         payload = engine.status(thread)
     except KeyError:
@@ -77,9 +109,12 @@ def serve(
     port: Annotated[int | None, typer.Option(help="Port (OM_API_PORT)")] = None,
 ) -> None:
     """Run the HTTP API (uvicorn). Reads OM_DATABASE_URL, OM_REDIS_URL, OM_AUTH, OM_EXECUTOR, ..."""
+    from om_api.settings import ApiSettings
+
+    settings = _settings(ApiSettings)
+    _preflight("serve", settings, executor=settings.executor)
     from om_api.cli import serve as run
 
-    settings = _settings()
     run(host or settings.api_host, port or settings.api_port)
 
 
@@ -92,6 +127,7 @@ def worker(
     pool: Annotated[str, typer.Option(help="prefork, threads or solo")] = "threads",
 ) -> None:
     """Run a Celery worker for the chosen queues (scale each queue group on its own)."""
+    _preflight("worker", _settings(Settings))
     from om_workers.cli import run_worker
 
     run_worker([q.strip() for q in queues.split(",") if q.strip()], concurrency, pool)
@@ -100,6 +136,7 @@ def worker(
 @app.command("beat")
 def beat() -> None:
     """Run celery-beat: idle activation, stale flags, stuck buffering (run exactly one)."""
+    _preflight("beat", _settings(Settings))
     from om_workers.cli import run_beat
 
     run_beat()
@@ -111,6 +148,7 @@ def flower(
     address: Annotated[str, typer.Option(help="Bind address (0.0.0.0 inside a container)")] = "127.0.0.1",
 ) -> None:
     """Run Flower against the broker (OM_REDIS_URL / OM_BROKER_URL) to watch queues and tasks."""
+    _preflight("flower", _settings(Settings))
     from om_workers.cli import run_flower
 
     run_flower(port, address=address)
@@ -144,6 +182,7 @@ def keys_create(
     """Create a key; the secret is printed once and only its hash is stored."""
     from om_api.cli import keys_create as create
 
+    _preflight("keys", _settings(Settings))
     typer.echo(create(tenant, name))
 
 
@@ -152,6 +191,7 @@ def keys_revoke(key_id: Annotated[str, typer.Argument(help="Key id (the part bef
     """Revoke a key: requests with it are refused from now on."""
     from om_api.cli import keys_revoke as revoke
 
+    _preflight("keys", _settings(Settings))
     if not revoke(key_id):
         typer.echo(f"error: no key with id {key_id!r} (see `om keys list`)", err=True)
         raise typer.Exit(1)
@@ -163,6 +203,7 @@ def keys_list(tenant: Annotated[str | None, typer.Option(help="Only this tenant'
     """List keys (ids, tenants, names, revocation), never secrets."""
     from om_api.cli import keys_list as listing
 
+    _preflight("keys", _settings(Settings))
     for key in listing(tenant):
         revoked = f"revoked {key.revoked_at:%Y-%m-%d %H:%M}" if key.revoked_at else "active"
         typer.echo(f"{key.id}\t{key.tenant_id}\t{key.name}\t{revoked}")

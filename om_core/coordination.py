@@ -11,8 +11,9 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Protocol
 
 
@@ -33,6 +34,24 @@ class Coordination(Protocol):
     def set_int(self, name: str, value: int | None, ttl_s: float | None = None) -> None: ...
 
     def incr(self, name: str, ttl_s: float | None = None) -> int: ...
+
+    def peek(self, locks: Sequence[str], values: Sequence[str]) -> Peek:
+        """Whether each of `locks` is held and the value of each of `values`, read together (one round trip
+        where the store is remote: a turn reads five of them)."""
+
+
+@dataclass(frozen=True)
+class Peek:
+    """Locks and counters as read at one moment. Asking for a name that was not read is a KeyError."""
+
+    locks: Mapping[str, bool]
+    values: Mapping[str, int | None]
+
+    def is_locked(self, name: str) -> bool:
+        return self.locks[name]
+
+    def get_int(self, name: str) -> int | None:
+        return self.values[name]
 
 
 class LocalCoordination:
@@ -90,6 +109,10 @@ class LocalCoordination:
             expiry = time.monotonic() + ttl_s if ttl_s is not None else None
             self._values[name] = (value, expiry)
 
+    def peek(self, locks: Sequence[str], values: Sequence[str]) -> Peek:
+        held = {name: self.is_locked(name) for name in locks}
+        return Peek(held, {name: self.get_int(name) for name in values})
+
     def incr(self, name: str, ttl_s: float | None = None) -> int:
         with self._guard:
             entry = self._values.get(name)
@@ -124,6 +147,11 @@ class Keys:
     @staticmethod
     def reflect_lock(key: str) -> str:
         return f"om:lock:reflect:{key}"
+
+    @staticmethod
+    def buffered_reflection_lock(key: str) -> str:
+        """Held while a buffered (background) reflection runs; distinct from the sync reflection lock."""
+        return f"om:lock:reflect:{key}:buffer"
 
     @staticmethod
     def buffer_boundary(key: str) -> str:

@@ -16,19 +16,28 @@ import hashlib
 import hmac
 import re
 import secrets
+import threading
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 from sqlalchemy import Connection, Engine, select, update
 
+from om_core.errors import OMError
 from om_core.store import history, schema
 
 __all__ = [
     "KEY_PREFIX",
     "ApiKey",
     "IssuedKey",
+    "KeyVerifier",
+    "ResourceMismatch",
+    "ThreadNotVisible",
+    "check_turn_access",
     "claim_thread",
     "create_key",
+    "create_thread_for",
     "list_keys",
     "owned_thread",
     "resource_visible",
@@ -135,6 +144,45 @@ def verify_key(db: Engine, presented: str) -> ApiKey | None:
     return key if key.active else None
 
 
+class KeyVerifier:
+    """`verify_key` that remembers keys it accepted for `ttl_s` seconds.
+
+    Every request is authenticated, and a database round trip per request was a measurable share of a
+    turn. The price is that a revoked key keeps working for at most `ttl_s` in each API process; `ttl_s=0`
+    turns the memory off. Refusals are never remembered: a key created a moment ago works at once, and
+    unknown keys cannot fill the memory.
+    """
+
+    def __init__(
+        self, db: Engine, ttl_s: float = 5.0, *, max_entries: int = 10_000, clock: Any = time.monotonic
+    ) -> None:
+        self.db = db
+        self.ttl_s = ttl_s
+        self.max_entries = max_entries
+        self._clock = clock
+        self._accepted: dict[str, tuple[ApiKey, float]] = {}
+        self._lock = threading.Lock()
+
+    def verify(self, presented: str) -> ApiKey | None:
+        if self.ttl_s <= 0:
+            return verify_key(self.db, presented)
+        fingerprint = hashlib.sha256(presented.encode()).hexdigest()
+        now = self._clock()
+        with self._lock:
+            remembered = self._accepted.get(fingerprint)
+        if remembered is not None and remembered[1] > now:
+            return remembered[0]
+        key = verify_key(self.db, presented)
+        with self._lock:
+            if key is None:
+                self._accepted.pop(fingerprint, None)
+            else:
+                if len(self._accepted) >= self.max_entries:
+                    self._accepted.clear()
+                self._accepted[fingerprint] = (key, now + self.ttl_s)
+        return key
+
+
 def _visible(owner: str | None, tenant_id: str | None) -> bool:
     return tenant_id is None or owner == tenant_id
 
@@ -177,3 +225,60 @@ def resource_visible(db: Engine, tenant_id: str | None, resource_id: str) -> boo
     with db.connect() as conn:
         exists, owner = _resource_owner(conn, resource_id)
     return exists and _visible(owner, tenant_id)
+
+
+class ThreadNotVisible(OMError, LookupError):
+    """The thread, or the resource a new thread would join, belongs to another tenant. Answered exactly
+    like a missing thread, so ids cannot be probed."""
+
+    def __init__(self, thread_id: str, resource_id: str) -> None:
+        self.thread_id = thread_id
+        self.resource_id = resource_id
+        super().__init__(
+            "THREAD_NOT_FOUND",
+            f"thread {thread_id!r} does not exist for this API key, or resource {resource_id!r} belongs to "
+            "another tenant: choose ids of your own",
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (ThreadNotVisible, (self.thread_id, self.resource_id))
+
+
+class ResourceMismatch(OMError, ValueError):
+    """A turn named a resource other than the one its thread belongs to (a thread never moves)."""
+
+    def __init__(self, thread_id: str, actual: str, given: str) -> None:
+        self.thread_id = thread_id
+        self.actual = actual
+        self.given = given
+        super().__init__(
+            "RESOURCE_MISMATCH",
+            f"thread {thread_id!r} belongs to resource {actual!r}, not {given!r}: send its resource_id "
+            "(or leave it out)",
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (ResourceMismatch, (self.thread_id, self.actual, self.given))
+
+
+def create_thread_for(
+    conn: Connection, tenant_id: str | None, thread_id: str, resource_id: str
+) -> history.ThreadRow:
+    """Create the thread for the tenant inside the caller's transaction and return it locked. Refused when
+    the resource is another tenant's; when another tenant created the same id a moment earlier, the
+    returned row is theirs and `check_turn_access` refuses it."""
+    exists, owner = _resource_owner(conn, resource_id)
+    if exists and not _visible(owner, tenant_id):
+        raise ThreadNotVisible(thread_id, resource_id)
+    history.ensure_thread(conn, thread_id, resource_id, tenant_id)
+    thread = history.lock_thread(conn, thread_id)
+    assert thread is not None, "ensure_thread created the row in this transaction"
+    return thread
+
+
+def check_turn_access(thread: history.ThreadRow, tenant_id: str | None, resource_id: str | None) -> None:
+    """Raise unless the tenant may write to the thread under the resource it named (if any)."""
+    if not _visible(thread.tenant_id, tenant_id):
+        raise ThreadNotVisible(thread.id, resource_id or thread.resource_id)
+    if resource_id is not None and thread.resource_id != resource_id:
+        raise ResourceMismatch(thread.id, thread.resource_id, resource_id)

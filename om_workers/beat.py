@@ -44,7 +44,7 @@ FLAG_LOCKS: dict[str, Callable[[str], str]] = {
     "is_buffering_observation": Keys.buffer_lock,
     "is_observing": Keys.observe_lock,
     "is_reflecting": Keys.reflect_lock,
-    "is_buffering_reflection": lambda key: Keys.reflect_lock(key) + ":buffer",
+    "is_buffering_reflection": lambda key: Keys.buffered_reflection_lock(key),
 }
 
 

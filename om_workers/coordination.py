@@ -18,9 +18,12 @@ import logging
 import os
 import threading
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import redis
+
+from om_core.coordination import Peek
 
 log = logging.getLogger("om.workers.coordination")
 
@@ -37,6 +40,12 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
 end
 return 0
 """
+
+
+def _int(value: bytes | str | None) -> int | None:
+    if value is None:
+        return None
+    return int(value.decode() if isinstance(value, bytes) else value)
 
 
 def _ms(seconds: float) -> int:
@@ -98,10 +107,7 @@ class RedisCoordination:
     # ----------------------------------------------------------------------------------- values
 
     def get_int(self, name: str) -> int | None:
-        value = self.client.get(name)
-        if value is None:
-            return None
-        return int(value.decode() if isinstance(value, bytes) else value)
+        return _int(self.client.get(name))
 
     def set_int(self, name: str, value: int | None, ttl_s: float | None = None) -> None:
         if value is None:
@@ -110,6 +116,16 @@ class RedisCoordination:
             self.client.set(name, int(value))
         else:
             self.client.set(name, int(value), px=_ms(ttl_s))
+
+    def peek(self, locks: Sequence[str], values: Sequence[str]) -> Peek:
+        """One MGET: a lock is held while its key exists (its value is the owner token)."""
+        names = [*locks, *values]
+        found = self.client.mget(names) if names else []
+        held = {name: value is not None for name, value in zip(locks, found[: len(locks)], strict=True)}
+        numbers = {
+            name: _int(value) for name, value in zip(values, found[len(locks) :], strict=True)
+        }
+        return Peek(held, numbers)
 
     def incr(self, name: str, ttl_s: float | None = None) -> int:
         pipe = self.client.pipeline(transaction=True)

@@ -122,7 +122,7 @@ def lock_of(task: Task) -> str:
     if isinstance(task, BufferObservation):
         return Keys.buffer_lock(key)
     if isinstance(task, BufferReflection):
-        return Keys.reflect_lock(key) + ":buffer"
+        return Keys.buffered_reflection_lock(key)
     if isinstance(task, Observe):
         return Keys.observe_lock(key)
     return Keys.reflect_lock(key)

@@ -14,7 +14,6 @@ from sqlalchemy.exc import DBAPIError
 
 from om_api.auth import Caller, Runtime
 from om_api.errors import ApiError, field_path, thread_not_found
-from om_api.openai_format import to_openai
 from om_api.routes.common import COMMON_ERRORS, ThreadId, errors, event_out, require_thread
 from om_api.runtime import ApiRuntime
 from om_api.schemas import (
@@ -31,11 +30,11 @@ from om_api.schemas import (
     ReflectRequest,
     StatusPayload,
     StoredMessage,
-    TurnContext,
     TurnRequest,
     TurnResponse,
 )
 from om_api.settings import ApiSettings
+from om_api.turn_body import turn_json_response
 from om_core import queries, tenancy
 from om_core.engine import Observe, Reflect, Task, TurnResult, new_cycle_id
 from om_core.engine import events as ev
@@ -118,26 +117,6 @@ def _claim(runtime: ApiRuntime, tenant_id: str | None, thread_id: str, resource_
     return thread.resource_id
 
 
-def turn_response(result: TurnResult, resource_id: str) -> TurnResponse:
-    raw = to_openai(result.messages)
-    return TurnResponse(
-        thread_id=result.thread_id,
-        resource_id=resource_id,
-        record_id=result.record_id,
-        context=TurnContext(
-            system_messages=result.system_messages,
-            continuation_reminder=result.continuation_reminder,
-            messages=[StoredMessage.of(m) for m in result.messages],
-            openai_messages=result.context.to_openai_messages(raw),
-        ),
-        status=StatusPayload.model_validate(result.status),
-        events=[event_out(e) for e in result.events],
-        blocked=result.blocked,
-        degraded=result.degraded,
-        degraded_reason=result.degraded_reason,
-    )
-
-
 def ingest(
     runtime: ApiRuntime,
     tenant_id: str | None,
@@ -149,17 +128,28 @@ def ingest(
     step_number: int = 0,
     turn_end: bool | None = None,
 ) -> tuple[TurnResult, str]:
-    """The turn path shared by `/turns` and the proxy: check the broker, claim, run the engine's turn.
+    """The turn path shared by `/turns` and the proxy: check the broker, then one engine turn, which also
+    creates the thread for the caller or confirms the caller owns it (inside its store transaction).
 
     The broker is checked first so that a turn refused for an unreachable broker writes nothing at all.
     """
     runtime.require_broker()
-    resource = _claim(runtime, tenant_id, thread_id, resource_id)
-    result = runtime.engine.ingest_turn(
-        thread_id, resource, messages, actor_model=actor_model, step_number=step_number, turn_end=turn_end
-    )
+    try:
+        result = runtime.engine.ingest_turn(
+            thread_id,
+            resource_id,
+            messages,
+            actor_model=actor_model,
+            step_number=step_number,
+            turn_end=turn_end,
+            tenant_id=tenant_id,
+        )
+    except tenancy.ThreadNotVisible as exc:
+        raise ApiError(404, "thread_not_found", str(exc)) from None
+    except tenancy.ResourceMismatch as exc:
+        raise ApiError(409, "resource_mismatch", str(exc), field="resource_id") from None
     runtime.metrics.observe_turn(blocked=result.blocked, degraded=result.degraded)
-    return result, resource
+    return result, result.resource_id
 
 
 @router.post(
@@ -168,7 +158,7 @@ def ingest(
     responses={**COMMON_ERRORS, **errors(409, 413)},
     summary="Store a turn's messages and get the context for the next model call",
 )
-def post_turn(thread_id: ThreadId, body: TurnRequest, runtime: Runtime, caller: Caller) -> TurnResponse:
+def post_turn(thread_id: ThreadId, body: TurnRequest, runtime: Runtime, caller: Caller) -> Response:
     _check_limits(body, runtime.settings)
     result, resource = ingest(
         runtime,
@@ -180,7 +170,8 @@ def post_turn(thread_id: ThreadId, body: TurnRequest, runtime: Runtime, caller: 
         step_number=body.step_number,
         turn_end=body.turn_end,
     )
-    return turn_response(result, resource)
+    # Serialised here, in one pass; `TurnResponse` (response_model) documents the same body.
+    return turn_json_response(result, resource)
 
 
 # ---------------------------------------------------------------------------------------- reading

@@ -13,14 +13,14 @@ from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, NamedTuple, Protocol
 
 from sqlalchemy import Connection, Engine
 
-from om_core import policy, triggers
+from om_core import policy, tenancy, triggers
 from om_core.config import ObservationalMemoryConfig, ResolvedConfig, TokenRange
 from om_core.context import ActorContext, build_actor_context
-from om_core.coordination import Coordination, Keys, LocalCoordination
+from om_core.coordination import Coordination, Keys, LocalCoordination, Peek
 from om_core.early_activation import provider_changed, resolve_ttl_ms, ttl_expired
 from om_core.engine import events as ev
 from om_core.engine.tasks import (
@@ -35,7 +35,7 @@ from om_core.engine.tasks import (
 )
 from om_core.engine.window import Window, build_window, cut_for_budget, cut_keeping_tail
 from om_core.errors import OMError
-from om_core.messages import Message
+from om_core.messages import Message, Part
 from om_core.models.selection import DEFAULT_MODEL, ModelByInputTokens, ModelSpec
 from om_core.observer import (
     ObserverOutput,
@@ -59,6 +59,7 @@ from om_core.reflector import (
 )
 from om_core.store import history, records
 from om_core.store.outbox import has_event, last_event_id, list_events, write_events
+from om_core.store.part_cache import PartCache
 from om_core.store.types import ActivationResult, ChunkInput, NewEvent, Record, StoredEvent
 from om_core.temporal import temporal_marker_for
 from om_core.tokens import TokenCounter
@@ -126,6 +127,8 @@ class EngineSettings:
     failure_policy: FailurePolicy = "bypass"
     #: Lock lifetimes; locks only de-duplicate work, so an expiry costs duplicate work, never data.
     lock_ttl_s: float = 300.0
+    #: Memory for parsed unobserved parts kept between turns (0 turns the cache off).
+    part_cache_bytes: int = 64 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -141,6 +144,28 @@ class TurnResult:
     degraded: bool = False
     degraded_reason: str | None = None
     context: ActorContext = field(default_factory=ActorContext)
+    resource_id: str = ""
+
+
+@dataclass(frozen=True)
+class _Stored:
+    """What the store transaction of a turn read: the thread before and after locking it, the head, the
+    unobserved window and its messages."""
+
+    before: history.ThreadRow | None
+    thread: history.ThreadRow
+    head: Record
+    window: Window
+    messages: list[Message]
+
+
+class _Current(NamedTuple):
+    """What a turn returns, as of one consistent read."""
+
+    head: Record
+    window: Window
+    thread: history.ThreadRow
+    messages: list[Message]
 
 
 @dataclass
@@ -207,6 +232,36 @@ def _primary(model: str | list[str]) -> str:
     return model[0] if isinstance(model, list) else model
 
 
+def _boundary(record: Record, view: Peek) -> int:
+    """Tokens at the last buffering launch: the stored boundary or a newer one another process shared."""
+    shared = view.get_int(Keys.buffer_boundary(record.lookup_key)) or 0
+    return max(record.last_buffered_at_tokens or 0, shared)
+
+
+def _safe_buffer_cut(candidates: Sequence[Message], from_seq: int, window: Window) -> int:
+    """The last sequence number safe to buffer: stop before an open tool call on the newest message."""
+    safe = policy.select_safe_buffer_prefix(candidates)
+    if len(safe) == len(candidates):
+        return window.max_seq
+    if not safe:
+        return from_seq
+    kept = {m.id for m in safe}
+    excluded_seqs = [p.seq for m in candidates if m.id not in kept for p in m.parts if p.seq is not None]
+    return min(excluded_seqs) - 1 if excluded_seqs else window.max_seq
+
+
+def _parts_upto(messages: Sequence[Message], to_seq: int) -> list[Message]:
+    """Each message with only its parts at or before `to_seq`; messages left with none are dropped."""
+    out: list[Message] = []
+    for message in messages:
+        parts = [p for p in message.parts if p.seq is not None and p.seq <= to_seq]
+        if len(parts) == len(message.parts):
+            out.append(message)
+        elif parts:
+            out.append(message.model_copy(update={"parts": parts}))
+    return out
+
+
 class MemoryEngine:
     """One engine per process; stateless between calls apart from its collaborators."""
 
@@ -237,6 +292,8 @@ class MemoryEngine:
             executor.bind(self.run_task)
         self.executor = executor
         self._resolved_cache: dict[str, ResolvedConfig] = {}
+        #: Bodies of unobserved parts this process has stored or read (see `store.part_cache`).
+        self.part_cache = PartCache(self.settings.part_cache_bytes)
 
     # ------------------------------------------------------------------------------------ config
 
@@ -298,12 +355,19 @@ class MemoryEngine:
             )
         self._publish(stored)
 
-    def _boundary(self, key: str, record: Record) -> int:
-        shared = self.coordination.get_int(Keys.buffer_boundary(key)) or 0
-        return max(record.last_buffered_at_tokens or 0, shared)
+    def _peek(self, key: str) -> Peek:
+        """The coordination state a turn's decisions read (status and reflection), in one round trip."""
+        return self.coordination.peek(
+            [Keys.buffer_lock(key), Keys.buffered_reflection_lock(key), Keys.reflect_lock(key)],
+            [Keys.buffer_boundary(key), Keys.reflection_boundary(key)],
+        )
 
-    def _status(self, record: Record, window: Window, cfg: ResolvedConfig) -> policy.Status:
+    def _status(
+        self, record: Record, window: Window, cfg: ResolvedConfig, view: Peek | None = None
+    ) -> policy.Status:
         key = record.lookup_key
+        view = view or self._peek(key)
+        buffering = view.is_locked(Keys.buffer_lock(key))
         return policy.compute_status(
             pending=window.tokens,
             message_tokens=_policy_tokens(cfg.observation.message_tokens),
@@ -313,13 +377,13 @@ class MemoryEngine:
             async_reflection_enabled=cfg.async_reflection_enabled,
             block_after=cfg.observation.block_after,
             buffer_tokens=cfg.observation.buffer_tokens,
-            last_boundary=self._boundary(key, record),
-            buffering_in_flight=self.coordination.is_locked(Keys.buffer_lock(key)),
+            last_boundary=_boundary(record, view),
+            buffering_in_flight=buffering,
             chunk_message_tokens=[c.message_tokens for c in record.chunks],
             chunk_observation_tokens=[c.token_count for c in record.chunks],
             buffer_activation=cfg.observation.buffer_activation,
-            buffering_observation=self.coordination.is_locked(Keys.buffer_lock(key)),
-            buffering_reflection=self.coordination.is_locked(Keys.reflect_lock(key) + ":buffer"),
+            buffering_observation=buffering,
+            buffering_reflection=view.is_locked(Keys.buffered_reflection_lock(key)),
             has_buffered_reflection=bool(record.buffered_reflection),
             buffered_reflection_tokens=record.buffered_reflection_tokens,
             buffered_reflection_input_tokens=record.buffered_reflection_input_tokens,
@@ -336,12 +400,15 @@ class MemoryEngine:
         actor_model: str | None = None,
         step_number: int = 0,
         turn_end: bool | None = None,
+        tenant_id: str | None = None,
     ) -> TurnResult:
         """Store the new messages, run the cheap step (activation is database work), start due background
         work, block only past `blockAfter`, and return what the actor should see next.
 
-        The common turn is three short transactions: store + read the head and the window, write the status
-        event, read the unobserved messages. Everything else happens only when a threshold says so.
+        The common turn is two short transactions: store and read everything the turn needs (thread, head,
+        unobserved window and its messages), then write the status event. Everything else happens only when
+        a threshold says so. `resource_id` None means the thread's own resource (a new thread's id); with a
+        `tenant_id`, a thread or resource of another tenant raises `ThreadNotVisible` and nothing is stored.
         """
         if not thread_id:
             raise ThreadIdRequired()
@@ -349,7 +416,7 @@ class MemoryEngine:
         token = _EVENT_SINK.set(sink)
         try:
             return self._ingest(
-                thread_id, resource_id or thread_id, list(messages), actor_model, step_number, turn_end, sink
+                thread_id, resource_id, tenant_id, list(messages), actor_model, step_number, turn_end, sink
             )
         finally:
             _EVENT_SINK.reset(token)
@@ -357,14 +424,16 @@ class MemoryEngine:
     def _ingest(
         self,
         thread_id: str,
-        resource: str,
+        resource_id: str | None,
+        tenant_id: str | None,
         incoming: list[Message],
         actor_model: str | None,
         step_number: int,
         turn_end: bool | None,
         sink: list[StoredEvent],
     ) -> TurnResult:
-        before, head, window = self._store_and_read(thread_id, resource, incoming, actor_model)
+        stored = self._store_and_read(thread_id, resource_id, tenant_id, incoming, actor_model)
+        before, head, window, resource = stored.before, stored.head, stored.window, stored.thread.resource_id
         cfg = self.config_for(before.config_overrides if before is not None else None)
         activity = _Activity(
             previous_model=before.last_actor_model if before is not None else None,
@@ -378,7 +447,8 @@ class MemoryEngine:
         if head.chunks:
             head = self._step_zero_activation(thread_id, cfg, head, activity, now)
             window = self._window(thread_id, head.last_observed_seq)
-        status = self._status(head, window, cfg)
+        view = self._peek(head.lookup_key)
+        status = first_status = self._status(head, window, cfg, view)
         if status.should_observe:
             head, window, status = self._threshold_activation(thread_id, cfg, head, window, status)
         if status.should_buffer:
@@ -393,7 +463,12 @@ class MemoryEngine:
             degraded_reason = self._run_blocking(Observe(thread_id, new_cycle_id("observe")), thread_id)
 
         reflect_blocked, reflect_reason = self.maybe_reflect(
-            thread_id, activity=activity, now=now, cfg=cfg, head=None if sink else head
+            thread_id,
+            activity=activity,
+            now=now,
+            cfg=cfg,
+            head=None if sink else head,
+            view=None if sink else view,
         )
         blocked = blocked or reflect_blocked
         degraded_reason = degraded_reason or reflect_reason
@@ -416,38 +491,79 @@ class MemoryEngine:
             blocked,
             degraded_reason,
             sink,
-            current=(head, window, before) if unchanged else None,
+            current=_Current(head, window, stored.thread, stored.messages) if unchanged else None,
+            # A launch moved the buffering boundary the status shows: compute it again then.
+            status=first_status if unchanged and not first_status.should_buffer else None,
         )
 
     def _store_and_read(
-        self, thread_id: str, resource: str, incoming: list[Message], actor_model: str | None
-    ) -> tuple[history.ThreadRow | None, Record, Window]:
-        """One transaction: read the thread as it was, store the messages (temporal markers first, when
-        configured), then read (or create) the head and the unobserved window."""
+        self,
+        thread_id: str,
+        resource_id: str | None,
+        tenant_id: str | None,
+        incoming: list[Message],
+        actor_model: str | None,
+    ) -> _Stored:
+        """One transaction: lock the thread (creating it for the tenant if new), check access, store the
+        messages (temporal markers first, when configured), read (or create) the head, and read the
+        unobserved window with its messages, bodies coming from the part cache where it has them."""
         key = lookup_key(thread_id)
         with self.db.begin() as conn:
-            before = history.get_thread(conn, thread_id)
-            if self.config_for(before.config_overrides if before is not None else None).temporal_markers:
+            before = history.lock_thread(conn, thread_id)
+            thread = before or tenancy.create_thread_for(conn, tenant_id, thread_id, resource_id or thread_id)
+            tenancy.check_turn_access(thread, tenant_id, resource_id)
+            if self.config_for(thread.config_overrides).temporal_markers:
                 incoming = self._with_temporal_markers(conn, thread_id, incoming)
-            history.append_messages(
-                conn,
-                thread_id=thread_id,
-                resource_id=resource,
-                incoming=incoming,
-                count_part=self._count_part(actor_model),
-                actor_model=actor_model,
+            fresh = history.append_to_locked(
+                conn, thread, incoming, count_part=self._count_part(actor_model), actor_model=actor_model
             )
             head = records.read_head(conn, key) or records.initialize(
                 conn,
                 lookup_key=key,
                 scope="thread",
                 thread_id=thread_id,
-                resource_id=resource,
+                resource_id=thread.resource_id,
                 config=self.base_config.to_public_dict(),
                 observed_timezone=self.settings.timezone,
             )
-            rows = history.part_tokens_after(conn, thread_id, head.last_observed_seq)
-        return before, head, build_window(rows, self.counter)
+            fresh_parts = {part.seq: part for message in fresh for part in message.parts}
+            unobserved = history.read_unobserved(
+                conn,
+                thread_id,
+                head.last_observed_seq,
+                known=lambda seq: fresh_parts.get(seq) or self._cached_part(thread, seq),
+            )
+        self._remember_parts(thread, unobserved, fresh_parts)
+        return _Stored(before, thread, head, build_window(unobserved.rows, self.counter), unobserved.messages)
+
+    def _cached_part(self, thread: history.ThreadRow, seq: int) -> Part | None:
+        return self.part_cache.get((thread.id, thread.created_at, seq))
+
+    def _remember_parts(
+        self, thread: history.ThreadRow, unobserved: history.Unobserved, fresh: Mapping[int | None, Part]
+    ) -> None:
+        """After commit only: a rolled-back insert's sequence numbers are reused by the next append."""
+        tokens = {row.seq: row.tokens for row in unobserved.rows}
+        for seq, part in fresh.items():
+            if seq is not None and seq in tokens:
+                self.part_cache.put((thread.id, thread.created_at, seq), part, tokens[seq])
+        for seq, (part, weight) in unobserved.fetched.items():
+            self.part_cache.put((thread.id, thread.created_at, seq), part, weight)
+
+    def _read_current(self, thread_id: str) -> _Current:
+        """Head, window and unobserved messages as committed now (after work that changed them)."""
+        with self.db.connect() as conn:
+            head = records.read_head(conn, lookup_key(thread_id))
+            thread = history.get_thread(conn, thread_id)
+            assert head is not None and thread is not None, "the turn created both"
+            unobserved = history.read_unobserved(
+                conn,
+                thread_id,
+                head.last_observed_seq,
+                known=lambda seq: self._cached_part(thread, seq),
+            )
+        self._remember_parts(thread, unobserved, {})
+        return _Current(head, build_window(unobserved.rows, self.counter), thread, unobserved.messages)
 
     def _schedule_idle_trigger(
         self, thread_id: str, resource_id: str, cfg: ResolvedConfig, actor_model: str | None
@@ -531,20 +647,14 @@ class MemoryEngine:
         degraded_reason: str | None,
         sink: list[StoredEvent],
         *,
-        current: tuple[Record, Window, history.ThreadRow | None] | None,
+        current: _Current | None,
+        status: policy.Status | None = None,
     ) -> TurnResult:
         key = lookup_key(thread_id)
-        if current is not None:
-            head, window, thread = current
-        else:
-            fresh = records.get_head(self.db, key)
-            assert fresh is not None
-            head, thread = fresh, history.get_thread(self.db, thread_id)
-            window = self._window(thread_id, head.last_observed_seq)
-        status = self._status(head, window, cfg)
+        head, window, thread, unobserved = current or self._read_current(thread_id)
+        status = status or self._status(head, window, cfg)
         payload = status.to_status_payload(head.id, thread_id, step_number, head.generation_count)
         with self.db.begin() as conn:
-            unobserved = history.load_parts(conn, thread_id, after_seq=head.last_observed_seq)
             stored = write_events(
                 conn,
                 lookup_key=key,
@@ -555,7 +665,7 @@ class MemoryEngine:
             )
         self._publish(stored)
         visible = [m for m in unobserved if m.has_visible_content]
-        meta = thread.om_metadata if thread is not None else {}
+        meta = thread.om_metadata
         context = build_actor_context(
             active_observations=head.active_observations,
             current_task=meta.get("currentTask"),
@@ -566,6 +676,7 @@ class MemoryEngine:
         )
         return TurnResult(
             thread_id=thread_id,
+            resource_id=thread.resource_id,
             record_id=head.id,
             system_messages=list(context.system_messages),
             messages=visible,
@@ -776,7 +887,10 @@ class MemoryEngine:
         Returns True when a chunk was stored. Never raises to the turn: failures become a
         `data-om-buffering-failed` event and the next interval (or the sync fallback) covers the messages.
         """
-        cfg = self._thread_config(task.thread_id)
+        thread = history.get_thread(self.db, task.thread_id)
+        if thread is None:
+            return False
+        cfg = self.config_for(thread.config_overrides)
         if not cfg.async_observation_enabled:
             return False
         key = lookup_key(task.thread_id)
@@ -784,19 +898,43 @@ class MemoryEngine:
         if token is None:
             return False  # another buffering op for this thread is running: no parallel Observer (H8)
         try:
-            return self._buffer_locked(task, cfg, key)
+            return self._buffer_locked(task, cfg, key, thread)
         finally:
             self.coordination.release(Keys.buffer_lock(key), token)
 
-    def _buffer_locked(self, task: BufferObservation, cfg: ResolvedConfig, key: str) -> bool:
-        head = records.get_head(self.db, key)
-        if head is None or self._cycle_done(task.thread_id, task.cycle_id):
+    def _buffering_snapshot(
+        self, task: BufferObservation, key: str, thread: history.ThreadRow
+    ) -> tuple[Record, history.Unobserved] | None:
+        """One read for a buffering op: the head, whether this cycle already ended (a redelivered task does
+        nothing, not even a model call), and everything after the buffer cursor."""
+        with self.db.connect() as conn:
+            head = records.read_head(conn, key)
+            if head is None or has_event(
+                conn,
+                lookup_key=key,
+                cycle_id=task.cycle_id,
+                types=[ev.BUFFERING_END, ev.OBSERVATION_END, ev.BUFFERING_FAILED, ev.OBSERVATION_FAILED],
+            ):
+                return None
+            unobserved = history.read_unobserved(
+                conn, task.thread_id, head.buffer_cursor, known=lambda seq: self._cached_part(thread, seq)
+            )
+        self._remember_parts(thread, unobserved, {})
+        return head, unobserved
+
+    def _buffer_locked(
+        self, task: BufferObservation, cfg: ResolvedConfig, key: str, thread: history.ThreadRow
+    ) -> bool:
+        snapshot = self._buffering_snapshot(task, key, thread)
+        if snapshot is None:
             return False
+        head, unobserved = snapshot
         from_seq = head.buffer_cursor
-        window = self._window(task.thread_id, from_seq)
+        window = build_window(unobserved.rows, self.counter)
         if not window.messages:
             return False
-        to_seq = self._safe_buffer_cut(task.thread_id, from_seq, window)
+        candidates = [m for m in unobserved.messages if m.has_visible_content]
+        to_seq = _safe_buffer_cut(candidates, from_seq, window)
         if to_seq <= from_seq:
             return False  # deferred: a tool exchange is still open; the next step retries
         to_seq = min(to_seq, cut_for_budget(window, self.settings.observer_input_cap_tokens))
@@ -804,48 +942,50 @@ class MemoryEngine:
         buffer_tokens = cfg.observation.buffer_tokens or 0
         if not policy.meets_minimum(batch_tokens, buffer_tokens, task.skip_minimum):
             return False
-        with self.db.connect() as conn:
-            batch = [
-                m
-                for m in history.load_parts(conn, task.thread_id, after_seq=from_seq, upto_seq=to_seq)
-                if m.has_visible_content
-            ]
+        batch = [m for m in _parts_upto(candidates, to_seq) if m.has_visible_content]
         if not batch:
             return False
         started = self.clock()
         marker_config = self._marker_config(cfg)
         with self.db.begin() as conn:
-            records.set_flag(conn, head.id, "is_buffering_observation", True)
-        self._write_events(
-            head,
-            [
-                ev.start(
-                    ev.BUFFERING_START,
-                    cycle_id=task.cycle_id,
-                    operation="observation",
-                    started_at=started,
-                    tokens=batch_tokens,
-                    record_id=head.id,
-                    thread_id=task.thread_id,
-                    config=marker_config,
-                )
-            ],
-        )
+            records.set_live_head_fields(conn, key, {"is_buffering_observation": True})
+            stored_start = write_events(
+                conn,
+                lookup_key=key,
+                thread_id=head.thread_id,
+                resource_id=head.resource_id,
+                record_id=head.id,
+                events=[
+                    ev.start(
+                        ev.BUFFERING_START,
+                        cycle_id=task.cycle_id,
+                        operation="observation",
+                        started_at=started,
+                        tokens=batch_tokens,
+                        record_id=head.id,
+                        thread_id=task.thread_id,
+                        config=marker_config,
+                    )
+                ],
+            )
+        self._publish(stored_start)
         usage = _Usage()
         try:
-            output = self._observe_messages(cfg, head, task.thread_id, batch, usage, include_hints=True)
+            output = self._observe_messages(
+                cfg, head, task.thread_id, batch, usage, include_hints=True, thread=thread
+            )
         except Exception as exc:
             log.warning("buffering %s failed: %s", task.cycle_id, exc)
             self._fail(
                 head, ev.BUFFERING_FAILED, task.cycle_id, "observation", started, batch_tokens, exc, usage
             )
             with self.db.begin() as conn:
-                records.set_flag(conn, head.id, "is_buffering_observation", False)
+                records.set_live_head_fields(conn, key, {"is_buffering_observation": False})
             return False
         text = output.observations.strip()
         if not text:
             with self.db.begin() as conn:
-                records.set_flag(conn, head.id, "is_buffering_observation", False)
+                records.set_live_head_fields(conn, key, {"is_buffering_observation": False})
             return False
         chunk = ChunkInput(
             cycle_id=task.cycle_id,
@@ -881,8 +1021,8 @@ class MemoryEngine:
 
         with self.db.begin() as conn:
             appended, stored = records.append_chunk(conn, head.id, chunk, events=build_events)
-            records.set_flag(conn, appended.record_id, "is_buffering_observation", False)
-            records.set_buffering_boundary(conn, appended.record_id, batch_tokens)
+            finished = {"is_buffering_observation": False, "last_buffered_at_tokens": max(0, batch_tokens)}
+            records.set_live_head_fields(conn, key, finished)
         self._publish(stored)
         self.coordination.set_int(Keys.buffer_boundary(key), batch_tokens, ttl_s=3600)
         if appended.persisted and cfg.observation.thread_title and output.thread_title:
@@ -890,31 +1030,6 @@ class MemoryEngine:
         if not appended.persisted:
             log.info("chunk %s not stored: %s", task.cycle_id, appended.reason)
         return appended.persisted
-
-    def _safe_buffer_cut(self, thread_id: str, from_seq: int, window: Window) -> int:
-        """The last sequence number safe to buffer: stop before an open tool call on the newest message."""
-        with self.db.connect() as conn:
-            candidates = [
-                m for m in history.load_parts(conn, thread_id, after_seq=from_seq) if m.has_visible_content
-            ]
-        safe = policy.select_safe_buffer_prefix(candidates)
-        if len(safe) == len(candidates):
-            return window.max_seq
-        if not safe:
-            return from_seq
-        kept = {m.id for m in safe}
-        excluded_seqs = [p.seq for m in candidates if m.id not in kept for p in m.parts if p.seq is not None]
-        return min(excluded_seqs) - 1 if excluded_seqs else window.max_seq
-
-    def _cycle_done(self, thread_id: str, cycle_id: str) -> bool:
-        """A redelivered task whose cycle already ended (stored or failed) does nothing, not even a model
-        call."""
-        return has_event(
-            self.db,
-            lookup_key=lookup_key(thread_id),
-            cycle_id=cycle_id,
-            types=[ev.BUFFERING_END, ev.OBSERVATION_END, ev.BUFFERING_FAILED, ev.OBSERVATION_FAILED],
-        )
 
     # -------------------------------------------------------------------------- the Observer call
 
@@ -927,8 +1042,11 @@ class MemoryEngine:
         usage: _Usage,
         *,
         include_hints: bool,
+        thread: history.ThreadRow | None = None,
     ) -> ObserverOutput:
-        thread = history.get_thread(self.db, thread_id)
+        """`thread` is the caller's read of the thread, when it has one (its metadata feeds the prompt)."""
+        if thread is None:
+            thread = history.get_thread(self.db, thread_id)
         meta = thread.om_metadata if thread is not None else {}
         transcript = render_transcript(batch, head.observed_timezone, counter=self.counter.count_string)
         previous, truncated = prepare_observer_context(
@@ -1195,6 +1313,7 @@ class MemoryEngine:
         now: datetime | None = None,
         cfg: ResolvedConfig | None = None,
         head: Record | None = None,
+        view: Peek | None = None,
     ) -> tuple[bool, str | None]:
         """Decide and run reflection work (spec §4.6). Returns (blocked, degraded reason).
 
@@ -1206,7 +1325,8 @@ class MemoryEngine:
             return False, None
         now = now or self.clock()
         trigger, details = self._early_trigger(cfg, activity or _Activity(), now, reflection=True)
-        buffer_lock = Keys.reflect_lock(key) + ":buffer"
+        buffer_lock = Keys.buffered_reflection_lock(key)
+        view = view or self._peek(key)
         decision = policy.reflection_action(
             obs=head.observation_token_count,
             R=cfg.reflection.observation_tokens,
@@ -1214,11 +1334,11 @@ class MemoryEngine:
             RB=cfg.reflection.block_after,
             async_enabled=cfg.async_reflection_enabled,
             has_buffered_reflection=bool(head.buffered_reflection),
-            reflection_in_flight=self.coordination.is_locked(buffer_lock),
-            boundary_recorded=self.coordination.get_int(Keys.reflection_boundary(key)) is not None,
+            reflection_in_flight=view.is_locked(buffer_lock),
+            boundary_recorded=view.get_int(Keys.reflection_boundary(key)) is not None,
             ttl_expired=trigger == "ttl",
             provider_changed=trigger == "provider_change",
-            reflection_live=self.coordination.is_locked(Keys.reflect_lock(key)),
+            reflection_live=view.is_locked(Keys.reflect_lock(key)),
         )
         if decision.start_buffered:
             self._start_buffered_reflection(thread_id, head)
@@ -1304,7 +1424,7 @@ class MemoryEngine:
         """Reflect the leading slice of the log in the background and store it on the named record."""
         cfg = self._thread_config(task.thread_id)
         key = lookup_key(task.thread_id)
-        lock = Keys.reflect_lock(key) + ":buffer"
+        lock = Keys.buffered_reflection_lock(key)
         token = self.coordination.try_lock(lock, self.settings.lock_ttl_s)
         if token is None:
             return False

@@ -23,9 +23,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import litellm
-from litellm.exceptions import AuthenticationError, ContextWindowExceededError
-
 from om_core.errors import OMError
 from om_core.models.retry import RetryPolicy, is_abort
 from om_core.models.routing import RoutedModel, litellm_params_for, route
@@ -236,9 +233,10 @@ class ModelClient:
         if response_format is not None:
             kwargs["response_format"] = dict(response_format)
         kwargs.update(litellm_params_for(routed, provider_options))
+        litellm = _litellm()
         try:
             response = litellm.completion(**kwargs)
-        except ContextWindowExceededError as exc:
+        except litellm.ContextWindowExceededError as exc:
             raise ContextWindowExceeded(routed.router_id, str(exc)) from exc
         except Exception as exc:
             if _is_credentials_error(exc):
@@ -268,8 +266,16 @@ def _messages(system: str, user: UserContent) -> list[dict[str, Any]]:
     return messages
 
 
+def _litellm() -> Any:
+    """litellm, imported on the first model call: it costs ~7 s and ~100 MB, which a process that never
+    calls a model (the API in celery mode, `om status`, `om migrate`) should not pay at start."""
+    import litellm
+
+    return litellm
+
+
 def _is_credentials_error(exc: Exception) -> bool:
-    if isinstance(exc, AuthenticationError):
+    if isinstance(exc, _litellm().AuthenticationError):
         return True
     return bool(_CREDENTIAL_HINT.search(str(exc)))
 
@@ -278,7 +284,7 @@ def _env_vars_for(routed: RoutedModel) -> tuple[str, ...]:
     if routed.route is not None and routed.route.env_vars:
         return routed.route.env_vars
     try:
-        report = litellm.validate_environment(model=routed.litellm_model)
+        report = _litellm().validate_environment(model=routed.litellm_model)
     except Exception:
         return ()
     missing = report.get("missing_keys") if isinstance(report, dict) else None
@@ -317,7 +323,7 @@ def _cost(response: Any) -> float | None:
         value = hidden["response_cost"]
         return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
     try:
-        return float(litellm.completion_cost(completion_response=response))
+        return float(_litellm().completion_cost(completion_response=response))
     except Exception:
         return None
 

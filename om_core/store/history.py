@@ -123,6 +123,12 @@ def list_threads(engine: Engine, resource_id: str, tenant_id: str | None = None)
         return [_thread_from_row(row) for row in conn.execute(query).mappings()]
 
 
+def lock_thread(conn: Connection, thread_id: str) -> ThreadRow | None:
+    """Read the thread row under its lock (held to commit): the state every append builds on."""
+    row = conn.execute(select(T).where(T.c.id == thread_id).with_for_update()).mappings().first()
+    return _thread_from_row(row) if row is not None else None
+
+
 def append_messages(
     conn: Connection,
     *,
@@ -138,8 +144,23 @@ def append_messages(
     Returns only what was newly stored (an exact retry returns an empty list).
     """
     ensure_thread(conn, thread_id, resource_id, tenant_id)
-    thread = conn.execute(select(T).where(T.c.id == thread_id).with_for_update()).mappings().one()
-    seq = int(thread["last_seq"])
+    thread = lock_thread(conn, thread_id)
+    assert thread is not None, "ensure_thread created the row in this transaction"
+    return append_to_locked(conn, thread, incoming, count_part=count_part, actor_model=actor_model)
+
+
+def append_to_locked(
+    conn: Connection,
+    thread: ThreadRow,
+    incoming: Sequence[Message],
+    *,
+    count_part: PartCounter,
+    actor_model: str | None = None,
+) -> list[Message]:
+    """`append_messages` for a thread row this transaction already holds (`lock_thread`): the turn path
+    locks the row first, so it reads the thread and appends with no extra statement."""
+    thread_id, resource_id = thread.id, thread.resource_id
+    seq = thread.last_seq
     ids = [m.id for m in incoming]
     known = {
         row["id"]: row
@@ -148,6 +169,7 @@ def append_messages(
         ).mappings()
     }
     stored: list[Message] = []
+    message_rows: list[dict[str, Any]] = []
     part_rows: list[dict[str, Any]] = []
     latest_activity: datetime | None = None
     for message in incoming:
@@ -167,7 +189,9 @@ def append_messages(
             seq += 1
             tokens, overhead, extra = count_part(part)
             stamped_part = part.model_copy(update={"seq": seq})
-            stamped.append(stamped_part)
+            body = stamped_part.model_dump(mode="json", exclude_none=True, by_alias=True)
+            # The copy returned is the stored body read back, exactly what a later read will produce.
+            stamped.append(Part.model_validate(body))
             part_rows.append(
                 {
                     "thread_id": thread_id,
@@ -175,7 +199,7 @@ def append_messages(
                     "message_id": message.id,
                     "part_index": start + offset,
                     "type": part.type,
-                    "body": stamped_part.model_dump(mode="json", exclude_none=True, by_alias=True),
+                    "body": body,
                     "created_at": part.created_at,
                     "tokens": float(tokens),
                     "overhead_delta": float(overhead),
@@ -183,17 +207,17 @@ def append_messages(
                 }
             )
         if previous is None:
-            conn.execute(
-                M.insert().values(
-                    thread_id=thread_id,
-                    id=message.id,
-                    resource_id=resource_id,
-                    role=message.role,
-                    created_at=message.created_at,
-                    metadata=message.metadata,
-                    first_seq=first_seq,
-                    part_count=len(message.parts),
-                )
+            message_rows.append(
+                {
+                    "thread_id": thread_id,
+                    "id": message.id,
+                    "resource_id": resource_id,
+                    "role": message.role,
+                    "created_at": message.created_at,
+                    "metadata": message.metadata,
+                    "first_seq": first_seq,
+                    "part_count": len(message.parts),
+                }
             )
         else:
             conn.execute(
@@ -208,6 +232,8 @@ def append_messages(
             times = [p.created_at for p in new_parts if p.created_at is not None and not p.is_data]
             candidate = max(times) if times else message.created_at
             latest_activity = max(latest_activity, candidate) if latest_activity else candidate
+    if message_rows:
+        conn.execute(M.insert(), message_rows)
     if part_rows:
         conn.execute(P.insert(), part_rows)
     values: dict[str, Any] = {"last_seq": seq, "updated_at": _now()}
@@ -287,6 +313,97 @@ def part_tokens_after(conn: Connection, thread_id: str, after_seq: int) -> list[
             extra_messages=int(row["extra_messages"]),
         )
         for row in conn.execute(query).mappings()
+    ]
+
+
+@dataclass(frozen=True)
+class Unobserved:
+    """The window after the cursor, read once: its weights (for the policy) and its messages (for the
+    actor). `fetched` holds the bodies that had to be read from the database, for the caller to cache
+    once its transaction has committed."""
+
+    rows: list[PartTokens]
+    messages: list[Message]
+    fetched: dict[int, tuple[Part, float]]
+
+
+def read_unobserved(
+    conn: Connection, thread_id: str, after_seq: int, *, known: Callable[[int], Part | None]
+) -> Unobserved:
+    """Weights and messages of the parts after `after_seq`, reading bodies only for parts `known` does not
+    have (a turn usually knows every part but the ones it just stored)."""
+    query = (
+        select(
+            P.c.message_id,
+            P.c.seq,
+            P.c.type,
+            P.c.tokens,
+            P.c.overhead_delta,
+            P.c.extra_messages,
+            M.c.role,
+            M.c.created_at,
+            M.c.first_seq,
+            M.c.resource_id,
+            M.c.metadata,
+        )
+        .join(M, (M.c.thread_id == P.c.thread_id) & (M.c.id == P.c.message_id))
+        .where(P.c.thread_id == thread_id, P.c.seq > after_seq)
+        .order_by(P.c.seq)
+    )
+    rows = conn.execute(query).mappings().all()
+    bodies: dict[int, Part] = {}
+    missing: list[int] = []
+    for row in rows:
+        part = known(int(row["seq"]))
+        if part is None:
+            missing.append(int(row["seq"]))
+        else:
+            bodies[int(row["seq"])] = part
+    fetched: dict[int, tuple[Part, float]] = {}
+    if missing:
+        tokens = {int(row["seq"]): float(row["tokens"]) for row in rows}
+        body_rows = conn.execute(
+            select(P.c.seq, P.c.body).where(P.c.thread_id == thread_id, P.c.seq.in_(missing))
+        ).mappings()
+        for body_row in body_rows:
+            seq = int(body_row["seq"])
+            bodies[seq] = Part.model_validate(body_row["body"])
+            fetched[seq] = (bodies[seq], tokens[seq])
+    weights = [
+        PartTokens(
+            message_id=row["message_id"],
+            role=row["role"],
+            seq=int(row["seq"]),
+            type=row["type"],
+            tokens=float(row["tokens"]),
+            overhead_delta=float(row["overhead_delta"]),
+            extra_messages=int(row["extra_messages"]),
+        )
+        for row in rows
+    ]
+    return Unobserved(weights, _messages_from(rows, bodies, thread_id), fetched)
+
+
+def _messages_from(rows: Sequence[Any], bodies: dict[int, Part], thread_id: str) -> list[Message]:
+    """Group parts (in sequence order) by message, messages in (created_at, first_seq) order; each part a
+    shallow copy, so callers may treat the result as theirs without touching cached parts."""
+    grouped: dict[str, list[Part]] = {}
+    meta: dict[str, Any] = {}
+    for row in rows:
+        grouped.setdefault(row["message_id"], []).append(bodies[int(row["seq"])].model_copy())
+        meta.setdefault(row["message_id"], row)
+    ordered = sorted(grouped, key=lambda mid: (meta[mid]["created_at"], meta[mid]["first_seq"]))
+    return [
+        Message(
+            id=message_id,
+            role=meta[message_id]["role"],
+            parts=grouped[message_id],
+            created_at=meta[message_id]["created_at"],
+            thread_id=thread_id,
+            resource_id=meta[message_id]["resource_id"],
+            metadata=dict(meta[message_id]["metadata"] or {}),
+        )
+        for message_id in ordered
     ]
 
 

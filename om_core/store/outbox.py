@@ -99,16 +99,20 @@ def last_event_id(engine: Engine, thread_id: str) -> int:
     return int(value or 0)
 
 
-def has_event(engine: Engine, *, lookup_key: str, cycle_id: str, types: Sequence[str]) -> bool:
+def has_event(
+    engine_or_conn: Engine | Connection, *, lookup_key: str, cycle_id: str, types: Sequence[str]
+) -> bool:
     """Whether a cycle already reported one of `types` (uses the (lookup_key, type, cycle_id) index)."""
-    with engine.connect() as conn:
-        row = conn.execute(
-            select(schema.events.c.id)
-            .where(
-                schema.events.c.lookup_key == lookup_key,
-                schema.events.c.type.in_(list(types)),
-                schema.events.c.cycle_id == cycle_id,
-            )
-            .limit(1)
-        ).first()
-    return row is not None
+    query = (
+        select(schema.events.c.id)
+        .where(
+            schema.events.c.lookup_key == lookup_key,
+            schema.events.c.type.in_(list(types)),
+            schema.events.c.cycle_id == cycle_id,
+        )
+        .limit(1)
+    )
+    if isinstance(engine_or_conn, Connection):
+        return engine_or_conn.execute(query).first() is not None
+    with engine_or_conn.connect() as conn:
+        return conn.execute(query).first() is not None

@@ -671,6 +671,23 @@ def set_flag(conn: Connection, record_id: str, flag: str, value: bool, *, redire
     return True
 
 
+def set_live_head_fields(conn: Connection, lookup_key: str, values: Mapping[str, Any]) -> None:
+    """Write hint flags and the buffering boundary on the key's live head in one statement.
+
+    These fields steer nothing that must be exact (flags are hints, the boundary only paces buffering), so
+    they need no redirect walk: whichever record is live when the statement runs gets them.
+    """
+    allowed = {*FLAG_COLUMNS, "last_buffered_at_tokens"}
+    unknown = sorted(set(values) - allowed)
+    if unknown:
+        raise ValueError(f"not a hint field: {unknown}; expected some of {sorted(allowed)}")
+    conn.execute(
+        update(R)
+        .where(R.c.lookup_key == lookup_key, R.c.superseded_by.is_(None))
+        .values({**values, "updated_at": _now()})
+    )
+
+
 def set_buffering_boundary(conn: Connection, record_id: str, tokens: int) -> bool:
     head, _ = lock_live(conn, record_id, redirect=True)
     if head is None:

@@ -87,6 +87,9 @@ def _encoder_for(encoding_name: str) -> Callable[[str], list[int]]:
             import tiktoken
 
             encoding = tiktoken.get_encoding(encoding_name)
+            # The Rust encoder holds its own copy of the merge table; tiktoken keeps the Python dict
+            # only to pickle the encoding, which we never do. Dropping it frees ~30 MB per process.
+            encoding._mergeable_ranks = {}
 
             def encode(text: str) -> list[int]:
                 # Special-token lookalikes in user text are ordinary text, never an error.

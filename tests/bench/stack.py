@@ -32,8 +32,9 @@ from tests.support.workers import TEST_WORKER_ENV, Process, WorkerCluster, redis
 
 REPO = Path(__file__).resolve().parents[2]
 FAKE_MODEL_MODULE = "tests.bench.fake_latency_model"
-#: The API loads the latency model (per-thread configs may name it) and the fake actor of the proxy.
-API_PLUGINS = f"{FAKE_MODEL_MODULE},tests.support.fake_actor"
+#: The API in celery mode calls no model (per-thread configs only name the latency model; workers load
+#: it), and the benchmarks do not use the proxy: no plugin, as a deployment without the proxy runs it.
+API_PLUGINS = ""
 
 #: The test launcher's short leases and backoffs reset to production defaults: a benchmark measures
 #: the shipped configuration.

@@ -198,7 +198,7 @@ _PHASES = (
     ("ingest_turn", "MemoryEngine.ingest_turn"),
     ("of which store+read", "MemoryEngine._store_and_read"),
     ("of which context read", "MemoryEngine._turn_result"),
-    ("response model", "turn_response"),
+    ("response body", "turn_body"),
     ("claim/auth", "_claim"),
     ("request parsing and validation", "solve_dependencies"),
     ("event loop (HTTP, encoding)", "BaseEventLoop._run_once"),

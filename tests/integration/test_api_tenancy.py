@@ -3,6 +3,7 @@ thread answers exactly like a missing one and cannot be written; keys are stored
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from om_core import tenancy
 from om_core.store import schema
 from om_core.store.outbox import list_events
 from tests.support.api_server import ApiServer, api_server, new_id, run_api_server
+from tests.support.workers import wait_until
 
 __all__ = ["api_server"]  # fixture used below
 
@@ -106,9 +108,35 @@ def test_keys_are_stored_hashed_and_revocation_takes_effect(api_server: ApiServe
         assert issued.secret not in [str(v) for v in row]
         assert issued.secret.split("_", 2)[2] not in [str(v) for v in row]
         assert tenancy.revoke_key(pg_engine, issued.key.id)
-        with pytest.raises(OMUnauthorized):
-            client.post_turn(new_id("t"), [{"role": "user", "text": "hello again"}])
+        revoked_at = time.monotonic()
+
+        def refused() -> bool:
+            try:
+                client.post_turn(new_id("t"), [{"role": "user", "text": "hello again"}])
+            except OMUnauthorized:
+                return True
+            return False
+
+        # An API process trusts a verified key for OM_AUTH_CACHE_S (default 5 s), then asks again.
+        wait_until(refused, deadline_s=15, what="the revoked key refused", every_s=0.5)
+        assert time.monotonic() - revoked_at < 15
     assert not tenancy.revoke_key(pg_engine, issued.key.id), "revoking twice reports nothing to revoke"
+
+
+def test_a_key_is_accepted_from_memory_only_until_its_ttl(pg_engine: Engine) -> None:
+    issued = tenancy.create_key(pg_engine, new_id("tenant"), "ttl")
+    now = [100.0]
+    verifier = tenancy.KeyVerifier(pg_engine, ttl_s=5, clock=lambda: now[0])
+    first = verifier.verify(issued.secret)
+    assert first is not None and first.id == issued.key.id
+    assert tenancy.revoke_key(pg_engine, issued.key.id)
+    assert verifier.verify(issued.secret) is first, "trusted from memory within the TTL"
+    now[0] += 5.01
+    assert verifier.verify(issued.secret) is None, "asked the database again after the TTL"
+    assert verifier.verify("omk_000000000000_" + "x" * 30) is None
+    fresh = tenancy.create_key(pg_engine, new_id("tenant"), "fresh")
+    accepted = tenancy.KeyVerifier(pg_engine, ttl_s=0).verify(fresh.secret)
+    assert accepted is not None and accepted.id == fresh.key.id
 
 
 def test_the_cli_key_functions(postgres_url: str, pg_engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:

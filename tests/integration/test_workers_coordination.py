@@ -81,6 +81,20 @@ def test_shared_integers(
     assert coordination.get_int(key) == expected
 
 
+def test_a_peek_reads_locks_and_integers_as_their_single_reads_do(coordination: Coordination) -> None:
+    held, free, counted, missing = (f"om:test:{uuid.uuid4().hex[:8]}" for _ in range(4))
+    assert coordination.try_lock(held, 30) is not None
+    coordination.set_int(counted, 42)
+    view = coordination.peek([held, free], [counted, missing])
+    assert (view.is_locked(held), view.is_locked(free)) == (True, False)
+    assert (view.get_int(counted), view.get_int(missing)) == (42, None)
+    assert [view.is_locked(n) for n in (held, free)] == [coordination.is_locked(n) for n in (held, free)]
+    with pytest.raises(KeyError):
+        view.is_locked(counted)  # not asked for as a lock: a programming error, not "free"
+    empty = coordination.peek([], [])
+    assert (dict(empty.locks), dict(empty.values)) == ({}, {})
+
+
 def test_integers_with_a_ttl_expire(coordination: Coordination) -> None:
     key = f"om:test:{uuid.uuid4().hex[:8]}"
     coordination.set_int(key, 3, ttl_s=0.2)

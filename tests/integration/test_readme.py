@@ -1,0 +1,507 @@
+"""The README cannot drift from the code: its examples are parsed out of README.md and run.
+
+- every `om …` command it shows (code blocks and inline code) is a command line the real `om` parser
+  accepts, its `--help` runs, and the installed `om` executable lists its subcommand;
+- every `make` target it names exists in the Makefile (`make -n`), every `python -m` module it names
+  declares the options used;
+- every curl example runs, in README order, against a real API server (keys auth, the test Postgres) with
+  the host, key and thread placeholders substituted; it must answer 2xx with every JSON field the
+  paragraph after it names in backticks (`context.messages`, `active.observations`, …);
+- every Python snippet (the client, the OpenAI proxy through the `openai` package) is executed against the
+  same server and its effect is checked in the stored thread;
+- the endpoint table equals the server's OpenAPI paths, both ways;
+- the environment table lists exactly the variables of the settings models (`Settings`, `ApiSettings`,
+  `WorkerSettings`), both ways, and each default it shows, set in the environment, gives the model's
+  default; `om env` and `.env.example` agree with it; the option table names exactly the config options;
+- the shown error messages are the ones the code produces.
+
+Placeholders: `localhost:8088` is the server, `omk_...` a fresh tenant's key, `t-<n>` and `user-<n>` thread
+and resource ids (fresh per test, the same within one test: ids belong to one tenant), and the actor model
+`openai/gpt-5-mini` becomes the fake echo actor `om-fake/echo` (no provider key exists here). `my_model`
+in the client snippet is the caller's own model; the test passes a stand-in that records what it got.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import io
+import json
+import os
+import re
+import shlex
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import typer.main
+from pydantic_settings import BaseSettings
+from typer.testing import CliRunner
+
+from om_api.client import OMClient
+from om_api.settings import ApiSettings
+from om_core.cli import app
+from om_core.config import ObservationalMemoryConfig, ObservationConfig, ReflectionConfig
+from om_core.errors import OMConfigError
+from om_core.settings import Settings
+from om_workers.app import QUEUES, WorkerSettings
+from tests.support.api_server import ApiServer, api_server, new_id, tenant_key
+
+__all__ = ["api_server", "tenant_key"]  # fixtures used below
+
+pytestmark = [pytest.mark.postgres, pytest.mark.redis]
+
+REPO = Path(__file__).resolve().parents[2]
+README = REPO / "README.md"
+OM_EXECUTABLE = REPO / ".venv" / "bin" / "om"
+ACTOR_PLACEHOLDER, TEST_ACTOR = "openai/gpt-5-mini", "om-fake/echo"
+runner = CliRunner()
+
+
+# ------------------------------------------------------------------------------------------------ parsing
+
+
+@dataclass(frozen=True)
+class Block:
+    """A fenced code block, where it starts, and the paragraph right after it (what it is said to do)."""
+
+    lang: str
+    text: str
+    line: int
+    after: str
+
+    @property
+    def where(self) -> str:
+        return f"README.md:{self.line}"
+
+
+FENCE = re.compile(r"^```(\w*)\n(.*?)^```\n", re.MULTILINE | re.DOTALL)
+INLINE = re.compile(r"`([^`\n]+(?:\n[^`\n]+)?)`")
+FIELD_PATH = re.compile(r"^[A-Za-z_]+(?:\.[A-Za-z_]+)*$")
+
+
+def readme() -> str:
+    return README.read_text(encoding="utf-8")
+
+
+def blocks(text: str) -> list[Block]:
+    found = []
+    for match in FENCE.finditer(text):
+        rest = text[match.end() :].lstrip("\n")
+        paragraph = rest.split("\n\n", 1)[0]
+        found.append(Block(match.group(1), match.group(2), text.count("\n", 0, match.start()) + 1, paragraph))
+    return found
+
+
+def prose(text: str) -> str:
+    """The README without its code blocks and its tables' separator rows."""
+    return FENCE.sub("", text)
+
+
+def inline_codes(text: str) -> list[str]:
+    """Inline code spans (one may wrap onto the next line), whitespace normalised."""
+    return [" ".join(span.split()) for span in INLINE.findall(prose(text))]
+
+
+def commands(block: Block) -> list[str]:
+    """Shell commands of a block: comments dropped, continued lines and multi-line quotes kept whole."""
+    out: list[str] = []
+    pending = ""
+    for line in block.text.splitlines():
+        if not pending and (not line.strip() or line.lstrip().startswith("#")):
+            continue
+        pending = f"{pending}\n{line}" if pending else line
+        if pending.endswith("\\"):
+            continue
+        try:
+            shlex.split(pending, comments=True)
+        except ValueError:  # an open quote: the command goes on
+            continue
+        out.append(pending)
+        pending = ""
+    assert not pending, f"{block.where}: unterminated command {pending!r}"
+    return out
+
+
+def words(command: str) -> list[str]:
+    return shlex.split(command.replace("\\\n", " "), comments=True)
+
+
+def table(text: str, first_header: str) -> list[list[str]]:
+    """The rows of the Markdown table whose first header cell is `first_header`."""
+    lines = text.splitlines()
+    for index, line in enumerate(lines):
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("|") and cells[0] == first_header:
+            rows = []
+            for row in lines[index + 2 :]:
+                if not row.startswith("|"):
+                    break
+                rows.append([c.strip() for c in row.strip().strip("|").split("|")])
+            return rows
+    raise AssertionError(f"README has no table headed {first_header!r}")
+
+
+def codes_in(cell: str) -> list[str]:
+    return re.findall(r"`([^`]+)`", cell)
+
+
+def om_command_lines(text: str) -> list[str]:
+    """Every `om …` command the README shows, in blocks or inline, as written (without `.venv/bin/`)."""
+    shown = [c for b in blocks(text) if b.lang in ("", "sh", "bash") for c in commands(b)]
+    shown += inline_codes(text)
+    found = []
+    for line in shown:
+        command = line.split("#", 1)[0].strip().removeprefix(".venv/bin/")
+        if command.startswith("om ") and command not in found:
+            found.append(command)
+    return found
+
+
+def make_targets(text: str) -> list[str]:
+    shown = [c for b in blocks(text) for c in commands(b)] + inline_codes(text)
+    targets: list[str] = []
+    for line in shown:
+        argv = words(line) if line.startswith("make ") else []
+        targets += [t for t in argv[1:] if "=" not in t and not t.startswith("-") and t not in targets]
+    return targets
+
+
+def curl_blocks(text: str) -> list[Block]:
+    return [b for b in blocks(text) if any(c.startswith("curl ") for c in commands(b) if b.lang == "")]
+
+
+def python_blocks(text: str) -> list[Block]:
+    return [b for b in blocks(text) if b.lang == "python"]
+
+
+def substitute(source: str, base_url: str, key: str, ids: dict[str, str]) -> str:
+    source = source.replace("http://localhost:8088", base_url).replace("localhost:8088", base_url)
+    source = source.replace("omk_...", key).replace(ACTOR_PLACEHOLDER, TEST_ACTOR)
+    return re.sub(r"\b(?:t|user)-\d+\b", lambda m: ids.setdefault(m.group(), new_id("readme")), source)
+
+
+def threads_of(ids: dict[str, str]) -> list[str]:
+    """The ids the README's thread placeholders (`t-42`) became."""
+    return [real for placeholder, real in ids.items() if placeholder.startswith("t-")]
+
+
+def field(payload: Any, path: str) -> Any:
+    value = payload
+    for name in path.split("."):
+        assert isinstance(value, dict) and name in value, f"no field {path!r} in {json.dumps(payload)[:600]}"
+        value = value[name]
+    return value
+
+
+README_TEXT = readme()
+OM_COMMANDS = om_command_lines(README_TEXT)
+
+
+def test_the_parser_finds_every_kind_of_example() -> None:
+    """So that the tests below cannot pass by finding nothing."""
+    assert len(OM_COMMANDS) >= 10, OM_COMMANDS
+    assert {"demo", "test", "test-unit", "lint", "typecheck", "bench"} <= set(make_targets(README_TEXT))
+    assert len(curl_blocks(README_TEXT)) >= 3
+    sources = [b.text for b in python_blocks(README_TEXT)]
+    assert any("OMClient" in s for s in sources) and any("from openai import" in s for s in sources)
+    assert table(README_TEXT, "Variable") and table(README_TEXT, "Option") and table(README_TEXT, "Endpoint")
+
+
+# -------------------------------------------------------------------------------------------- commands
+
+
+def om_params(argv: list[str]) -> tuple[list[str], dict[str, Any]]:
+    """Parse `om <argv>` with the real command tree (types converted, nothing run): the subcommand path
+    and its parameters. Unknown subcommands and options and bad values fail here. A bare name in prose
+    (`om status`, `om keys`) is a reference to the command: it must exist, its arguments may be left out."""
+    command: Any = typer.main.get_command(app)
+    rest = list(argv)
+    path: list[str] = []
+    while isinstance(getattr(command, "commands", None), dict) and (rest or not path):
+        assert rest, f"`om {' '.join(argv)}` names no subcommand"
+        name = rest.pop(0)
+        assert name in command.commands, f"`{name}` is not an om subcommand (in `om {' '.join(argv)}`)"
+        path.append(name)
+        command = command.commands[name]
+    with command.make_context(path[-1], rest, resilient_parsing=not rest) as ctx:
+        return path, dict(ctx.params)
+
+
+@pytest.mark.parametrize("command", OM_COMMANDS)
+def test_each_om_command_is_accepted_and_its_help_runs(command: str) -> None:
+    path, params = om_params(words(command)[1:])
+    result = runner.invoke(app, [*path, "--help"])
+    assert result.exit_code == 0, f"`om {' '.join(path)} --help` failed:\n{result.output}"
+    if "queues" in params and "--queues" in command:
+        unknown = set(params["queues"].split(",")) - set(QUEUES)
+        assert not unknown, f"`{command}` names unknown queues {unknown}"
+
+
+def test_the_om_executable_offers_every_subcommand_the_readme_uses() -> None:
+    result = subprocess.run(
+        [str(OM_EXECUTABLE), "--help"], capture_output=True, text=True, timeout=120, cwd=REPO, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    listed = set(re.findall(r"│ (\w[\w-]*) ", result.stdout))
+    used = {words(c)[1] for c in OM_COMMANDS}
+    assert used <= listed, f"`om --help` does not list {used - listed}"
+
+
+@pytest.mark.parametrize("target", make_targets(README_TEXT))
+def test_each_make_target_exists(target: str) -> None:
+    result = subprocess.run(
+        ["make", "-n", "-C", str(REPO), target], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert result.returncode == 0, f"`make {target}` does not exist:\n{result.stderr}"
+
+
+def test_each_python_module_command_declares_its_options() -> None:
+    """`python -m tests.bench.run --only SECTION`: importing the bench suite takes a minute, so its
+    argparse declarations are read from the source instead."""
+    modules = [words(c) for c in inline_codes(README_TEXT) if c.startswith("python -m ")]
+    assert modules, "the README shows no `python -m` command"
+    for argv in modules:
+        source = REPO / (argv[2].replace(".", "/") + ".py")
+        assert source.is_file(), f"`{' '.join(argv)}`: no module {argv[2]}"
+        declared = {
+            arg.value
+            for call in ast.walk(ast.parse(source.read_text()))
+            if isinstance(call, ast.Call) and getattr(call.func, "attr", "") == "add_argument"
+            for arg in call.args
+            if isinstance(arg, ast.Constant)
+        }
+        used = {w for w in argv[3:] if w.startswith("--")}
+        assert used <= declared, f"`{' '.join(argv)}`: {argv[2]} has no option {used - declared}"
+
+
+def test_files_the_readme_points_to_exist() -> None:
+    named = [c for c in inline_codes(README_TEXT) if c.startswith("deploy/") or c.endswith(".md")]
+    named += [".env.example"] if "`.env.example`" in README_TEXT else []
+    assert named
+    missing = [path for path in named if not (REPO / path).exists()]
+    assert not missing, f"the README names files that do not exist: {missing}"
+
+
+# ------------------------------------------------------------------------------------------ against a server
+
+
+def run_curl(block: Block, command: str, server: ApiServer, key: str, ids: dict[str, str]) -> Any:
+    shell = substitute(command, server.base_url, key, ids) + " --max-time 120 --write-out '\\n%{http_code}'"
+    result = subprocess.run(["bash", "-c", shell], capture_output=True, text=True, timeout=180, check=False)
+    assert result.returncode == 0, f"{block.where}: curl failed ({result.returncode}): {result.stderr}"
+    body, _, status = result.stdout.rpartition("\n")
+    assert status.startswith("2"), f"{block.where}: HTTP {status}: {body[:500]}\n{server.log_text()[-2000:]}"
+    return json.loads(body)
+
+
+def test_each_curl_example_answers_with_the_fields_the_readme_names(
+    api_server: ApiServer, tenant_key: str
+) -> None:
+    ids: dict[str, str] = {}
+    examples = curl_blocks(README_TEXT)
+    for block in examples:
+        fields = [c for c in codes_in(block.after) if FIELD_PATH.match(c)]
+        assert fields, f"{block.where}: the paragraph after the example names no response field"
+        for command in commands(block):
+            payload = run_curl(block, command, api_server, tenant_key, ids)
+            for path in fields:
+                field(payload, path)
+    with OMClient(api_server.base_url, tenant_key) as om:
+        (thread,) = threads_of(ids)
+        stored = om.messages(thread).messages
+        assert [m.id for m in stored] == ["m1"], "the turn example stored its message once"
+
+
+def run_snippet(
+    block: Block, server: ApiServer, key: str, ids: dict[str, str], **names: Any
+) -> dict[str, Any]:
+    source = substitute(block.text, server.base_url, key, ids)
+    namespace: dict[str, Any] = {"__name__": "readme_example", **names}
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(compile(source, block.where, "exec"), namespace)
+    namespace["__printed__"] = printed.getvalue()
+    return namespace
+
+
+def snippet(marker: str) -> Block:
+    (found,) = [b for b in python_blocks(README_TEXT) if marker in b.text]
+    return found
+
+
+def test_the_python_client_example_stores_the_turn_and_hands_the_model_its_context(
+    api_server: ApiServer, tenant_key: str
+) -> None:
+    seen: list[Any] = []
+
+    def my_model(messages: Any) -> str:
+        seen.append(messages)
+        return "Nice to meet you, Dana."
+
+    ids: dict[str, str] = {}
+    run_snippet(snippet("OMClient"), api_server, tenant_key, ids, my_model=my_model)
+    (context,) = seen
+    assert isinstance(context, list) and context[-1] == {"role": "user", "content": "Hi, I'm Dana"}
+    (thread,) = threads_of(ids)
+    with OMClient(api_server.base_url, tenant_key) as om:
+        stored = [(m.role, m.parts[0].text) for m in om.messages(thread).messages]
+    assert stored == [("user", "Hi, I'm Dana"), ("assistant", "Nice to meet you, Dana.")]
+
+
+def test_the_openai_proxy_example_gets_a_reply_and_stores_both_messages(
+    api_server: ApiServer, tenant_key: str
+) -> None:
+    ids: dict[str, str] = {}
+    namespace = run_snippet(snippet("from openai import"), api_server, tenant_key, ids)
+    reply = namespace["completion"].choices[0].message.content
+    assert reply and namespace["__printed__"].strip() == reply.strip()
+    (thread,) = threads_of(ids)
+    with OMClient(api_server.base_url, tenant_key) as om:
+        stored = [(m.role, m.parts[0].text) for m in om.messages(thread).messages]
+    question = "Any cafe tips near the river?"
+    assert stored == [("user", question), ("assistant", reply)], "the proxy stored the turn"
+
+
+def endpoint_rows() -> set[tuple[str, str]]:
+    rows = set()
+    for cells in table(README_TEXT, "Endpoint"):
+        method, path = codes_in(cells[0])[0].split()
+        rows.add((method.lower(), re.sub(r"\{\w+\}", "{}", path)))
+    return rows
+
+
+def test_the_endpoint_table_is_the_servers_api(api_server: ApiServer) -> None:
+    with httpx.Client(base_url=api_server.base_url, timeout=60) as http:
+        spec = http.get("/openapi.json").json()
+        docs = http.get("/docs")
+    served = {
+        (method, re.sub(r"\{\w+\}", "{}", path)) for path, ops in spec["paths"].items() for method in ops
+    }
+    listed = endpoint_rows()
+    assert docs.status_code == 200 and ("get", "/docs") in listed
+    listed.discard(("get", "/docs"))
+    assert listed - served == set(), "the README lists endpoints the server does not have"
+    assert served - listed == set(), "the server has endpoints the README does not list"
+
+
+# -------------------------------------------------------------------------------------------- configuration
+
+
+SETTINGS_MODELS: tuple[type[BaseSettings], ...] = (Settings, ApiSettings, WorkerSettings)
+
+
+def variables() -> dict[str, tuple[type[BaseSettings], str]]:
+    """Every variable the settings models read: name -> (model, field)."""
+    known: dict[str, tuple[type[BaseSettings], str]] = {}
+    for model in SETTINGS_MODELS:
+        prefix = str(model.model_config.get("env_prefix", ""))
+        for name in model.model_fields:
+            known.setdefault(f"{prefix}{name.upper()}", (model, name))
+    return known
+
+
+def env_table() -> dict[str, str]:
+    rows = {}
+    for cells in table(README_TEXT, "Variable"):
+        (name,) = codes_in(cells[0])
+        rows[name] = cells[1]
+    return rows
+
+
+def test_the_environment_table_lists_exactly_the_settings() -> None:
+    listed, known = set(env_table()), set(variables())
+    assert listed - known == set(), "the README lists variables no settings model reads"
+    assert known - listed == set(), "settings the README's table does not list"
+
+
+def readme_default(cell: str) -> tuple[str, str | None]:
+    """('unset', None), ('empty', '') or ('value', the text a user would put in the variable)."""
+    if cell.startswith("unset"):
+        return "unset", None
+    if cell.startswith("empty"):
+        return "empty", ""
+    assert cell.startswith("`"), f"a default is `value`, unset or empty, not {cell!r}"
+    return "value", codes_in(cell)[0]
+
+
+@pytest.mark.parametrize("name", sorted(env_table()))
+def test_each_default_in_the_table_is_the_settings_default(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model, field_name = variables()[name]
+    default = model.model_fields[field_name].get_default(call_default_factory=True)
+    kind, text = readme_default(env_table()[name])
+    if kind == "unset":
+        assert default is None, f"{name}: the README says unset, the default is {default!r}"
+        return
+    for variable in list(os.environ):
+        if variable.startswith("OM_"):
+            monkeypatch.delenv(variable)
+    monkeypatch.setenv(name, text or "")
+    parsed = getattr(model(_env_file=None), field_name)
+    assert parsed == default, f"{name}={text!r} gives {parsed!r}, the default is {default!r}"
+
+
+def test_om_env_lists_the_same_variables() -> None:
+    result = runner.invoke(app, ["env"])
+    assert result.exit_code == 0, result.output
+    assert set(re.findall(r"^(OM_\w+):", result.output, re.MULTILINE)) == set(env_table())
+
+
+def test_env_example_only_sets_known_variables() -> None:
+    names = set(re.findall(r"^#?\s*(OM_\w+)=", (REPO / ".env.example").read_text(), re.MULTILINE))
+    assert names and names <= set(env_table()), names - set(env_table())
+
+
+def option_rows() -> set[str]:
+    rows: set[str] = set()
+    for cells in table(README_TEXT, "Option"):
+        first, *others = codes_in(cells[0])
+        prefix = first.rpartition(".")[0]
+        rows |= {first, *(f"{prefix}.{o}" if prefix else o for o in others)}
+    return rows
+
+
+def test_the_option_table_names_exactly_the_config_options() -> None:
+    known = {k for k in ObservationalMemoryConfig.public_keys() if k not in ("observation", "reflection")}
+    known |= {f"observation.{k}" for k in ObservationConfig.public_keys()}
+    known |= {f"reflection.{k}" for k in ReflectionConfig.public_keys()}
+    assert option_rows() - known == set(), "the README lists options the config does not have"
+    assert known - option_rows() == set(), "options the README's table does not list"
+
+
+def test_the_invalid_config_example_is_the_real_error() -> None:
+    (example,) = [c for c in inline_codes(README_TEXT) if c.startswith("[") and "=" in c]
+    code, path, value = re.match(r"\[(\w+)\] ([\w.]+)=(\S+): \.\.\.$", example).groups()  # type: ignore[union-attr]
+    option: dict[str, Any] = {}
+    *parents, leaf = path.split(".")
+    target = option
+    for parent in parents:
+        target = target.setdefault(parent, {})
+    target[leaf] = json.loads(value)
+    with pytest.raises(OMConfigError) as refused:
+        ObservationalMemoryConfig.parse(option)
+    assert str(refused.value).startswith(example.removesuffix("..."))
+    assert refused.value.code == code
+
+
+def test_the_startup_error_example_is_what_om_serve_prints(postgres_url: str, tmp_path: Path) -> None:
+    (example,) = [b for b in blocks(README_TEXT) if b.text.startswith("error: ")]
+    (line,) = example.text.splitlines()
+    model = re.match(r"error: OM_MODEL=(\S+) ", line).group(1)  # type: ignore[union-attr]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OM_") and not k.endswith("_API_KEY")}
+    env |= {"OM_DATABASE_URL": postgres_url, "OM_MODEL": model}
+    result = subprocess.run(
+        [str(OM_EXECUTABLE), "serve"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 1 and result.stderr.splitlines() == [line], result.stderr
