@@ -445,8 +445,9 @@ class MemoryEngine:
         degraded_reason: str | None = None
 
         if head.chunks:
-            head = self._step_zero_activation(thread_id, cfg, head, activity, now)
-            window = self._window(thread_id, head.last_observed_seq)
+            activated = self._step_zero_activation(thread_id, cfg, head, window, activity, now)
+            if activated is not head:
+                head, window = activated, self._window(thread_id, activated.last_observed_seq)
         view = self._peek(head.lookup_key)
         status = first_status = self._status(head, window, cfg, view)
         if status.should_observe:
@@ -736,14 +737,20 @@ class MemoryEngine:
     # ------------------------------------------------------------------------------- activation
 
     def _step_zero_activation(
-        self, thread_id: str, cfg: ResolvedConfig, head: Record, activity: _Activity, now: datetime
+        self,
+        thread_id: str,
+        cfg: ResolvedConfig,
+        head: Record,
+        window: Window,
+        activity: _Activity,
+        now: datetime,
     ) -> Record:
-        """Early activation before the threshold: provider change, then idle TTL (spec §4.7)."""
+        """Early activation before the threshold: provider change, then idle TTL (spec §4.7). `window` is
+        the unobserved window of `head`. Returns `head` itself when nothing was activated."""
         if not head.chunks:
             return head
         if head.last_buffered_at_tokens:
-            unobserved = self._window(thread_id, head.last_observed_seq).tokens
-            reset = policy.stale_boundary_reset(head.last_buffered_at_tokens, unobserved)
+            reset = policy.stale_boundary_reset(head.last_buffered_at_tokens, window.tokens)
             if reset != head.last_buffered_at_tokens:
                 with self.db.begin() as conn:
                     records.set_buffering_boundary(conn, head.id, reset)

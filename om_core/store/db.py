@@ -12,8 +12,18 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import pydantic_core
 from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.pool import NullPool
+
+
+def _to_json(value: Any) -> str:
+    return pydantic_core.to_json(value).decode()
+
+
+#: JSON columns (part bodies, event payloads) are encoded and decoded on every turn; pydantic-core's
+#: encoder and parser do it several times faster than the standard library's.
+_JSON = {"json_serializer": _to_json, "json_deserializer": pydantic_core.from_json}
 
 
 def make_engine(url: str, *, pool_size: int = 10, echo: bool = False) -> Engine:
@@ -22,6 +32,7 @@ def make_engine(url: str, *, pool_size: int = 10, echo: bool = False) -> Engine:
         engine = create_engine(
             url,
             echo=echo,
+            **_JSON,
             connect_args={"check_same_thread": False, "timeout": 60},
             poolclass=NullPool if ":memory:" not in url else None,
         )
@@ -34,6 +45,7 @@ def make_engine(url: str, *, pool_size: int = 10, echo: bool = False) -> Engine:
         max_overflow=pool_size,
         pool_pre_ping=True,
         isolation_level="READ COMMITTED",
+        **_JSON,
     )
 
 
