@@ -12,16 +12,15 @@ happens is retried there, with backoff).
 from __future__ import annotations
 
 import logging
-import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import redis
 from pydantic import BaseModel, Field
 
 from om_core.errors import OMError
-from om_core.models.client import Completion, ModelClient, UserContent
+from om_core.models.client import ModelClient
 from om_core.models.retry import RetryPolicy
 from om_core.models.routing import split_router_id
 
@@ -129,11 +128,9 @@ def limit_for(router_id: str, limits: Mapping[str, RateLimit]) -> tuple[str, Rat
 
 
 class RateLimitedModelClient(ModelClient):
-    """`ModelClient` that takes a token from the shared bucket of the call's primary model first.
-
-    One token per `complete()` call: the retries and fallbacks inside it are not charged separately (the
-    retry policy's backoff already spaces them out).
-    """
+    """`ModelClient` that takes a token from the shared bucket before every request it sends: each retry
+    and each fallback model is charged to the budget of the model it goes to, since each is a request the
+    provider counts."""
 
     def __init__(
         self,
@@ -150,33 +147,8 @@ class RateLimitedModelClient(ModelClient):
         self.limits = dict(limits)
         self.max_wait_s = max_wait_s
 
-    def complete(
-        self,
-        model: str | Sequence[str],
-        *,
-        system: str,
-        user: UserContent,
-        temperature: float | None = None,
-        max_output_tokens: int | None = None,
-        provider_options: Mapping[str, Any] | None = None,
-        timeout_s: float = 120,
-        response_format: Mapping[str, Any] | None = None,
-        abort: threading.Event | None = None,
-    ) -> Completion:
-        chain = [model] if isinstance(model, str) else list(model)
-        if chain:
-            self.take_token(chain[0])
-        return super().complete(
-            model,
-            system=system,
-            user=user,
-            temperature=temperature,
-            max_output_tokens=max_output_tokens,
-            provider_options=provider_options,
-            timeout_s=timeout_s,
-            response_format=response_format,
-            abort=abort,
-        )
+    def before_attempt(self, router_id: str) -> None:
+        self.take_token(router_id)
 
     def take_token(self, router_id: str) -> float:
         """Wait for a token of `router_id`'s budget (no-op without one). Returns the seconds waited."""

@@ -169,6 +169,7 @@ class ModelClient:
             def attempt(routed: RoutedModel = routed) -> Any:
                 nonlocal attempts
                 attempts += 1
+                self.before_attempt(routed.router_id)
                 return self._call_once(
                     routed,
                     messages,
@@ -198,6 +199,10 @@ class ModelClient:
                 raise
             return _completion(response, routed.router_id, attempts)
         raise AssertionError("unreachable: the loop returns or raises")
+
+    def before_attempt(self, router_id: str) -> None:
+        """Runs before every request sent to a provider (each retry, each fallback model): the place to
+        meter or pace requests. Nothing by default."""
 
     # --- one call ---------------------------------------------------------------------------------------
 

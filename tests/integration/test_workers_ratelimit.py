@@ -11,10 +11,18 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import litellm
 import pytest
 import redis
 
-from om_workers.ratelimit import RateLimit, RateLimitWaitTooLong, TokenBucket, limit_for
+from om_core.models.retry import RetryPolicy
+from om_workers.ratelimit import (
+    RateLimit,
+    RateLimitedModelClient,
+    RateLimitWaitTooLong,
+    TokenBucket,
+    limit_for,
+)
 from tests.support.workers import REPO, redis_db_url, wait_until
 
 pytestmark = pytest.mark.redis
@@ -136,3 +144,49 @@ def test_a_call_draws_from_its_models_budget_else_its_providers(
     budgets = {key: RateLimit(per_second=value) for key, value in limits.items()}
     found = limit_for(model, budgets)
     assert (found[0] if found else None) == expected
+
+
+def test_every_request_sent_is_charged_retries_and_fallbacks_to_their_own_models(
+    client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each attempt is a request the provider counts: a request retried twice takes three tokens, and a
+    fallback model is charged to its own budget."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    prefix = f"om:test:charges:{uuid.uuid4().hex[:8]}:"
+    charged: list[str] = []
+
+    class Recording(RateLimitedModelClient):
+        def take_token(self, router_id: str) -> float:
+            charged.append(router_id)
+            return super().take_token(router_id)
+
+    slow = RateLimit(per_second=0.01, burst=10)  # no refill to speak of during the test
+    limits = {"openai": slow, "om-local": slow}
+    models = Recording(
+        TokenBucket(client, prefix=prefix),
+        limits,
+        retry=RetryPolicy(max_retries=2, sleep=lambda _s: None),
+        check_credentials=False,
+    )
+    rate_limited = litellm.RateLimitError("slow down", llm_provider="openai", model="gpt-4o")
+    with pytest.raises(litellm.RateLimitError):
+        models.complete(
+            "openai/gpt-4o",
+            system="You take notes.",
+            user="hello",
+            provider_options={"litellm": {"mock_response": rate_limited}},
+        )
+    assert charged == ["openai/gpt-4o"] * 3, "the first request and both retries were charged"
+
+    charged.clear()
+    # No key for the primary: refused at once (not retried), then the offline fallback answers.
+    completion = models.complete(
+        ["openai/gpt-4o", "om-local/extractive"], system="You take notes.", user="My dog is called Biscuit."
+    )
+    assert completion.model == "om-local/extractive"
+    assert charged == ["openai/gpt-4o", "om-local/extractive"]
+    left = {
+        key.decode().removeprefix(prefix): float(client.hget(key, "tokens") or 0)
+        for key in client.keys(f"{prefix}*")
+    }
+    assert left == {"openai": pytest.approx(6, abs=0.1), "om-local": pytest.approx(9, abs=0.1)}, left
