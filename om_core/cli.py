@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Annotated, TypeVar
+from typing import Annotated, NoReturn, TypeVar
 
 import typer
+from pydantic_settings import BaseSettings
 
 from om_core.settings import Settings, env_help
 
-SettingsT = TypeVar("SettingsT", bound=Settings)
+SettingsT = TypeVar("SettingsT", bound=BaseSettings)
 
 ENV_NOTE = "Reads the OM_* environment variables (and .env): run `om env` to list them."
 
@@ -34,12 +35,34 @@ def _settings(kind: type[SettingsT]) -> SettingsT:
 
     try:
         return kind()
-    except ValidationError as exc:  # one line per bad variable, named as the user sets it
-        prefix = str(kind.model_config.get("env_prefix", ""))
-        for error in exc.errors():
-            name = prefix + "_".join(str(part) for part in error["loc"]).upper()
-            typer.echo(f"error: invalid setting {name}={error['input']!r:.80}: {error['msg']}", err=True)
-        raise typer.Exit(2) from exc
+    except ValidationError as exc:
+        _refuse_invalid(exc, str(kind.model_config.get("env_prefix", "")))
+
+
+def _refuse_invalid(exc: Exception, prefix: str) -> NoReturn:
+    """One line per bad variable, named as the user sets it, then exit 2."""
+    from pydantic import ValidationError
+
+    assert isinstance(exc, ValidationError)
+    for error in exc.errors():
+        if not error["loc"]:  # a rule across variables; its message names them
+            typer.echo(f"error: {error['msg'].removeprefix('Value error, ')}", err=True)
+            continue
+        name = prefix + "_".join(str(part) for part in error["loc"]).upper()
+        typer.echo(f"error: {name}={error['input']!r:.80} is invalid: {error['msg']}", err=True)
+    raise typer.Exit(2) from exc
+
+
+def _worker_settings() -> None:
+    """Check the OM_WORKER_* variables before a worker or beat starts. The Celery app reads them when its
+    module is imported, so a bad value surfaces as that import failing."""
+    from pydantic import ValidationError
+
+    try:
+        from om_workers.app import WorkerSettings
+    except ValidationError as exc:
+        _refuse_invalid(exc, "OM_WORKER_")
+    _settings(WorkerSettings)
 
 
 def _preflight(command: str, settings: Settings, *, executor: str = "inline") -> None:
@@ -127,6 +150,7 @@ def worker(
     pool: Annotated[str, typer.Option(help="prefork, threads or solo")] = "threads",
 ) -> None:
     """Run a Celery worker for the chosen queues (scale each queue group on its own)."""
+    _worker_settings()
     _preflight("worker", _settings(Settings))
     from om_workers.cli import run_worker
 
@@ -136,6 +160,7 @@ def worker(
 @app.command("beat")
 def beat() -> None:
     """Run celery-beat: idle activation, stale flags, stuck buffering (run exactly one)."""
+    _worker_settings()
     _preflight("beat", _settings(Settings))
     from om_workers.cli import run_beat
 

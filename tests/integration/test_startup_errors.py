@@ -48,6 +48,7 @@ class Case:
     shown: tuple[str, ...] = ()
     dotenv: str = ""
     expect_stdout: str = ""
+    exit_code: int = 1  # 2: a setting is malformed (nothing was even tried)
 
 
 DB_REFUSED = f"postgresql+psycopg2://om:{PASSWORD}@127.0.0.1:{{refused}}/om"
@@ -146,6 +147,30 @@ CASES = [
         dotenv="OPENAI_API_KEY=sk-from-dotenv\n",
     ),
     Case(
+        "worker/malformed-worker-setting",
+        ("worker",),
+        {**CELERY_OK, "OM_WORKER_MAX_DELIVERIES": "zero"},
+        "OM_WORKER_MAX_DELIVERIES",
+        ("'zero' is invalid", "integer"),
+        exit_code=2,
+    ),
+    Case(
+        "beat/worker-settings-that-contradict",
+        ("beat",),
+        {**CELERY_OK, "OM_WORKER_SOFT_TIME_LIMIT_S": "700"},
+        "OM_WORKER_SOFT_TIME_LIMIT_S",
+        ("must be below OM_WORKER_TIME_LIMIT_S",),
+        exit_code=2,
+    ),
+    Case(
+        "serve/malformed-service-setting",
+        ("serve",),
+        {"OM_DATABASE_URL": "{db}", "OM_BLOCKING_DEADLINE_S": "soon"},
+        "OM_BLOCKING_DEADLINE_S",
+        ("'soon' is invalid",),
+        exit_code=2,
+    ),
+    Case(
         "migrate/everything-reachable",
         ("migrate",),
         {"OM_DATABASE_URL": "{db}"},
@@ -231,7 +256,7 @@ def test_om_start(case: Case, outcomes: dict[str, Outcome]) -> None:
         assert outcome.returncode == 0, output
         assert case.expect_stdout in outcome.stdout
         return
-    assert outcome.returncode == 1, output
+    assert outcome.returncode == case.exit_code, output
     lines = outcome.stderr.splitlines()
     assert len(lines) == 1, f"one line, not:\n{outcome.stderr}"
     (line,) = lines
