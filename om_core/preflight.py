@@ -84,6 +84,8 @@ def needs(command: str, *, executor: str = "inline") -> Needs:
         "migrate": Needs(database=True),
         "status": Needs(database=True),
         "keys": Needs(database=True),
+        # The embedded stack starts its own SQLite and Redis; only the model's key can be missing.
+        "up": Needs(model=True),
     }
     if command not in table:
         raise ValueError(f"no preflight for command {command!r}; known: {', '.join(sorted(table))}")

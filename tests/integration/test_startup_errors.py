@@ -171,6 +171,13 @@ CASES = [
         exit_code=2,
     ),
     Case(
+        "up/model-without-key",
+        ("up",),
+        {"OM_MODEL": "openai/gpt-4o-mini"},
+        "OM_MODEL",
+        ("OM_MODEL=openai/gpt-4o-mini", "set OPENAI_API_KEY"),
+    ),
+    Case(
         "migrate/everything-reachable",
         ("migrate",),
         {"OM_DATABASE_URL": "{db}"},
