@@ -5,8 +5,9 @@ to fix. Handlers map the few failure kinds the shell can meet to one status each
 - a message or body over a limit: 413 naming the limit;
 - an unknown thread (or another tenant's): 404;
 - a message id reused with another role: 409;
-- the database or the broker unreachable: 503 (the turn path writes in short transactions and a retried
-  turn stores each message once, so retrying after a 503 is safe).
+- the database or the broker unreachable: 503. A turn cut by an outage may already have committed its
+  messages (the turn path is several short transactions), so the 503 never claims that nothing was
+  stored; retrying is safe because a message with an id is stored once however often it is sent.
 """
 
 from __future__ import annotations
@@ -181,7 +182,11 @@ async def _database_down(_request: Request, exc: Exception) -> JSONResponse:
     log.warning("database unavailable: %s", exc)
     return _json(
         503,
-        error_body("database_unavailable", "the database is unreachable; nothing was stored, retry later"),
+        error_body(
+            "database_unavailable",
+            "the database is unreachable; retry later (the request may have been cut part-way: a turn "
+            "stores each message once however often it is retried, as long as the messages carry an id)",
+        ),
         {"Retry-After": "5"},
     )
 

@@ -21,6 +21,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from om_core.embedded import free_port, start_redis, stop_process, wait_for_port
@@ -64,8 +65,21 @@ def as_postgres_user() -> tuple[list[str], int | None, int | None]:
     raise RuntimeError("running as root and neither a 'postgres' nor a 'nobody' account exists")
 
 
-@contextlib.contextmanager
-def postgres(workdir: Path) -> Iterator[str]:
+@dataclass(frozen=True)
+class PostgresCluster:
+    """A data directory made by initdb, and how to run its server (as the `postgres` account under root)."""
+
+    pg_bin: Path
+    data: Path
+    prefix: tuple[str, ...]
+    log: Path
+
+    def url(self, port: int, database: str = "om_test") -> str:
+        return f"postgresql+psycopg2://om@127.0.0.1:{port}/{database}"
+
+
+def init_postgres(workdir: Path) -> PostgresCluster:
+    """initdb a fresh cluster in `workdir/pgdata` (user `om`, trust auth on loopback)."""
     pg_bin = find_pg_bin()
     prefix, uid, gid = as_postgres_user()
     data = workdir / "pgdata"
@@ -73,18 +87,22 @@ def postgres(workdir: Path) -> Iterator[str]:
     if uid is not None and gid is not None:
         os.chown(workdir, uid, gid)
         os.chown(data, uid, gid)
-    port = free_port()
     subprocess.run(
         [*prefix, str(pg_bin / "initdb"), "-D", str(data), "-U", "om", "--auth=trust", "-E", "UTF8",
          "--no-sync"],
         check=True, stdout=subprocess.DEVNULL,
     )
-    log = workdir / "postgres.log"
+    return PostgresCluster(pg_bin, data, tuple(prefix), workdir / "postgres.log")
+
+
+def start_postgres(cluster: PostgresCluster, port: int) -> subprocess.Popen[bytes]:
+    """Start the cluster's server on `port` and wait until it accepts connections (the log is appended
+    to, so a restarted server keeps the earlier runs' lines)."""
     server = subprocess.Popen(
-        [*prefix, str(pg_bin / "postgres"), "-D", str(data), "-p", str(port), "-h", "127.0.0.1",
-         "-k", str(data), "-c", "fsync=off", "-c", "synchronous_commit=off",
+        [*cluster.prefix, str(cluster.pg_bin / "postgres"), "-D", str(cluster.data), "-p", str(port),
+         "-h", "127.0.0.1", "-k", str(cluster.data), "-c", "fsync=off", "-c", "synchronous_commit=off",
          "-c", "full_page_writes=off", "-c", "max_connections=300"],
-        stdout=subprocess.DEVNULL, stderr=open(log, "wb"),  # noqa: SIM115
+        stdout=subprocess.DEVNULL, stderr=open(cluster.log, "ab"),  # noqa: SIM115
         start_new_session=True,
     )
     try:
@@ -92,19 +110,34 @@ def postgres(workdir: Path) -> Iterator[str]:
         deadline = time.monotonic() + 30
         while True:
             ready = subprocess.run(
-                [str(pg_bin / "pg_isready"), "-h", "127.0.0.1", "-p", str(port), "-U", "om"],
+                [str(cluster.pg_bin / "pg_isready"), "-h", "127.0.0.1", "-p", str(port), "-U", "om"],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             )
             if ready.returncode == 0:
-                break
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"postgres not ready; see {log}")
+                return server
+            if server.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"postgres not ready; see {cluster.log}")
             time.sleep(0.1)
-        subprocess.run(
-            [str(pg_bin / "createdb"), "-h", "127.0.0.1", "-p", str(port), "-U", "om", "om_test"],
-            check=True,
-        )
-        yield f"postgresql+psycopg2://om@127.0.0.1:{port}/om_test"
+    except BaseException:
+        stop(server, "postgres")
+        raise
+
+
+def create_database(cluster: PostgresCluster, port: int, name: str = "om_test") -> None:
+    subprocess.run(
+        [str(cluster.pg_bin / "createdb"), "-h", "127.0.0.1", "-p", str(port), "-U", "om", name],
+        check=True,
+    )
+
+
+@contextlib.contextmanager
+def postgres(workdir: Path) -> Iterator[str]:
+    cluster = init_postgres(workdir)
+    port = free_port()
+    server = start_postgres(cluster, port)
+    try:
+        create_database(cluster, port)
+        yield cluster.url(port)
     finally:
         stop(server, "postgres")
 

@@ -1,0 +1,93 @@
+"""Shift one process's wall clock by an offset the test controls, so a worker's clock can jump mid-run.
+
+A process started with `OM_TEST_CLOCK_OFFSET_FILE=<path>` and `tests/support/clock_skew_site` first on
+`PYTHONPATH` runs `install()` at interpreter start (before Celery, kombu or om_core import anything), so
+`time.time()`, `time.time_ns()` and `datetime.now()` / `utcnow()` / `today()` all return real time plus the
+number of seconds written in the file. The file is re-read at most every 0.1 s, so a test makes the clock
+jump by rewriting it (`set_offset`). Monotonic clocks are left alone: sleeps, timeouts and lock leases
+(kept by Redis) stay real, only what the process believes the date is moves.
+"""
+
+from __future__ import annotations
+
+import datetime as _datetime
+import os
+import time
+from pathlib import Path
+
+ENV = "OM_TEST_CLOCK_OFFSET_FILE"
+SITE_DIR = Path(__file__).resolve().parent / "clock_skew_site"
+REREAD_S = 0.1
+
+_real_time = time.time
+_real_time_ns = time.time_ns
+_RealDatetime = _datetime.datetime
+
+
+def set_offset(path: Path, seconds: float) -> None:
+    """Make every process reading `path` see its clock `seconds` away from real time (atomically)."""
+    scratch = path.with_suffix(".tmp")
+    scratch.write_text(repr(float(seconds)))
+    scratch.replace(path)
+
+
+class _Offset:
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.value = 0.0
+        self.read_at = -1.0
+
+    def seconds(self) -> float:
+        now = time.monotonic()
+        if now - self.read_at >= REREAD_S:
+            self.read_at = now
+            try:
+                with open(self.path) as handle:
+                    self.value = float(handle.read().strip() or 0.0)
+            except (OSError, ValueError):
+                pass  # keep the last value while the test rewrites the file
+        return self.value
+
+
+_offset: _Offset | None = None
+
+
+def offset_s() -> float:
+    return _offset.seconds() if _offset is not None else 0.0
+
+
+def _skewed_time() -> float:
+    return _real_time() + offset_s()
+
+
+def _skewed_time_ns() -> int:
+    return _real_time_ns() + int(offset_s() * 1e9)
+
+
+class SkewedDatetime(_RealDatetime):
+    """`datetime` whose "now" is the skewed clock; everything else is the real class's behaviour."""
+
+    @classmethod
+    def now(cls, tz: _datetime.tzinfo | None = None) -> SkewedDatetime:
+        return cls.fromtimestamp(_skewed_time(), tz)
+
+    @classmethod
+    def utcnow(cls) -> SkewedDatetime:
+        return cls.fromtimestamp(_skewed_time(), _datetime.UTC).replace(tzinfo=None)
+
+    @classmethod
+    def today(cls) -> SkewedDatetime:
+        return cls.fromtimestamp(_skewed_time())
+
+
+def install() -> bool:
+    """Patch the clocks when `OM_TEST_CLOCK_OFFSET_FILE` is set; True if patched."""
+    global _offset
+    path = os.environ.get(ENV)
+    if not path or _offset is not None:
+        return False
+    _offset = _Offset(path)
+    time.time = _skewed_time
+    time.time_ns = _skewed_time_ns
+    _datetime.datetime = SkewedDatetime  # type: ignore[misc]
+    return True
