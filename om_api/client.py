@@ -91,7 +91,8 @@ class OMPayloadTooLarge(OMAPIError):
 
 
 class OMUnavailable(OMAPIError):
-    """503: the database or broker is down; nothing was stored, retry later."""
+    """503: the database or broker is down. A broker outage stores nothing; a database outage may cut a
+    turn part-way, so retry with the same message ids (a stored message is not stored twice)."""
 
 
 _ERRORS: dict[int, type[OMAPIError]] = {

@@ -296,6 +296,8 @@ class ModelReply:
     output_tokens: int = 0
     cost: float | None = None
     provider_metadata: dict[str, Any] | None = None
+    #: Why the reply must not be used at all (cut at the output limit, unstorable), from `reply_checks`.
+    unusable: str | None = None
 
 
 @dataclass(frozen=True)
@@ -428,7 +430,11 @@ def reflect_with_ladder(
         reply = call(system, user)
         usage.add(level, reply)
         parsed = parse_reflector_output(reply.text)
-        bad = parsed.degenerate or (not input_is_empty and not parsed.observations.strip())
+        bad = (
+            reply.unusable is not None
+            or parsed.degenerate
+            or (not input_is_empty and not parsed.observations.strip())
+        )
         size = original if bad else count(parsed.observations)
         if not bad and (best is None or size < best[1]):
             best = (parsed, size)

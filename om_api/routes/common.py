@@ -33,7 +33,7 @@ def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
         422: "A field is invalid; `error.field` names it",
         429: "The actor model is rate limited",
         502: "The actor model failed or cannot be called",
-        503: "The database or the broker is unreachable; nothing was stored",
+        503: "The database or the broker is unreachable; retry with the same message ids",
         504: "The actor model did not answer in time",
     }
     return {s: {"model": ErrorResponse, "description": described[s]} for s in statuses}

@@ -57,6 +57,7 @@ from om_core.reflector import (
     reflect_with_ladder,
     replace_leading_lines,
 )
+from om_core.reply_checks import unusable_reply
 from om_core.store import history, records
 from om_core.store.outbox import has_event, last_event_id, list_events, write_events
 from om_core.store.part_cache import PartCache
@@ -91,6 +92,8 @@ class Completion(Protocol):
     def cost(self) -> float | None: ...
     @property
     def model(self) -> str: ...
+    @property
+    def finish_reason(self) -> str | None: ...
 
 
 class ModelCaller(Protocol):
@@ -981,16 +984,14 @@ class MemoryEngine:
             output = self._observe_messages(
                 cfg, head, task.thread_id, batch, usage, include_hints=True, thread=thread
             )
+            text = output.observations.strip()
+            if not text:  # a failure like any other: the cycle ends, a redelivery calls no model
+                raise ObserverDegenerateError("the Observer returned no observations for the messages")
         except Exception as exc:
             log.warning("buffering %s failed: %s", task.cycle_id, exc)
             self._fail(
                 head, ev.BUFFERING_FAILED, task.cycle_id, "observation", started, batch_tokens, exc, usage
             )
-            with self.db.begin() as conn:
-                records.set_live_head_fields(conn, key, {"is_buffering_observation": False})
-            return False
-        text = output.observations.strip()
-        if not text:
             with self.db.begin() as conn:
                 records.set_live_head_fields(conn, key, {"is_buffering_observation": False})
             return False
@@ -1085,6 +1086,10 @@ class MemoryEngine:
                 provider_options=cfg.observation.provider_options,
             )
             usage.add(completion)
+            unusable = unusable_reply(completion.text, completion.finish_reason)
+            if unusable is not None:
+                last_problem = unusable
+                continue
             output = parse_observer_output(completion.text)
             if not output.degenerate:
                 return output
@@ -1389,7 +1394,11 @@ class MemoryEngine:
                 provider_options=cfg.reflection.provider_options,
             )
             return ModelReply(
-                completion.text, completion.input_tokens, completion.output_tokens, completion.cost
+                completion.text,
+                completion.input_tokens,
+                completion.output_tokens,
+                completion.cost,
+                unusable=unusable_reply(completion.text, completion.finish_reason),
             )
 
         return call

@@ -57,23 +57,10 @@ class KnownBug(AssertionError):
 
 
 #: (fault, work) → the bug that makes checks 1-2 fail today. See the module docstring and the report.
-KNOWN_BUGS: dict[tuple[str, str], str] = {
-    ("empty", "buffering"): "B1: an empty Observer reply ends background buffering without a failed event",
-    **{
-        ("garbage", work): (
-            "B2: a reply the database cannot store (NUL, unpaired surrogate) makes the commit raise after "
-            "the start event: no failed event, and buffering leaves is_buffering_observation set"
-        )
-        for work in WORK
-    },
-    **{
-        ("overbudget", work): (
-            "B3: a reply cut at maxOutputTokens (finish reason 'length') is taken as complete: the truncated "
-            "chunk / observation / reflection is stored (a cut reflection replaces the whole log)"
-        )
-        for work in WORK
-    },
-}
+KNOWN_BUGS: dict[tuple[str, str], str] = {}
+#: Fixed: B1 (an empty reply ended buffering without a failed event), B2 (an unstorable reply failed the
+#: commit after the start event), B3 (a reply cut at maxOutputTokens was stored as complete). See
+#: `om_core/reply_checks.py`.
 
 
 # ------------------------------------------------------------------------------------------ fixtures

@@ -23,6 +23,7 @@ class FakeCompletion:
     output_tokens: int
     cost: float | None
     model: str
+    finish_reason: str | None = "stop"
 
 
 @dataclass
