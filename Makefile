@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 PYTEST_ARGS ?=
 
-.PHONY: install test test-unit lint typecheck demo up fuzz bench bench-quick flower clean
+.PHONY: install test test-unit lint typecheck demo up fuzz load bench bench-quick flower clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -33,11 +33,21 @@ demo: $(STAMP)
 up: $(STAMP)
 	$(BIN)/om up
 
-## make fuzz SEEDS=N FIRST=K: the seeded interleaving fuzz at any size (Postgres and Redis started here).
+## make fuzz SEEDS=N DSEEDS=M FIRST=K: the in-process interleaving fuzz (N seeds), then the same fuzz across
+## processes (M seeds: two API processes, three Celery workers, concurrent HTTP clients); Postgres and Redis
+## started here.
 SEEDS ?= 2000
+DSEEDS ?= 200
 FIRST ?= 0
 fuzz: $(STAMP)
-	$(BIN)/python scripts/testenv.py run -- $(BIN)/python -m tests.fuzz.run --seeds $(SEEDS) --first $(FIRST)
+	$(BIN)/python scripts/testenv.py run -- sh -c '$(BIN)/python -m tests.fuzz.run --seeds $(SEEDS) --first $(FIRST) && $(BIN)/python -m tests.fuzz.distributed --seeds $(DSEEDS) --first $(FIRST)'
+
+## make load LOAD_THREADS=50 LOAD_DURATION=300: concurrent chats against the API with workers and a fake model
+## of 1-2 s latency; prints requests/s, turn p50/p99, lost requests, and checks every thread's invariants.
+LOAD_THREADS ?= 50
+LOAD_DURATION ?= 300
+load: $(STAMP)
+	$(BIN)/python scripts/testenv.py run -- $(BIN)/python -m tests.load.run --threads $(LOAD_THREADS) --duration $(LOAD_DURATION)
 
 ## make bench: the benchmark suite (writes bench-results.json and PNG plots); bench-quick: the reduced set.
 bench: $(STAMP)

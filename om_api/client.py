@@ -203,7 +203,13 @@ class OMClient:
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         self._http = httpx.Client(
-            base_url=base_url, headers=_headers(api_key, headers), timeout=timeout, transport=transport
+            base_url=base_url,
+            headers=_headers(api_key, headers),
+            timeout=timeout,
+            transport=transport,
+            # uvicorn closes a keep-alive connection idle for 5 s; reusing one at that moment is a reset
+            # request, so the client lets idle connections go first.
+            limits=httpx.Limits(keepalive_expiry=3.0),
         )
 
     def __enter__(self) -> Self:
