@@ -8,7 +8,12 @@ generating:
 - user clauses that carry a fact (a name, a number, a date, money, a stated preference, a health or diet
   constraint) become 🔴 "User stated …" lines, first person turned into third; questions become 🔴 "User
   asked: …". A short message keeps all its facts; a longer one its best facts, within a word budget that
-  grows with the square root of its length;
+  grows with the square root of its length. "Best" weighs what a fact is about, not only how many names
+  and numbers it holds (`local_salience`): a lasting fact about the user (their pet's name, where they
+  live, what they prefer, a dated commitment) outranks an anecdote of the day;
+- a correction ("Correction: …", "actually …", "went up to …", "X, not Y") is kept whatever the budget
+  and becomes a 🔴 "User updated: …" line of its own, so it visibly supersedes the earlier statement
+  (§5.2 state changes) and the Reflector can drop that statement at the next reflection;
 - each assistant message becomes one 🟡 line: its most informative sentence (or the introduction of the
   list it gave) plus the entities it named;
 - tool calls become 🟡 "Called <tool> (key args)" with the result's gist nested under it, and a run of
@@ -26,6 +31,8 @@ import re
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 from typing import Any
+
+from om_core.models.local_salience import Tier, is_correction, salience
 
 __all__ = [
     "HINTS_SUPPRESSED_RE",
@@ -59,6 +66,8 @@ MIN_USER_WORDS = 12
 MAX_LEAD_WORDS = 12
 MAX_ASSISTANT_WORDS = 18
 RESULT_GIST_CHARS = 200
+#: Added to a user clause's score by its `local_salience` tier (health constraints already score high).
+TIER_BONUS = {Tier.PROFILE: 3, Tier.CORRECTION: 6}
 
 TRANSCRIPT_HEADING_RE = re.compile(
     r"^#{1,6}[ \t]*New Message History to Observe\b.*$", re.MULTILINE | re.IGNORECASE
@@ -162,6 +171,14 @@ _SELF_DISCLOSURE_RE = re.compile(
     r"i study|i should mention)\b",
     re.IGNORECASE,
 )
+#: The user's own plan ("we'd go", "I'll fly", "we're going to"): with a date, it is a commitment (§5.2).
+_INTENT_RE = re.compile(
+    r"\b(?:i|we)(?:'ll|'d| will| would| want to| need to| plan to| intend to| hope to|'m going to"
+    r"|'re going to| am going to| are going to)\s+(?!like\b|love\b|say\b|think\b)\w+",
+    re.IGNORECASE,
+)
+#: What a dated plan of the user adds to the score of the clause holding its date.
+DATED_PLAN_BONUS = 2
 _CHOICE_RE = re.compile(
     r"\b(?:let's go with|go with|i'll take|we'll take|i choose|we choose|i picked|we picked"
     r"|book(?:ed)? the)\b",
@@ -338,13 +355,20 @@ _PIECE_SPLIT_RE = re.compile(r"(;\s+|,\s+|\s+[—–]\s+)")
 
 
 def _best_pieces(text: str, budget: int) -> str:
-    """The first piece (it holds the subject) plus the most factual other pieces that fit, in order,
-    each keeping the separator it had."""
+    """The first piece (it holds the subject) plus the most valuable other pieces that fit (lasting facts
+    about the user before details of the moment, then the most specific), in order, each keeping the
+    separator it had."""
     parts = _PIECE_SPLIT_RE.split(text)
     pieces, separators = parts[0::2], ["", *parts[1::2]]
     ranked = sorted(
         range(len(pieces)),
-        key=lambda i: (i != 0, -_score(pieces[i], first_is_start=i == 0), len(_words(pieces[i])), i),
+        key=lambda i: (
+            i != 0,
+            -salience(pieces[i]),
+            -_score(pieces[i], first_is_start=i == 0),
+            len(_words(pieces[i])),
+            i,
+        ),
     )
     chosen: set[int] = set()
     used = 0
@@ -604,34 +628,53 @@ class _Fact:
     text: str
     score: int
     question: bool = False
+    tier: Tier = Tier.PLAIN
 
     @property
-    def critical(self) -> bool:
-        """Health and diet constraints are kept whatever the budget: forgetting them can hurt someone."""
-        return bool(_CRITICAL_RE.search(self.text) and _PERSON_RE.search(self.text))
+    def kept_whatever_the_budget(self) -> bool:
+        """Health and diet constraints and corrections are kept however long the message: forgetting the
+        first can hurt someone, forgetting the second leaves the memory wrong."""
+        critical = bool(_CRITICAL_RE.search(self.text) and _PERSON_RE.search(self.text))
+        return critical or self.tier == Tier.CORRECTION
+
+    @property
+    def value(self) -> int:
+        """The score plus a bonus for a lasting fact about the user or a correction, so "I prefer green tea"
+        outranks an anecdote with a place, a date and an amount."""
+        return self.score + TIER_BONUS.get(self.tier, 0)
 
     @property
     def cost(self) -> int:
         return len(_words(self.text))
 
 
-def _user_facts(sentences: list[str]) -> tuple[list[_Fact], list[_Fact]]:
+def _user_facts(
+    sentences: list[str], corrections: list[bool] | None = None
+) -> tuple[list[_Fact], list[_Fact]]:
     """(facts, context clauses): fact clauses and questions, plus each sentence's opening clause, which
-    is added back when one of its facts is kept and room remains ("I work as a translator, but …")."""
+    is added back when one of its facts is kept and room remains ("I work as a translator, but …").
+
+    `corrections[i]` says sentence i corrects something said before; its cue ("Correction:", "actually")
+    may sit in words the clauses no longer hold, so it is read from the whole sentence."""
     facts: list[_Fact] = []
     contexts: list[_Fact] = []
     for index, sentence in enumerate(sentences):
+        corrects = bool(corrections and corrections[index])
         if _is_question(sentence):
             if len(_words(sentence)) >= 3:
                 facts.append(_Fact(index, 0, _cut_words(sentence, 12), 3 + _score(sentence), question=True))
             continue
         clauses = _fact_clauses(_strip_end(sentence))
         for clause_index, clause, score in clauses:
-            facts.append(_Fact(index, clause_index, clause, score))
+            tier = salience(clause, correction=True if corrects else None)
+            if _INTENT_RE.search(sentence) and (_DATE_WORD_RE.search(clause) or _RELATIVE_RE.search(clause)):
+                score += DATED_PLAN_BONUS
+            facts.append(_Fact(index, clause_index, clause, score, tier=tier))
         if clauses and clauses[0][0] > 0:
             opening = _split_clauses(sentence)[0]
             if 3 <= len(_words(opening)) <= MAX_CLAUSE_WORDS + 4 and not _RELATIVE_START_RE.match(opening):
-                contexts.append(_Fact(index, 0, _cut_words(opening, MAX_CLAUSE_WORDS - 2), 1))
+                tier = Tier.CORRECTION if corrects else Tier.PLAIN  # an update's context reads as the update
+                contexts.append(_Fact(index, 0, _cut_words(opening, MAX_CLAUSE_WORDS - 2), 1, tier=tier))
     return facts, contexts
 
 
@@ -640,14 +683,16 @@ def _fact_key(fact: _Fact) -> str:
 
 
 def _select_facts(facts: list[_Fact], contexts: list[_Fact], budget: int) -> list[_Fact]:
-    """The best statements that fit `budget` words (at least one; health and diet facts always), the
+    """The best statements that fit `budget` words (at least one; health and diet constraints and
+    corrections always; lasting facts about the user rank above details of the moment), the
     opening clauses of their sentences while room remains, and the message's last two questions (they
     have their own allowance: a question is the user's request, never crowded out by facts). Returned in
     spoken order."""
     chosen = [fact for fact in facts if fact.question][-2:]
     used = 0
-    for fact in sorted((f for f in facts if not f.question), key=lambda f: (-f.score, f.sentence, f.clause)):
-        if used and used + fact.cost > budget and not fact.critical:
+    statements = (f for f in facts if not f.question)
+    for fact in sorted(statements, key=lambda f: (-f.value, f.sentence, f.clause)):
+        if used and used + fact.cost > budget and not fact.kept_whatever_the_budget:
             continue
         chosen.append(fact)
         used += fact.cost
@@ -672,9 +717,10 @@ def _user_observations(entry: _Entry, known: str = "") -> list[_Observation]:
     (normalized text of earlier observations) are not stated again. A fact with a resolved relative date
     ends its line, so the `(meaning …)` annotation stays at the end of the line it belongs to.
     """
-    sentences = [s for s in (_clean(raw) for raw in split_sentences(_strip_reminders(entry.body))) if s]
+    raw_sentences = [raw for raw in split_sentences(_strip_reminders(entry.body)) if _clean(raw)]
+    sentences = [_clean(raw) for raw in raw_sentences]
     word_count = sum(len(_words(s)) for s in sentences)
-    facts, contexts = _user_facts(sentences)
+    facts, contexts = _user_facts(sentences, [is_correction(raw) for raw in raw_sentences])
     facts = [fact for fact in facts if fact.question or _fact_key(fact) not in known]
     if word_count <= SHORT_USER_WORDS:
         budget = word_count
@@ -684,9 +730,9 @@ def _user_observations(entry: _Entry, known: str = "") -> list[_Observation]:
     for fact in _select_facts(facts, contexts, budget):
         source = sentences[fact.sentence] if fact.question else fact.text
         text = fact.text if fact.question else _lower_first(_third_person(fact.text))
-        kind = "asked" if fact.question else "stated"
+        kind = "asked" if fact.question else "updated" if fact.tier == Tier.CORRECTION else "stated"
         previous = segments[-1] if segments else None
-        if previous and previous.kind == kind == "stated" and previous.sentence == fact.sentence:
+        if previous and previous.kind == kind != "asked" and previous.sentence == fact.sentence:
             previous.parts.append(text)
         else:
             segments.append(_Segment(kind, fact.sentence, [text]))
@@ -699,7 +745,8 @@ def _user_observations(entry: _Entry, known: str = "") -> list[_Observation]:
 
 @dataclass
 class _Segment:
-    """Consecutive facts of one kind from one sentence ("stated" clauses, or one "asked" question)."""
+    """Consecutive facts of one kind from one sentence ("stated" or "updated" clauses, or one "asked"
+    question)."""
 
     kind: str
     sentence: int
@@ -710,10 +757,14 @@ class _Segment:
         text = ", ".join(self.parts)
         if continues:
             return text
-        return f"stated {text}" if self.kind == "stated" else f"asked: {text}"
+        if self.kind == "stated":
+            return f"stated {text}"
+        return f"{self.kind}: {text}"
 
 
 def _user_lines(segments: list[_Segment]) -> list[str]:
+    """Segments packed into lines of at most `MAX_LINE_WORDS`; an update gets a line of its own, so it reads
+    as replacing what was said before and a Reflector can match it against the statement it supersedes."""
     lines: list[str] = []
     current: list[str] = []
     last_kind: str | None = None
@@ -721,7 +772,8 @@ def _user_lines(segments: list[_Segment]) -> list[str]:
     for segment in segments:
         rendered = segment.render(continues=last_kind == segment.kind == "stated")
         words = len(_words(rendered))
-        if current and size + words > MAX_LINE_WORDS - 2:
+        alone = segment.kind == "updated" or last_kind == "updated"
+        if current and (alone or size + words > MAX_LINE_WORDS - 2):
             lines.append("User " + "; ".join(current))
             current, size = [], 0
             rendered = segment.render(continues=False)

@@ -4,15 +4,23 @@ A Reflector must return a log that is smaller than its input, never empty, and i
 the prompt states. This one gets there by deleting and shortening lines in a fixed order of value, so the
 cheapest information goes first and the facts a user would miss go last:
 
-1. identical and near-identical lines (same wording, same numbers and names) are removed;
+1. identical and near-identical lines (same wording, same numbers and names) are removed, and a
+   statement the user later corrected ("User updated: their rent went up to 1020 euros") loses the
+   earlier statement it replaces, so the memory holds one current value, not two;
 2. 🟢 lines are dropped;
 3. 🟡 lines of older material are shortened and lose their nested details (✅ details stay);
 4. older 🟡 lines are dropped, older 🔴/✅ lines are shortened;
-5. each older date keeps only a few 🔴/✅ lines, the ones with numbers and names first;
+5. each older date keeps only a few 🔴/✅ lines, the most valuable first (see below);
 6. recent material is condensed the same way;
-7. whole lines are dropped, cheapest first (🟡, 🔴 without facts, ✅ without facts, then 🔴/✅ with
-   facts; oldest first),
+7. whole lines are dropped, cheapest first (🟡, 🔴 without facts, ✅ without facts, 🔴/✅ with facts,
+   then lasting facts about the user, health constraints and corrections; oldest first),
    until the log fits, keeping at least one line.
+
+Value comes from `local_salience`: a lasting fact about the user (what they are called, where they live,
+what they prefer, a dated commitment), a health or diet constraint, and a correction outrank details of
+the moment however many names and numbers those hold. Shortening works on the statements of a user line
+("User stated A; B; asked: C"), not on its words: the valuable statements stay whole and the others make
+room, so a fact stated in the first week survives every later reflection instead of being cut in half.
 
 The compression level from the prompt decides how many of these steps run unconditionally (level 0: step
 1, level 4: steps 1-5); further steps run only while the log is over the target or not yet smaller than
@@ -35,6 +43,7 @@ from om_core.models.local_observer import (
     normalize_for_dedup,
     shorten,
 )
+from om_core.models.local_salience import Tier, is_correction, salience, supersedes
 
 __all__ = [
     "OBSERVATIONS_HEADING_RE",
@@ -71,6 +80,9 @@ _EMBEDDED_INSTRUCTIONS_RE = re.compile(
 _OBSERVATIONS_TAG_RE = re.compile(r"^[ \t]*</?observations>[ \t]*$", re.MULTILINE)
 
 MAX_LEVEL = 4
+#: A lasting fact, health constraint or correction is never shortened below this many words by the
+#: condensing steps (only the last resort, when one line alone is over the target, cuts further).
+MIN_PROTECTED_WORDS = 16
 _NEAR_DUPLICATE_JACCARD = 0.85
 _NEAR_DUPLICATE_WINDOW = 60
 
@@ -103,6 +115,67 @@ def _char_estimate(text: str) -> int:
     return math.ceil(len(text) / 4)
 
 
+# --- user lines as statements ----------------------------------------------------------------------------
+
+_USER_LINE_RE = re.compile(r"^User (?P<kind>stated|updated:|asked:) ")
+_STATEMENT_KIND_RE = re.compile(r"^(?P<kind>stated|updated:|asked:) ")
+
+
+@dataclass
+class _Statement:
+    """One statement of a user line: "stated …", "updated: …" (a correction) or "asked: …"."""
+
+    kind: str
+    text: str
+
+    @property
+    def tier(self) -> Tier:
+        if self.kind == "asked":  # the user's assertions outrank their questions (§6.1)
+            return min(salience(self.text), Tier.SPECIFIC)
+        return salience(self.text, correction=True if self.kind == "updated" else None)
+
+    @property
+    def corrects(self) -> bool:
+        return self.kind == "updated" or (self.kind == "stated" and is_correction(self.text))
+
+
+def _statements(text: str) -> list[_Statement] | None:
+    """The statements of an Observer user line ("User stated A, B; C; asked: Q?"), None for other lines."""
+    match = _USER_LINE_RE.match(text)
+    if match is None:
+        return None
+    statements: list[_Statement] = []
+    kind = match.group("kind").rstrip(":")
+    for index, piece in enumerate(text[len("User ") :].split("; ")):
+        piece_kind = _STATEMENT_KIND_RE.match(piece)
+        if piece_kind is not None:
+            kind = piece_kind.group("kind").rstrip(":")
+            piece = piece[piece_kind.end() :]
+        elif index == 0:
+            return None
+        if piece.strip():
+            statements.append(_Statement(kind, piece.strip()))
+    return statements or None
+
+
+def _render_statements(statements: list[_Statement]) -> str:
+    pieces: list[str] = []
+    previous: str | None = None
+    for statement in statements:
+        if statement.kind == previous and statement.kind != "asked":
+            pieces.append(statement.text)
+        elif statement.kind == "stated":
+            pieces.append(f"stated {statement.text}")
+        else:
+            pieces.append(f"{statement.kind}: {statement.text}")
+        previous = statement.kind
+    return "User " + "; ".join(pieces)
+
+
+def _statement_words(statement: _Statement) -> int:
+    return len(statement.text.split()) + 1
+
+
 # --- the log as items ------------------------------------------------------------------------------------
 
 
@@ -119,10 +192,23 @@ class _Item:
     recent: bool = False
 
     @property
+    def tier(self) -> Tier:
+        """The value of the line's best statement; only 🔴/✅ lines can hold user facts."""
+        if self.marker not in ("🔴", "✅"):
+            return Tier.PLAIN
+        statements = _statements(self.text)
+        if statements is None:
+            return salience(self.text)
+        return max(statement.tier for statement in statements)
+
+    @property
     def rank(self) -> int:
         """Value when space runs out (higher survives longer)."""
         if self.marker == "🟢":
             return 0
+        tier = self.tier
+        if tier >= Tier.PROFILE:
+            return 5 + tier - Tier.PROFILE  # lasting user facts (5), health (6), corrections (7)
         if self.marker in ("🔴", "✅") and has_fact(self.text):
             return 4
         if self.marker == "✅":
@@ -230,6 +316,7 @@ def _signature(text: str) -> tuple[frozenset[str], frozenset[str]]:
 
 
 def _dedupe(parsed: _Log) -> None:
+    _supersede(parsed)
     seen: set[str] = set()
     window: list[_Item] = []
     for item in parsed.items:
@@ -263,6 +350,61 @@ def _dedupe(parsed: _Log) -> None:
         item.subs = unique_subs
 
 
+def _supersede(parsed: _Log) -> None:
+    """Drop each statement a later correction replaces (same subject, same kind of value); a line left
+    with no statement goes. Only user statements are compared: they are what the user can correct."""
+    kept = [(item, _statements(item.text)) for item in parsed.kept()]
+    user_lines = [(item, statements) for item, statements in kept if statements is not None]
+    for index, (item, statements) in enumerate(user_lines):
+        for correction in [statement for statement in statements if statement.corrects]:
+            if correction not in statements:  # a later correction on the same line replaced it
+                continue
+            before = statements[: statements.index(correction)]
+            earlier = [(other, their) for other, their in user_lines[:index] if not other.dropped]
+            for other, their in [*earlier, (item, before)]:
+                replaced = [s for s in their if s.kind != "asked" and supersedes(correction.text, s.text)]
+                if not replaced:
+                    continue
+                if other is item:
+                    statements[:] = [s for s in statements if s not in replaced]
+                    item.text = _render_statements(statements)
+                elif len(replaced) < len(their):
+                    their[:] = [s for s in their if s not in replaced]
+                    other.text = _render_statements(their)
+                else:
+                    other.dropped = True
+
+
+def _shorten_item(item: _Item, max_words: int) -> None:
+    """Fit a line into about `max_words`. A user line keeps its lasting facts and corrections whole and
+    fills the rest with its most specific statements (spoken order kept); other lines are cut by clause."""
+    statements = _statements(item.text)
+    if statements is None or len(statements) == 1:
+        if statements is None or statements[0].tier < Tier.PROFILE:
+            item.text = shorten(item.text, max_words)
+        else:
+            statements[0].text = shorten(statements[0].text, max(max_words, MIN_PROTECTED_WORDS))
+            item.text = _render_statements(statements)
+        return
+    protected = [s for s in statements if s.tier >= Tier.PROFILE]
+    for statement in protected:
+        statement.text = shorten(statement.text, max(max_words, MIN_PROTECTED_WORDS))
+    used = sum(_statement_words(s) for s in protected) + 1
+    others = sorted(
+        (s for s in statements if s not in protected),
+        key=lambda s: (-s.tier, -has_fact(s.text), statements.index(s)),
+    )
+    chosen = list(protected)
+    for statement in others:
+        if chosen and used + _statement_words(statement) > max_words:
+            continue
+        chosen.append(statement)
+        used += _statement_words(statement)
+    item.text = _render_statements([s for s in statements if s in chosen])
+    if not protected and len(item.text.split()) > max_words:
+        item.text = shorten(item.text, max_words)
+
+
 def _drop_low(parsed: _Log) -> None:
     for item in parsed.items:
         if item.marker == "🟢":
@@ -281,7 +423,7 @@ def _done_subs(item: _Item, max_words: int) -> list[str]:
 def _shorten_older_medium(parsed: _Log) -> None:
     for item in parsed.kept():
         if not item.recent and item.marker not in ("🔴", "✅"):
-            item.text = shorten(item.text, 14)
+            _shorten_item(item, 14)
             item.subs = _done_subs(item, 14)
 
 
@@ -290,24 +432,26 @@ def _condense_older(parsed: _Log) -> None:
         if item.recent:
             continue
         if item.marker in ("🔴", "✅"):
-            item.text = shorten(item.text, 30)
+            _shorten_item(item, 30)
             item.subs = _done_subs(item, 12)
         else:
             item.dropped = True
 
 
 def _few_per_older_date(parsed: _Log, per_date: int = 3) -> None:
+    """Each older date keeps its `per_date` best lines, and every line holding a lasting user fact."""
     by_group: dict[int, list[_Item]] = {}
     for item in parsed.kept():
         if not item.recent:
             by_group.setdefault(item.group, []).append(item)
     for items in by_group.values():
-        best = sorted(items, key=lambda it: (-it.rank, it.position))[:per_date]
+        ranked = sorted(items, key=lambda it: (-it.rank, it.position))
+        best = [item for index, item in enumerate(ranked) if index < per_date or item.tier >= Tier.PROFILE]
         for item in items:
             if item not in best:
                 item.dropped = True
             else:
-                item.text = shorten(item.text, 24)
+                _shorten_item(item, 24)
                 item.subs = []
 
 
@@ -318,7 +462,7 @@ def _condense_recent(parsed: _Log) -> None:
         item.dropped = True
     for item in recent:
         if not item.dropped:
-            item.text = shorten(item.text, 24)
+            _shorten_item(item, 24)
             item.subs = _done_subs(item, 10)
 
 

@@ -21,6 +21,7 @@ from om_core.messages import Message, Part, text_message
 from om_core.models.local_extractive import local_reply, register_local_models
 from om_core.models.local_observer import has_fact, observe_transcript, shorten
 from om_core.models.local_reflector import count_tokens, parse_target, reflect_observations
+from om_core.models.local_salience import Tier, is_correction, salience, supersedes
 from om_core.observer import (
     ObserverPromptOptions,
     PriorThreadMetadata,
@@ -711,3 +712,182 @@ def test_other_prompts_get_a_short_observation_block() -> None:
     reply = local_reply("", "Remember that I'm allergic to shellfish and my flight is on June 2.")
     assert reply.startswith("<observations>\n* 🔴 User stated")
     assert "shellfish" in reply and "June 2" in reply
+
+
+# --- what the local model keeps when memory is tight (local_salience) ---------------------------------------
+
+_PEOPLE = ("Aiko", "Bram", "Celia", "Dario", "Elif", "Femi", "Goran", "Hana")
+_PLACES = ("Leeds", "Aarhus", "Namur", "Parma", "Oulu", "Zadar", "Trier", "Cadiz")
+_THINGS = ("the bike repair", "a pottery class", "the tax form", "a chess book", "the boiler", "a ukulele")
+_MONTHS = ("May", "June", "July", "August", "September", "October")
+
+
+def _anecdote(index: int) -> str:
+    """A user statement full of names, numbers and dates that matters only on the day it was said."""
+    person, place = _PEOPLE[index % 8], _PLACES[(index * 3) % 8]
+    thing, month = _THINGS[index % 6], _MONTHS[(index * 5) % 6]
+    if index % 3 == 0:
+        return (
+            f"On {month} {index % 27 + 1} they drove to {place} and paid {40 + index * 7} euros for {thing}"
+        )
+    if index % 3 == 1:
+        return f"{person} told them that {thing} took {index * 11 % 300 + 5} minutes last Tuesday"
+    return f"{person} from {place} lent them {thing}, they owe {person} {index * 13 % 500 + 10} euros"
+
+
+def _day(day: int, lines: int, first: int, extra: tuple[str, ...] = (), lead: tuple[str, ...] = ()) -> str:
+    """One date group of an Observer-style log: `lead` user lines, then anecdotes, assistant filler and
+    chatter, then `extra` user lines."""
+    out = [f"Date: Jan {day}, 2026"]
+    out.extend(f"* 🔴 (09:{n:02d}) User {line}" for n, line in enumerate(lead))
+    for n in range(lines):
+        minute = n % 60
+        index = first + n
+        if n % 4 == 3:
+            out.append(f"* 🟡 (10:{minute:02d}) Assistant: It may help to break the task into smaller steps")
+        elif n % 5 == 4:
+            out.append(f"* 🟢 (10:{minute:02d}) User said the weather was grey again")
+        else:
+            out.append(f"* 🔴 (10:{minute:02d}) User stated {_anecdote(index)}; {_anecdote(index + 1)}")
+    out.extend(f"* 🔴 (11:{n:02d}) User {line}" for n, line in enumerate(extra))
+    return "\n".join(out)
+
+
+LASTING_FACTS = (
+    "stated their cat is called Pixel",
+    "stated they prefer green tea without sugar",
+    "stated they live in Ghent with their partner",
+    "stated their violin recital is on 9 May at the town hall",
+)
+
+
+@pytest.mark.parametrize(
+    ("statement", "tier"),
+    [
+        ("My cat is called Pixel", Tier.PROFILE),
+        ("their cat is called Pixel", Tier.PROFILE),
+        ("I prefer green tea without sugar", Tier.PROFILE),
+        ("they moved to Ghent in 2019", Tier.PROFILE),
+        ("The thesis deadline is 3 June", Tier.PROFILE),
+        ("I'm a nurse at the children's hospital", Tier.PROFILE),
+        ("I am allergic to shellfish", Tier.CRITICAL),
+        ("Correction: the recital is on the ninth of May, not the eighth", Tier.CORRECTION),
+        ("our rent went up to 1020 euros", Tier.CORRECTION),
+        ("On May 3 we drove to Leeds and paid 40 euros for parking", Tier.SPECIFIC),
+        ("Bram told me the boiler took 45 minutes last Tuesday", Tier.SPECIFIC),
+        ("My neighbour Bram lent me a ladder", Tier.SPECIFIC),
+        ("My partner is coming too", Tier.PLAIN),
+        ("I am overthinking it", Tier.PLAIN),
+        ("It rained almost every day", Tier.PLAIN),
+    ],
+)
+def test_statements_are_ranked_by_how_long_they_matter(statement: str, tier: Tier) -> None:
+    assert salience(statement) == tier
+
+
+@pytest.mark.parametrize(
+    ("new", "old", "replaces"),
+    [
+        ("their rent went up to 1020 euros a month", "their rent is 950 euros a month", True),
+        ("the move to Ghent was on the ninth of May, not the eighth", "they moved to Ghent on May 8", True),
+        ("their rent went up to 1020 euros a month", "they paid 400 euros for the rent review", False),
+        ("their rent went up to 1020 euros a month", "their cat is called Pixel", False),
+        ("their rent went up to 1020 euros a month", "their rent is due on the first Monday", False),
+    ],
+)
+def test_a_correction_replaces_only_the_statement_it_corrects(new: str, old: str, replaces: bool) -> None:
+    assert supersedes(new, old) is replaces
+
+
+@pytest.mark.parametrize(
+    ("sentence", "corrects"),
+    [
+        ("Correction: the recital is on the ninth of May, not the eighth.", True),
+        ("Actually, my sister lives in Bruges now.", True),
+        ("Our rent went up to 1020 euros after the renovation.", True),
+        ("I no longer work at the bakery.", True),
+        ("I live in Ghent, not Brussels.", True),
+        ("My budget is 900 euros, not a cent more.", False),
+        ("Quick update: the boiler works again.", False),
+        ("Our rent is 1020 euros a month.", False),
+    ],
+)
+def test_corrections_are_recognised_by_their_cues(sentence: str, corrects: bool) -> None:
+    assert is_correction(sentence) is corrects
+
+
+def test_a_preference_outranks_anecdotes_in_a_long_message() -> None:
+    anecdotes = ". ".join(_anecdote(index).replace("they", "we").replace("them", "me") for index in range(12))
+    transcript = f"Jan 5 2026:\nUser (9:00 AM): I prefer green tea without sugar. {anecdotes}."
+    observations = observe_transcript(transcript)
+    assert "they prefer green tea without sugar" in observations
+    assert observations.count("; ") < 12  # the message was still condensed
+
+
+def test_a_correction_in_a_long_message_is_observed_as_an_update() -> None:
+    anecdotes = ". ".join(_anecdote(index).replace("they", "we").replace("them", "me") for index in range(12))
+    correction = "Correction: the recital is on the ninth of May, not the eighth."
+    transcript = f"Jan 5 2026:\nUser (9:00 AM): {correction} {anecdotes}."
+    line = next(line for line in observe_transcript(transcript).splitlines() if "recital" in line)
+    assert line == "* 🔴 (09:00) User updated: the recital is on the ninth of May"
+
+
+def test_a_fact_stated_early_survives_many_reflections() -> None:
+    log = _day(5, 30, 0, extra=LASTING_FACTS)
+    target = 1_500
+    for generation in range(10):
+        log += "\n" + _day(6 + generation, 30, 40 * (generation + 1))
+        log = parse_reflector_output(_reflect(log, level=2, target=target)).observations
+        assert count_tokens(log) < target
+        for fact in LASTING_FACTS:
+            assert fact.split(" ", 1)[1] in log, (generation, fact)
+
+
+def test_a_correction_replaces_the_old_value_and_keeps_the_rest_of_its_line() -> None:
+    log = "\n".join(
+        [
+            _day(5, 6, 0, extra=("stated their rent is 950 euros a month; they paid 30 euros for a lamp",)),
+            _day(9, 6, 10, extra=("updated: their rent went up to 1020 euros a month",)),
+        ]
+    )
+    reflected = _reflected(log, level=0, target=None)
+    assert "1020 euros" in reflected
+    assert "950 euros" not in reflected
+    assert "they paid 30 euros for a lamp" in reflected
+    assert "User updated: their rent went up to 1020 euros a month" in reflected
+
+
+def test_a_corrected_date_replaces_the_old_one_across_generations() -> None:
+    log = _day(5, 10, 0, extra=("stated they moved to Ghent on May 8",))
+    log += "\n" + _day(8, 10, 20, extra=("updated: the move to Ghent was on the ninth of May",))
+    for generation in range(4):
+        log = _reflected(log + "\n" + _day(10 + generation, 20, 50 * (generation + 1)), level=2, target=900)
+        assert "ninth of May" in log
+        assert "May 8" not in log
+
+
+def test_filler_and_chatter_go_before_anecdotes_and_anecdotes_before_lasting_facts() -> None:
+    # The lasting facts are the oldest lines and share them with anecdotes: age alone would drop them first.
+    lead = tuple(f"{fact}; {_anecdote(90 + n)}" for n, fact in enumerate(LASTING_FACTS))
+    log = _day(5, 24, 0, lead=lead) + "\n" + _day(6, 24, 30)
+    size = count_tokens(log)
+    gentle = _reflected(log, level=1, target=int(size * 0.8))
+    assert "🟢" not in gentle
+    assert "drove to" in gentle and "lent them" in gentle  # anecdotes are still there
+    tight = _reflected(log, level=4, target=int(size * 0.2))
+    assert "🟢" not in tight and "🟡" not in tight
+    assert count_tokens(tight) < int(size * 0.2)
+    for fact in LASTING_FACTS:
+        assert fact.split(" ", 1)[1] in tight
+
+
+@pytest.mark.parametrize("share", [0.8, 0.5, 0.3, 0.15])
+@pytest.mark.parametrize("level", [0, 2, 4])
+def test_reflection_of_a_long_log_stays_under_the_budget(level: int, share: float) -> None:
+    log = "\n".join(
+        _day(5 + day, 30, 40 * day, extra=LASTING_FACTS[day % 4 : day % 4 + 1]) for day in range(6)
+    )
+    target = int(count_tokens(log) * share)
+    reflected = _reflected(log, level=level, target=target)
+    assert count_tokens(reflected) < target
+    assert "Date: Jan 5, 2026" in reflected or share <= 0.15
