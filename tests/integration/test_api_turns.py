@@ -3,6 +3,7 @@ deadline, manual observe/reflect, reading memory, deleting, and the error answer
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -270,6 +271,42 @@ def test_a_body_that_is_not_json_is_refused(api_server: ApiServer, tenant_key: s
     response = _post(api_server, tenant_key, f"/v1/threads/{new_id('bad')}/turns", content=b"{not json")
     assert response.status_code == 422
     assert response.json()["error"]["code"] == "invalid_request"
+
+
+def _deeply_nested_part(depth: int) -> bytes:
+    data = "[" * depth + "]" * depth
+    return b'{"messages": [{"role": "user", "parts": [{"type": "data-x", "data": ' + data.encode() + b"}]}]}"
+
+
+HOSTILE_BODIES = [
+    ("invalid-utf8", b'{"messages": [{"role": "user", "text": "caf\xe9 \xff\xfe"}]}', (400, 422)),
+    ("unpaired-surrogate", b'{"messages": [{"role": "user", "text": "half \\ud800 pair"}]}', (422,)),
+    ("deep-nesting", _deeply_nested_part(100_000), (400, 413, 422)),
+    (
+        "too-many-parts",
+        json.dumps({"messages": [{"role": "user", "parts": [{"type": "text", "text": "p"}] * 501}]}).encode(),
+        (413,),
+    ),
+    ("wrong-types", b'{"messages": [{"role": 7, "text": ["a", "b"]}], "turn_end": "maybe"}', (422,)),
+    ("top-level-array", b"[1, 2, 3]", (422,)),
+]
+
+
+@pytest.mark.parametrize(
+    ("body", "statuses"), [(b, s) for _, b, s in HOSTILE_BODIES], ids=[n for n, _, _ in HOSTILE_BODIES]
+)
+def test_a_hostile_body_gets_a_clear_4xx_and_stores_nothing(
+    api_server: ApiServer, tenant_key: str, body: bytes, statuses: tuple[int, ...]
+) -> None:
+    thread = new_id("hostile")
+    response = _post(api_server, tenant_key, f"/v1/threads/{thread}/turns", content=body)
+    assert response.status_code in statuses, response.text[:500]
+    error = response.json()["error"]
+    assert error["code"] and len(error["message"]) > 10, error
+    headers = {"Authorization": f"Bearer {tenant_key}"}
+    listed = httpx.get(f"{api_server.base_url}/v1/threads/{thread}/messages", headers=headers)
+    assert listed.status_code == 404 or listed.json()["messages"] == [], "nothing of the refused turn stored"
+    assert httpx.get(f"{api_server.base_url}/readyz", timeout=30).status_code == 200, "the server is still up"
 
 
 def test_an_oversized_message_is_refused_with_the_limit(api_server: ApiServer, tenant_key: str) -> None:
