@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection, Engine, delete, func, select, update
+from sqlalchemy import Connection, Engine, bindparam, delete, func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from om_core.messages import Message, Part
@@ -123,9 +123,37 @@ def list_threads(engine: Engine, resource_id: str, tenant_id: str | None = None)
         return [_thread_from_row(row) for row in conn.execute(query).mappings()]
 
 
+# Statements every turn runs, built once with bind parameters (no expression building per call).
+_LOCK_THREAD = select(T).where(T.c.id == bindparam("thread_id")).with_for_update()
+_KNOWN_MESSAGES = select(M.c.id, M.c.role, M.c.part_count).where(
+    M.c.thread_id == bindparam("thread_id"), M.c.id.in_(bindparam("ids", expanding=True))
+)
+_UNOBSERVED = (
+    select(
+        P.c.message_id,
+        P.c.seq,
+        P.c.type,
+        P.c.tokens,
+        P.c.overhead_delta,
+        P.c.extra_messages,
+        M.c.role,
+        M.c.created_at,
+        M.c.first_seq,
+        M.c.resource_id,
+        M.c.metadata,
+    )
+    .join(M, (M.c.thread_id == P.c.thread_id) & (M.c.id == P.c.message_id))
+    .where(P.c.thread_id == bindparam("thread_id"), P.c.seq > bindparam("after_seq"))
+    .order_by(P.c.seq)
+)
+_BODIES = select(P.c.seq, P.c.body).where(
+    P.c.thread_id == bindparam("thread_id"), P.c.seq.in_(bindparam("seqs", expanding=True))
+)
+
+
 def lock_thread(conn: Connection, thread_id: str) -> ThreadRow | None:
     """Read the thread row under its lock (held to commit): the state every append builds on."""
-    row = conn.execute(select(T).where(T.c.id == thread_id).with_for_update()).mappings().first()
+    row = conn.execute(_LOCK_THREAD, {"thread_id": thread_id}).mappings().first()
     return _thread_from_row(row) if row is not None else None
 
 
@@ -162,12 +190,8 @@ def append_to_locked(
     thread_id, resource_id = thread.id, thread.resource_id
     seq = thread.last_seq
     ids = [m.id for m in incoming]
-    known = {
-        row["id"]: row
-        for row in conn.execute(
-            select(M.c.id, M.c.role, M.c.part_count).where(M.c.thread_id == thread_id, M.c.id.in_(ids))
-        ).mappings()
-    }
+    found = conn.execute(_KNOWN_MESSAGES, {"thread_id": thread_id, "ids": ids}).mappings()
+    known = {row["id"]: row for row in found}
     stored: list[Message] = []
     message_rows: list[dict[str, Any]] = []
     part_rows: list[dict[str, Any]] = []
@@ -332,25 +356,7 @@ def read_unobserved(
 ) -> Unobserved:
     """Weights and messages of the parts after `after_seq`, reading bodies only for parts `known` does not
     have (a turn usually knows every part but the ones it just stored)."""
-    query = (
-        select(
-            P.c.message_id,
-            P.c.seq,
-            P.c.type,
-            P.c.tokens,
-            P.c.overhead_delta,
-            P.c.extra_messages,
-            M.c.role,
-            M.c.created_at,
-            M.c.first_seq,
-            M.c.resource_id,
-            M.c.metadata,
-        )
-        .join(M, (M.c.thread_id == P.c.thread_id) & (M.c.id == P.c.message_id))
-        .where(P.c.thread_id == thread_id, P.c.seq > after_seq)
-        .order_by(P.c.seq)
-    )
-    rows = conn.execute(query).mappings().all()
+    rows = conn.execute(_UNOBSERVED, {"thread_id": thread_id, "after_seq": after_seq}).mappings().all()
     bodies: dict[int, Part] = {}
     missing: list[int] = []
     for row in rows:
@@ -362,9 +368,7 @@ def read_unobserved(
     fetched: dict[int, tuple[Part, float]] = {}
     if missing:
         tokens = {int(row["seq"]): float(row["tokens"]) for row in rows}
-        body_rows = conn.execute(
-            select(P.c.seq, P.c.body).where(P.c.thread_id == thread_id, P.c.seq.in_(missing))
-        ).mappings()
+        body_rows = conn.execute(_BODIES, {"thread_id": thread_id, "seqs": missing}).mappings()
         for body_row in body_rows:
             seq = int(body_row["seq"])
             bodies[seq] = Part.model_validate(body_row["body"])
