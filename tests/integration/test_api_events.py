@@ -43,7 +43,11 @@ def test_events_arrive_live_and_replay_after_a_reconnect(
 
     first = Follower(api_server.base_url, tenant_key, thread)
     say(om, thread, 0, 10)
-    seen = first.wait_for(lambda got: statuses(got) >= 10)
+    # Background buffering started a few turns ago; waiting for its chunk makes the threshold crossing
+    # below an activation however slow the machine is (otherwise a race with the next turns).
+    seen = first.wait_for(
+        lambda got: statuses(got) >= 10 and any(e.type == "data-om-buffering-end" for e in got)
+    )
     first.close()  # the client drops
 
     say(om, thread, 10, 10)  # ... and misses these turns
