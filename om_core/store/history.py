@@ -326,18 +326,7 @@ def part_tokens_after(conn: Connection, thread_id: str, after_seq: int) -> list[
         .where(P.c.thread_id == thread_id, P.c.seq > after_seq)
         .order_by(P.c.seq)
     )
-    return [
-        PartTokens(
-            message_id=row["message_id"],
-            role=row["role"],
-            seq=int(row["seq"]),
-            type=row["type"],
-            tokens=float(row["tokens"]),
-            overhead_delta=float(row["overhead_delta"]),
-            extra_messages=int(row["extra_messages"]),
-        )
-        for row in conn.execute(query).mappings()
-    ]
+    return [_part_tokens(row) for row in conn.execute(query).mappings()]
 
 
 @dataclass(frozen=True)
@@ -373,19 +362,19 @@ def read_unobserved(
             seq = int(body_row["seq"])
             bodies[seq] = Part.model_validate(body_row["body"])
             fetched[seq] = (bodies[seq], tokens[seq])
-    weights = [
-        PartTokens(
-            message_id=row["message_id"],
-            role=row["role"],
-            seq=int(row["seq"]),
-            type=row["type"],
-            tokens=float(row["tokens"]),
-            overhead_delta=float(row["overhead_delta"]),
-            extra_messages=int(row["extra_messages"]),
-        )
-        for row in rows
-    ]
-    return Unobserved(weights, _messages_from(rows, bodies, thread_id), fetched)
+    return Unobserved([_part_tokens(row) for row in rows], _messages_from(rows, bodies, thread_id), fetched)
+
+
+def _part_tokens(row: Any) -> PartTokens:
+    return PartTokens(
+        message_id=row["message_id"],
+        role=row["role"],
+        seq=int(row["seq"]),
+        type=row["type"],
+        tokens=float(row["tokens"]),
+        overhead_delta=float(row["overhead_delta"]),
+        extra_messages=int(row["extra_messages"]),
+    )
 
 
 def _messages_from(rows: Sequence[Any], bodies: dict[int, Part], thread_id: str) -> list[Message]:
