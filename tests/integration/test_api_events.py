@@ -53,7 +53,17 @@ def test_events_arrive_live_and_replay_after_a_reconnect(
     say(om, thread, 10, 10)  # ... and misses these turns
     resumed = Follower(api_server.base_url, tenant_key, thread, last_event_id=seen[-1].cursor)
     say(om, thread, 20, 2)
-    rest = resumed.wait_for(lambda got: statuses(seen) + statuses(got) >= 22)
+
+    def caught_up(got: list[OMEvent]) -> bool:
+        """All 22 statuses, and every stored event up to the newest delivered one. Background work may
+        commit an event with a lower id after a later one was delivered; the stream owes it too."""
+        if statuses(seen) + statuses(got) < 22:
+            return False
+        delivered = {e.id for e in seen + got}
+        stored = {e.id for e in list_events(pg_engine, thread_id=thread, limit=10_000)}
+        return {i for i in stored if i <= max(delivered)} <= delivered
+
+    rest = resumed.wait_for(caught_up)
     resumed.close()
 
     delivered = seen + rest
