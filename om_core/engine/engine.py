@@ -241,15 +241,6 @@ def _boundary(record: Record, view: Peek) -> int:
     return max(record.last_buffered_at_tokens or 0, shared)
 
 
-def _reported_failure(events: Sequence[StoredEvent], cycle_id: str) -> str | None:
-    """The failure a blocking task reported, if any (a sync observation's batches are `<cycle>-<seq>`)."""
-    for event in events:
-        of_this_task = event.cycle_id == cycle_id or (event.cycle_id or "").startswith(f"{cycle_id}-")
-        if event.type == ev.OBSERVATION_FAILED and of_this_task and not event.payload.get("retrying"):
-            return f"{event.payload.get('operationType', 'work')}-failed: {event.payload.get('error', '')}"
-    return None
-
-
 def _safe_buffer_cut(candidates: Sequence[Message], from_seq: int, window: Window) -> int:
     """The last sequence number safe to buffer: stop before an open tool call on the newest message."""
     safe = policy.select_safe_buffer_prefix(candidates)
@@ -719,17 +710,14 @@ class MemoryEngine:
 
         Events the work wrote in another process (a Celery worker) are added to this turn's events."""
         mark = last_event_id(self.db, thread_id)
-        sink = _EVENT_SINK.get()
         try:
-            reason = self._run_blocking_task(task)
+            return self._run_blocking_task(task)
         finally:
+            sink = _EVENT_SINK.get()
             if sink is not None:
                 known = {event.id for event in sink}
                 remote = list_events(self.db, thread_id=thread_id, after_id=mark, limit=1000)
                 sink.extend(event for event in remote if event.id not in known)
-        # Work that ended in a failure it reported (an empty or refused reply) also leaves the context
-        # uncompressed: the turn says so, not only its events.
-        return reason or _reported_failure(sink or [], task.cycle_id)
 
     def _run_blocking_task(self, task: Task) -> str | None:
         try:

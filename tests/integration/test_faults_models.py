@@ -268,10 +268,6 @@ def fault_in_observation(case: Case) -> None:
         [m.id for m in turn.messages] == [f"m{i}" for i in range(10)],
         "the failing observation removed messages from the turn's context",
     )
-    case.expect(
-        turn.blocked and turn.degraded and "failed" in (turn.degraded_reason or ""),
-        f"the turn that waited on a failed observation is not marked degraded ({turn.degraded_reason})",
-    )
     after = view(case.db, case.thread_id)
     case.expect(
         after.observations == before.observations and after.cursor == 0,
