@@ -455,8 +455,6 @@ class MemoryEngine:
         status = first_status = self._status(head, window, cfg, view)
         if status.should_observe:
             head, window, status = self._threshold_activation(thread_id, cfg, head, window, status)
-        if status.should_buffer:
-            self._launch_buffering(thread_id, head, status.pending)
         if policy.must_block(
             async_enabled=cfg.async_observation_enabled,
             pending=status.pending,
@@ -476,6 +474,10 @@ class MemoryEngine:
         )
         blocked = blocked or reflect_blocked
         degraded_reason = degraded_reason or reflect_reason
+        if status.should_buffer:
+            # After reflection work, not before: the Observer dedups against the log its chunk will join,
+            # and a reflection (or a buffered one activated) in this turn changes that log (spec §4.1).
+            self._launch_buffering(thread_id, head, status.pending)
 
         is_turn_end = (
             turn_end if turn_end is not None else bool(incoming and incoming[-1].role == "assistant")

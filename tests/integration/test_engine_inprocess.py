@@ -15,6 +15,7 @@ from sqlalchemy import Engine
 from om_core.config import ObservationalMemoryConfig
 from om_core.engine import BufferObservation, EngineSettings, MemoryEngine
 from om_core.messages import text_message
+from om_core.observer import PREVIOUS_OBSERVATIONS_HEADING
 from om_core.store import records
 from tests.support.fake_models import FakeModels
 from tests.support.invariants import check_thread
@@ -223,3 +224,37 @@ def test_our_own_control_text_never_becomes_an_observation(engine: Engine) -> No
     assert "broken zip" in head.active_observations
     assert "Your Task" not in head.active_observations
     assert "system-reminder" not in head.active_observations
+
+
+def test_a_chunk_buffered_in_a_turn_that_reflects_is_observed_against_the_reflected_log(
+    engine: Engine,
+) -> None:
+    """The Observer skips what the log already says, so it must see the log its chunk will join: a turn that
+    activates a reflection launches its buffering afterwards (spec §4.1 (b) before (e)). Observed against
+    the old log, the chunk would leave out lines the reflection has just dropped."""
+    om, fake = make(engine, config=small_config(bufferOnIdle=False, previousObserverTokens=False))
+    thread_id = new_thread()
+    turns_checked = 0
+    for i in range(240):
+        before = records.get_head(engine, f"thread:{thread_id}")
+        calls = len(fake.calls)
+        play(om, thread_id, 1, start=i)
+        after = records.get_head(engine, f"thread:{thread_id}")
+        assert after is not None
+        if before is None or before.generation_count == after.generation_count:
+            continue
+        for kind, user in fake.calls[calls:]:
+            if kind != "observer" or PREVIOUS_OBSERVATIONS_HEADING not in user:
+                continue
+            seen = _section_lines(user, PREVIOUS_OBSERVATIONS_HEADING)
+            known = "\n".join([after.active_observations, *(c.observations for c in after.chunks)])
+            missing = [line for line in seen if line not in known]
+            assert missing == [], f"turn {i}: the buffered chunk was observed against the pre-reflection log"
+            turns_checked += 1
+    assert turns_checked >= 1, "no turn both reflected and buffered; the scenario needs retuning"
+    assert check_thread(engine, thread_id).violations == []
+
+
+def _section_lines(user: str, heading: str) -> list[str]:
+    body = user.split(heading, 1)[1].split("\n## ", 1)[0]
+    return [line.strip() for line in body.splitlines() if line.strip().startswith("* ")]

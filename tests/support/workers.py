@@ -154,6 +154,25 @@ class HoldingExecutor:
         return False
 
 
+class InOrderCeleryExecutor(CeleryExecutor):
+    """Sends each background task and waits for it before the turn goes on, as the InlineExecutor runs it.
+
+    A turn can start two background tasks for one thread (a buffered reflection and a buffering run); on
+    Celery they race, and which commits first decides what the Observer is shown. Lock-step parity runs use
+    this executor so every task sees exactly the state it saw inline; free-running drivers keep the race.
+    """
+
+    def __init__(
+        self, app: Celery, *, on_sent: Callable[[Task, AsyncResult], None], deadline_s: float
+    ) -> None:
+        super().__init__(app, on_sent=on_sent)
+        self.deadline_s = deadline_s
+
+    def submit(self, task: Task) -> None:
+        result = self.send(task)
+        result.get(timeout=self.deadline_s, propagate=True, disable_sync_subtasks=False)
+
+
 @dataclass
 class Producer:
     """The engine a test drives (as the API would), its Celery app and what it sent."""
@@ -316,11 +335,12 @@ class WorkerCluster:
 
     # ---------------------------------------------------------------------------------- producer
 
-    def producer(self, **settings_overrides: Any) -> Producer:
+    def producer(self, *, in_order: bool = False, **settings_overrides: Any) -> Producer:
         """An engine in this process that sends its background work to the workers.
 
         Turns wait up to 120 s for blocking work by default: a test machine under load must not turn a
-        slow observation into a "deadline" that changes what gets stored."""
+        slow observation into a "deadline" that changes what gets stored. `in_order` makes each background
+        task finish before the turn goes on (`InOrderCeleryExecutor`)."""
         settings = self.settings(**{"blocking_deadline_s": 120.0, **settings_overrides})
         app = create_app(settings, WorkerSettings(**self._worker_kwargs()))
         sent = SentTasks()
@@ -330,7 +350,11 @@ class WorkerCluster:
             models=ModelClient(),
             config=settings.om_config,
             coordination=coordination,
-            executor=CeleryExecutor(app, on_sent=sent.record),
+            executor=(
+                InOrderCeleryExecutor(app, on_sent=sent.record, deadline_s=settings.blocking_deadline_s)
+                if in_order
+                else CeleryExecutor(app, on_sent=sent.record)
+            ),
             publisher=RedisPublisher(redis.Redis.from_url(self.redis_url)),
             settings=engine_settings(settings),
         )
