@@ -12,7 +12,7 @@ from sqlalchemy import text
 from om_api.auth import Runtime
 from om_api.runtime import ApiRuntime
 from om_api.schemas import CheckResult, HealthResponse, ReadinessResponse
-from om_core.store.migrate import alembic_config, current_revision
+from om_core.store.revision import SCHEMA_HEAD, stored_revision
 
 log = logging.getLogger("om.api")
 
@@ -24,21 +24,16 @@ def healthz() -> HealthResponse:
     return HealthResponse(status="ok")
 
 
-def _head_revision() -> str | None:
-    from alembic.script import ScriptDirectory
-
-    return ScriptDirectory.from_config(alembic_config()).get_current_head()
-
-
 def _database(runtime: ApiRuntime) -> CheckResult:
     try:
         with runtime.db.connect() as conn:
             conn.execute(text("SELECT 1"))
-        revision, head = current_revision(runtime.db), _head_revision()
+        revision = stored_revision(runtime.db)
     except Exception as exc:
         return CheckResult(ok=False, detail=f"unreachable: {type(exc).__name__}")
-    if revision != head:
-        return CheckResult(ok=False, detail=f"schema at {revision}, code needs {head}: run `om migrate`")
+    if revision != SCHEMA_HEAD:
+        detail = f"schema at {revision}, code needs {SCHEMA_HEAD}: run `om migrate`"
+        return CheckResult(ok=False, detail=detail)
     return CheckResult(ok=True, detail=f"schema {revision}")
 
 

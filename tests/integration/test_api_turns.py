@@ -433,3 +433,17 @@ def test_the_database_down_is_503_and_readiness_says_why(server_without_database
     assert turn.status_code == 503
     assert turn.json()["error"]["code"] == "database_unavailable"
     assert turn.headers["retry-after"] == "5"
+
+
+def test_readiness_names_the_migration_a_database_behind_needs(redis_url: str, tmp_path: Path) -> None:
+    from om_core.store.db import make_engine
+    from om_core.store.migrate import upgrade
+    from om_core.store.revision import SCHEMA_HEAD
+
+    database = f"sqlite:///{tmp_path / 'behind.db'}"
+    upgrade(make_engine(database), "0001")
+    with run_api_server(database, redis_url, tmp_path, env={"OM_AUTH": "none"}, probe="/healthz") as server:
+        ready = httpx.get(server.base_url + "/readyz")
+    assert ready.status_code == 503
+    detail = ready.json()["checks"]["database"]["detail"]
+    assert detail == f"schema at 0001, code needs {SCHEMA_HEAD}: run `om migrate`"

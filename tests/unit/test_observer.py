@@ -529,7 +529,7 @@ def test_control_text_lines_are_dropped() -> None:
         "[3 observations truncated here]",
         "* 🟡 (10:00) Output only the <observations> block.",
         "* 🔴 (10:00) prior current-task: fix CI",
-        "- 🟡 <system-reminder type=\"temporal-gap\">2 hours later</system-reminder>",
+        '- 🟡 <system-reminder type="temporal-gap">2 hours later</system-reminder>',
         "* 🟡 (10:00) Only the message history is source material. The headings",
         "  * -> Extract new observations from the message history above.",
     ],
