@@ -26,6 +26,7 @@ from om_api.runtime import build_runtime
 from om_api.settings import ApiSettings
 from om_api.sse import listen_redis
 from om_core.settings import Settings
+from om_core.tokens import default_estimator
 
 log = logging.getLogger("om.api")
 
@@ -162,4 +163,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
 
 def create_app_from_env() -> FastAPI:
+    """The uvicorn factory (`uvicorn om_api.app:create_app_from_env --factory`). `om serve` is leaner: it
+    loads the token encoding before importing the API, which lowers the peak resident memory."""
+    default_estimator().load()
     return create_app(ApiSettings())

@@ -82,9 +82,7 @@ class Part(_Model):
     def _known_type(cls, value: str) -> str:
         known = {"text", "reasoning", TOOL_KIND, "image", "file", "step-start", "source"}
         if value not in known and not value.startswith("data-"):
-            raise ValueError(
-                f"unknown part type {value!r}: use one of {sorted(known)} or a 'data-*' kind"
-            )
+            raise ValueError(f"unknown part type {value!r}: use one of {sorted(known)} or a 'data-*' kind")
         return value
 
     @field_validator("created_at")

@@ -273,7 +273,7 @@ def _thread_attribution(opts: ObserverPromptOptions) -> str:
     per_thread = _english_list(["observations", *opts.sections])
     return (
         'THREAD ATTRIBUTION\nThe history holds several <thread id="..."> blocks, one per conversation. '
-        "Process each thread on its own. Inside <observations>, write one <thread id=\"...\"> block per "
+        'Process each thread on its own. Inside <observations>, write one <thread id="..."> block per '
         "thread, using exactly the id from the input, containing that thread's dated observations. Each "
         f"thread block contains its own {per_thread}. Never mix facts from one thread into another."
     )

@@ -13,6 +13,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from om_core.malloc_arenas import cap_malloc_arenas
 from om_workers.app import QUEUES, WorkerSettings
 
 POOLS = ("prefork", "threads", "solo", "gevent", "eventlet")
@@ -62,6 +63,7 @@ def run_worker(
     loglevel: str = "INFO",
 ) -> None:
     """Run a Celery worker consuming `queues` until it is stopped (SIGTERM: warm shutdown)."""
+    cap_malloc_arenas()  # before the pool starts its threads
     from om_workers.app import app
 
     logging.basicConfig(level=loglevel)

@@ -122,9 +122,7 @@ class RedisCoordination:
         names = [*locks, *values]
         found = self.client.mget(names) if names else []
         held = {name: value is not None for name, value in zip(locks, found[: len(locks)], strict=True)}
-        numbers = {
-            name: _int(value) for name, value in zip(values, found[len(locks) :], strict=True)
-        }
+        numbers = {name: _int(value) for name, value in zip(values, found[len(locks) :], strict=True)}
         return Peek(held, numbers)
 
     def incr(self, name: str, ttl_s: float | None = None) -> int:

@@ -110,6 +110,15 @@ class TiktokenEstimator:
     def __call__(self, text: str) -> int:
         return len(_encoder_for(self.encoding_name)(text))
 
+    def load(self) -> None:
+        """Load the encoding now rather than on the first count.
+
+        Loading builds a ~26 MB Python merge table that lives only until the Rust encoder is built. A
+        serving process calls this before its other imports: those then reuse the freed memory, so the
+        process peaks about 30 MB lower (measured 154 -> 123 MB for the API) and the first turn does not
+        pay the load either."""
+        _encoder_for(self.encoding_name)
+
 
 _default_estimator: TiktokenEstimator | None = None
 

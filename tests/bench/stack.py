@@ -136,7 +136,8 @@ def worker_cluster(
 def api_server(
     svc: Services, redis_url: str, workdir: Path, *, env: Mapping[str, str] | None = None
 ) -> Iterator[ApiServer]:
-    """The API process in production shape: celery executor, API keys, production blocking deadline."""
+    """The API process in production shape: `om serve`, celery executor, API keys, production blocking
+    deadline."""
     settings: dict[str, str] = {
         "OM_EXECUTOR": "celery",
         "OM_AUTH": "keys",
@@ -147,7 +148,7 @@ def api_server(
         **PRODUCTION_WORKER_ENV,
         **(env or {}),
     }
-    with run_api_server(svc.database_url, redis_url, workdir, env=settings) as server:
+    with run_api_server(svc.database_url, redis_url, workdir, env=settings, om_serve=True) as server:
         yield server
 
 

@@ -93,7 +93,10 @@ def run_api_server(
     env: Mapping[str, str] | None = None,
     probe: str = "/readyz",
     deadline_s: float = 60.0,
+    om_serve: bool = False,
 ) -> Iterator[ApiServer]:
+    """`om_serve` starts it as production does (`om serve`: preflight, encoding loaded first) instead of
+    the uvicorn factory the tests use (quieter logs, a shorter graceful shutdown)."""
     port = free_port()
     environment = {
         **os.environ,
@@ -112,7 +115,7 @@ def run_api_server(
     }
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / f"api-{port}.log"
-    command = [
+    uvicorn = [
         sys.executable,
         "-m",
         "uvicorn",
@@ -127,6 +130,8 @@ def run_api_server(
         "--timeout-graceful-shutdown",
         "5",
     ]
+    served = [sys.executable, "-m", "om_core.cli", "serve", "--host", "127.0.0.1", "--port", str(port)]
+    command = served if om_serve else uvicorn
     with open(log_path, "wb") as log:
         process = subprocess.Popen(
             command, cwd=REPO, env=environment, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
