@@ -899,27 +899,28 @@ class MemoryEngine:
         Returns True when a chunk was stored. Never raises to the turn: failures become a
         `data-om-buffering-failed` event and the next interval (or the sync fallback) covers the messages.
         """
-        thread = history.get_thread(self.db, task.thread_id)
-        if thread is None:
-            return False
-        cfg = self.config_for(thread.config_overrides)
-        if not cfg.async_observation_enabled:
-            return False
         key = lookup_key(task.thread_id)
         token = self.coordination.try_lock(Keys.buffer_lock(key), self.settings.lock_ttl_s)
         if token is None:
             return False  # another buffering op for this thread is running: no parallel Observer (H8)
         try:
-            return self._buffer_locked(task, cfg, key, thread)
+            return self._buffer_locked(task, key)
         finally:
             self.coordination.release(Keys.buffer_lock(key), token)
 
     def _buffering_snapshot(
-        self, task: BufferObservation, key: str, thread: history.ThreadRow
-    ) -> tuple[Record, history.Unobserved] | None:
-        """One read for a buffering op: the head, whether this cycle already ended (a redelivered task does
-        nothing, not even a model call), and everything after the buffer cursor."""
+        self, task: BufferObservation, key: str
+    ) -> tuple[history.ThreadRow, ResolvedConfig, Record, history.Unobserved] | None:
+        """One read for a buffering op: the thread and its config, the head, whether this cycle already
+        ended (a redelivered task does nothing, not even a model call), and everything after the buffer
+        cursor. One connection: each checkout costs a ping and a rollback, and workers run many of these."""
         with self.db.connect() as conn:
+            thread = history.get_thread(conn, task.thread_id)
+            if thread is None:
+                return None
+            cfg = self.config_for(thread.config_overrides)
+            if not cfg.async_observation_enabled:
+                return None
             head = records.read_head(conn, key)
             if head is None or has_event(
                 conn,
@@ -932,15 +933,13 @@ class MemoryEngine:
                 conn, task.thread_id, head.buffer_cursor, known=lambda seq: self._cached_part(thread, seq)
             )
         self._remember_parts(thread, unobserved, {})
-        return head, unobserved
+        return thread, cfg, head, unobserved
 
-    def _buffer_locked(
-        self, task: BufferObservation, cfg: ResolvedConfig, key: str, thread: history.ThreadRow
-    ) -> bool:
-        snapshot = self._buffering_snapshot(task, key, thread)
+    def _buffer_locked(self, task: BufferObservation, key: str) -> bool:
+        snapshot = self._buffering_snapshot(task, key)
         if snapshot is None:
             return False
-        head, unobserved = snapshot
+        thread, cfg, head, unobserved = snapshot
         from_seq = head.buffer_cursor
         window = build_window(unobserved.rows, self.counter)
         if not window.messages:

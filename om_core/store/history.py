@@ -106,12 +106,12 @@ def ensure_thread(conn: Connection, thread_id: str, resource_id: str, tenant_id:
 
 
 def get_thread(engine_or_conn: Engine | Connection, thread_id: str) -> ThreadRow | None:
-    query = select(T).where(T.c.id == thread_id)
+    params = {"thread_id": thread_id}
     if isinstance(engine_or_conn, Engine):
         with engine_or_conn.connect() as conn:
-            row = conn.execute(query).mappings().first()
+            row = conn.execute(_THREAD, params).mappings().first()
     else:
-        row = engine_or_conn.execute(query).mappings().first()
+        row = engine_or_conn.execute(_THREAD, params).mappings().first()
     return _thread_from_row(row) if row is not None else None
 
 
@@ -124,7 +124,8 @@ def list_threads(engine: Engine, resource_id: str, tenant_id: str | None = None)
 
 
 # Statements every turn runs, built once with bind parameters (no expression building per call).
-_LOCK_THREAD = select(T).where(T.c.id == bindparam("thread_id")).with_for_update()
+_THREAD = select(T).where(T.c.id == bindparam("thread_id"))
+_LOCK_THREAD = _THREAD.with_for_update()
 _KNOWN_MESSAGES = select(M.c.id, M.c.role, M.c.part_count).where(
     M.c.thread_id == bindparam("thread_id"), M.c.id.in_(bindparam("ids", expanding=True))
 )

@@ -11,11 +11,26 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection, Engine, func, select
+from sqlalchemy import Connection, Engine, bindparam, func, select
 from sqlalchemy.dialects import postgresql, sqlite
 
 from om_core.store import schema
 from om_core.store.types import NewEvent, StoredEvent
+
+# Built once per dialect with bind parameters: workers write events on every cycle.
+_INSERT_EVENT = {
+    "postgresql": postgresql.insert(schema.events).on_conflict_do_nothing().returning(schema.events.c.id),
+    "sqlite": sqlite.insert(schema.events).on_conflict_do_nothing().returning(schema.events.c.id),
+}
+_CYCLE_EVENT = (
+    select(schema.events.c.id)
+    .where(
+        schema.events.c.lookup_key == bindparam("lookup_key"),
+        schema.events.c.type.in_(bindparam("types", expanding=True)),
+        schema.events.c.cycle_id == bindparam("cycle_id"),
+    )
+    .limit(1)
+)
 
 
 def write_events(
@@ -29,7 +44,7 @@ def write_events(
 ) -> list[StoredEvent]:
     """Insert `events`; an event whose (type, cycle_id) is already stored for the key is skipped."""
     stored: list[StoredEvent] = []
-    insert = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
+    statement = _INSERT_EVENT["postgresql" if conn.dialect.name == "postgresql" else "sqlite"]
     for event in events:
         now = datetime.now(UTC)
         values: dict[str, Any] = {
@@ -42,9 +57,7 @@ def write_events(
             "payload": event.payload,
             "created_at": now,
         }
-        statement = insert(schema.events).values(**values).on_conflict_do_nothing()
-        result = conn.execute(statement.returning(schema.events.c.id))
-        row = result.first()
+        row = conn.execute(statement, values).first()
         if row is None:
             continue
         stored.append(
@@ -103,16 +116,8 @@ def has_event(
     engine_or_conn: Engine | Connection, *, lookup_key: str, cycle_id: str, types: Sequence[str]
 ) -> bool:
     """Whether a cycle already reported one of `types` (uses the (lookup_key, type, cycle_id) index)."""
-    query = (
-        select(schema.events.c.id)
-        .where(
-            schema.events.c.lookup_key == lookup_key,
-            schema.events.c.type.in_(list(types)),
-            schema.events.c.cycle_id == cycle_id,
-        )
-        .limit(1)
-    )
+    params = {"lookup_key": lookup_key, "types": list(types), "cycle_id": cycle_id}
     if isinstance(engine_or_conn, Connection):
-        return engine_or_conn.execute(query).first() is not None
+        return engine_or_conn.execute(_CYCLE_EVENT, params).first() is not None
     with engine_or_conn.connect() as conn:
-        return conn.execute(query).first() is not None
+        return conn.execute(_CYCLE_EVENT, params).first() is not None

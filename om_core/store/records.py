@@ -122,6 +122,24 @@ _HEAD = (
     .limit(1)
 )
 _HEAD_FOR_UPDATE = _HEAD.with_for_update()
+# The statements a buffered observation runs (workers run many at once; see the note above).
+_LOCK_ROW = select(R).where(R.c.id == bindparam("record_id")).with_for_update()
+_CHUNK_OF_CYCLE = select(C.c.id).where(
+    C.c.lookup_key == bindparam("lookup_key"), C.c.cycle_id == bindparam("cycle_id")
+)
+_LAST_POSITION = select(func.max(C.c.position)).where(C.c.lookup_key == bindparam("lookup_key"))
+_INSERT_CHUNK = C.insert()
+_MARK_BUFFERED = (
+    update(R)
+    .where(R.c.id == bindparam("record_id"))
+    .values(
+        last_buffered_seq=bindparam("buffered_seq"),
+        last_buffered_at_time=bindparam("buffered_at_time"),
+        updated_at=bindparam("now"),
+    )
+)
+#: The live head of a key; the SET clause comes from the execution parameters (`set_live_head_fields`).
+_UPDATE_LIVE_HEAD = update(R).where(R.c.lookup_key == bindparam("live_key"), R.c.superseded_by.is_(None))
 
 
 def _buffered_chunks(conn: Connection, record_id: str) -> list[Chunk]:
@@ -166,7 +184,7 @@ def history(
 
 
 def _lock_row(conn: Connection, record_id: str) -> RowMapping | None:
-    return conn.execute(select(R).where(R.c.id == record_id).with_for_update()).mappings().first()
+    return conn.execute(_LOCK_ROW, {"record_id": record_id}).mappings().first()
 
 
 def lock_live(conn: Connection, record_id: str, *, redirect: bool) -> tuple[Record | None, str | None]:
@@ -257,7 +275,7 @@ def initialize(
 
 
 def _next_position(conn: Connection, lookup_key: str) -> int:
-    current = conn.execute(select(func.max(C.c.position)).where(C.c.lookup_key == lookup_key)).scalar()
+    current = conn.execute(_LAST_POSITION, {"lookup_key": lookup_key}).scalar()
     return int(current or 0) + 1
 
 
@@ -279,7 +297,7 @@ def append_chunk(
     if head is None:
         return AppendResult(False, record_id, reason), []
     duplicate = conn.execute(
-        select(C.c.id).where(C.c.lookup_key == head.lookup_key, C.c.cycle_id == chunk.cycle_id)
+        _CHUNK_OF_CYCLE, {"lookup_key": head.lookup_key, "cycle_id": chunk.cycle_id}
     ).first()
     if duplicate is not None:
         return AppendResult(False, head.id, "duplicate"), []
@@ -289,34 +307,34 @@ def append_chunk(
         return AppendResult(False, head.id, "stale"), []
     now = _now()
     conn.execute(
-        C.insert().values(
-            id=f"ombuf-{uuid.uuid4()}",
-            lookup_key=head.lookup_key,
-            record_id=head.id,
-            position=_next_position(conn, head.lookup_key),
-            state="buffered",
-            cycle_id=chunk.cycle_id,
-            observations=chunk.observations,
-            token_count=chunk.token_count,
-            message_ids=list(chunk.message_ids),
-            message_tokens=chunk.message_tokens,
-            thread_id=chunk.thread_id or head.thread_id,
-            from_seq=chunk.from_seq,
-            to_seq=chunk.to_seq,
-            last_observed_at=chunk.last_observed_at,
-            created_at=now,
-            current_task=chunk.current_task,
-            suggested_continuation=chunk.suggested_continuation,
-            thread_title=chunk.thread_title,
-        )
+        _INSERT_CHUNK,
+        {
+            "id": f"ombuf-{uuid.uuid4()}",
+            "lookup_key": head.lookup_key,
+            "record_id": head.id,
+            "position": _next_position(conn, head.lookup_key),
+            "state": "buffered",
+            "cycle_id": chunk.cycle_id,
+            "observations": chunk.observations,
+            "token_count": chunk.token_count,
+            "message_ids": list(chunk.message_ids),
+            "message_tokens": chunk.message_tokens,
+            "thread_id": chunk.thread_id or head.thread_id,
+            "from_seq": chunk.from_seq,
+            "to_seq": chunk.to_seq,
+            "last_observed_at": chunk.last_observed_at,
+            "created_at": now,
+            "current_task": chunk.current_task,
+            "suggested_continuation": chunk.suggested_continuation,
+            "thread_title": chunk.thread_title,
+        },
     )
     last_time = head.last_buffered_at_time
     if chunk.last_observed_at is not None and (last_time is None or chunk.last_observed_at > last_time):
         last_time = chunk.last_observed_at
     conn.execute(
-        update(R)
-        .where(R.c.id == head.id)
-        .values(last_buffered_seq=chunk.to_seq, last_buffered_at_time=last_time, updated_at=now)
+        _MARK_BUFFERED,
+        {"record_id": head.id, "buffered_seq": chunk.to_seq, "buffered_at_time": last_time, "now": now},
     )
     result = AppendResult(True, head.id)
     return result, _finish(conn, head, events, result)
@@ -682,11 +700,7 @@ def set_live_head_fields(conn: Connection, lookup_key: str, values: Mapping[str,
     unknown = sorted(set(values) - allowed)
     if unknown:
         raise ValueError(f"not a hint field: {unknown}; expected some of {sorted(allowed)}")
-    conn.execute(
-        update(R)
-        .where(R.c.lookup_key == lookup_key, R.c.superseded_by.is_(None))
-        .values({**values, "updated_at": _now()})
-    )
+    conn.execute(_UPDATE_LIVE_HEAD, {**values, "updated_at": _now(), "live_key": lookup_key})
 
 
 def set_buffering_boundary(conn: Connection, record_id: str, tokens: int) -> bool:
