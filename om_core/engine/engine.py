@@ -1256,10 +1256,11 @@ class MemoryEngine:
             raise
         text = output.observations.strip()
         if not text:
-            # Committing would move the cursor past parts whose content is nowhere in the log. Keep them raw.
-            problem = RuntimeError("the Observer returned no observations for a non-empty transcript")
+            # Committing would move the cursor past parts whose content is nowhere in the log. Keep them raw,
+            # and fail like a failed model call, so a turn that waited on this reports itself degraded.
+            problem = ObserverDegenerateError("no observations for a non-empty transcript")
             self._fail(head, ev.OBSERVATION_FAILED, cycle_id, "observation", started, tokens, problem, usage)
-            return False
+            raise problem
         observation_tokens = self.counter.count_string(text)
         completed = self.clock()
 

@@ -5,9 +5,10 @@ how om overlaps and schedules model calls (blocked turns, observer throughput at
 not how fast a heuristic runs. The answer is the offline model's real Observer/Reflector output
 (`local_reply`), so the engine parses and stores genuine observations.
 
-Identical prompts get the remembered answer instead of a second run of the heuristic (a bounded memo):
-the offline model spends real CPU on every answer, a hosted model's answer costs the caller almost none,
-and the throughput benchmark must measure om's work around a call, not the stand-in's.
+Identical prompts get the remembered answer and token usage instead of a second run of the heuristic and
+the tokenizer (a bounded memo): the offline model spends real CPU on every answer, a hosted model's answer
+and usage cost the caller almost none, and the throughput benchmark must measure om's work around a call,
+not the stand-in's.
 
 The delay comes from the model id or the environment:
 
@@ -45,22 +46,24 @@ MODEL_PREFIX = "latency"
 _priced: set[str] = set()
 _price_lock = threading.Lock()
 _MEMO_SIZE = 512
-_memo: OrderedDict[str, str] = OrderedDict()
+_memo: OrderedDict[str, tuple[str, int, int]] = OrderedDict()
 _memo_lock = threading.Lock()
 
 
-def _reply(system: str, user: str) -> str:
+def _reply(system: str, user: str) -> tuple[str, int, int]:
+    """The answer, prompt tokens and completion tokens."""
     key = hashlib.sha256(f"{system}\x00{user}".encode("utf-8", "surrogatepass")).hexdigest()
     with _memo_lock:
         if key in _memo:
             _memo.move_to_end(key)
             return _memo[key]
     reply = local_reply(system, user)
+    answer = (reply, count_tokens(system) + count_tokens(user), count_tokens(reply))
     with _memo_lock:
-        _memo[key] = reply
+        _memo[key] = answer
         while len(_memo) > _MEMO_SIZE:
             _memo.popitem(last=False)
-    return reply
+    return answer
 
 
 def model_for(latency_s: float) -> str:
@@ -114,7 +117,7 @@ class LatencyLLM(CustomLLM):
         started = time.monotonic()
         system = "\n".join(_text(m.get("content")) for m in messages if m.get("role") == "system")
         user = "\n".join(_text(m.get("content")) for m in messages if m.get("role") == "user")
-        reply = _reply(system, user)
+        reply, prompt_tokens, completion_tokens = _reply(system, user)
         # The delay counts from the start of the call: the model's own work is part of its latency.
         remaining = latency_of(model) - (time.monotonic() - started)
         if remaining > 0:
@@ -129,8 +132,6 @@ class LatencyLLM(CustomLLM):
         response.choices = [
             Choices(finish_reason="stop", index=0, message=Message(content=reply, role="assistant"))
         ]
-        prompt_tokens = count_tokens(system) + count_tokens(user)
-        completion_tokens = count_tokens(reply)
         response.usage = Usage(  # type: ignore[attr-defined]
             prompt_tokens=prompt_tokens,
             completion_tokens=completion_tokens,

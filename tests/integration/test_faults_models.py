@@ -268,6 +268,10 @@ def fault_in_observation(case: Case) -> None:
         [m.id for m in turn.messages] == [f"m{i}" for i in range(10)],
         "the failing observation removed messages from the turn's context",
     )
+    case.expect(
+        turn.blocked and bool(turn.degraded_reason),
+        "the turn that waited on a failed observation did not report itself degraded",
+    )
     after = view(case.db, case.thread_id)
     case.expect(
         after.observations == before.observations and after.cursor == 0,

@@ -375,8 +375,9 @@ def clock_jump_scenario(services: Services, workers: Workers, thread_id: str, no
     assert dates and dates <= days, f"observation dates {dates} are not the messages' days {days}"
     with db.connect() as conn:
         earliest, latest = conn.execute(
-            select(func.min(schema.chunks.c.last_observed_at), func.max(schema.chunks.c.last_observed_at))
-            .where(schema.chunks.c.lookup_key == key)
+            select(
+                func.min(schema.chunks.c.last_observed_at), func.max(schema.chunks.c.last_observed_at)
+            ).where(schema.chunks.c.lookup_key == key)
         ).one()
     assert written[0] <= earliest <= latest <= written[-1] + timedelta(seconds=1), (earliest, latest)
     # The skewed worker did the buffering: its start events carry its clock, ahead and then behind.
@@ -487,9 +488,10 @@ def test_a_postgres_restart_refuses_with_503_and_the_api_and_workers_recover_wit
             )
         )
         holder = int(blocker.execute(text("SELECT pg_backend_pid()")).scalar_one())
-        with ThreadPoolExecutor(1) as pool, httpx.Client(
-            base_url=str(http.base_url), headers=http.headers, timeout=120
-        ) as other:
+        with (
+            ThreadPoolExecutor(1) as pool,
+            httpx.Client(base_url=str(http.base_url), headers=http.headers, timeout=120) as other,
+        ):
             in_flight = pool.submit(post_turn, other, cut_thread, 0, 1)
             wait_until(
                 lambda: blocked_behind(db, holder), deadline_s=90, what="the turn to wait on the trigger"
@@ -525,5 +527,3 @@ def test_a_postgres_restart_refuses_with_503_and_the_api_and_workers_recover_wit
     assert next(c.action for c in model_server.calls(namespace)) == "hold"
     assert stored_ids(db, thread_id)[:6] == [f"m{i}" for i in range(6)], "nothing before the outage was lost"
     assert_lossless(db, thread_id, accepted)
-
-

@@ -78,8 +78,6 @@ def test_half_a_million_tokens_follow_the_documented_cycle(pg_engine: Engine) ->
         p.text or "" for m in final.messages for p in m.parts
     )
     kept = [key for key, needle in conversation.facts.items() if needle in visible]
-    print(
-        f"planted facts observed: {len(observed)}/{len(conversation.facts)}; in final context: {len(kept)}"
-    )
+    print(f"planted facts observed: {len(observed)}/{len(conversation.facts)}; in final context: {len(kept)}")
     assert len(conversation.facts) >= 8
     assert sorted(observed) == sorted(conversation.facts)
