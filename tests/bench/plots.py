@@ -102,9 +102,19 @@ def _flatness_panel(axis: Any, flatness: dict[str, Any]) -> None:
 
 def _throughput(levels: list[dict[str, Any]], path: Path) -> None:
     figure, axis = plt.subplots(figsize=(6, 4.5))
-    xs = [d["concurrency"] for d in levels]
-    ys = [d["per_s"] for d in levels]
-    axis.plot(xs, ys, marker="o", label="measured")
+    one = [d for d in levels if d.get("processes", 1) == 1]
+    spread = [d for d in levels if d.get("processes", 1) > 1]
+    xs = [d["concurrency"] for d in one]
+    ys = [d["per_s"] for d in one]
+    axis.plot(xs, ys, marker="o", label="measured, one worker process")
+    if spread:
+        axis.plot(
+            [d["concurrency"] for d in spread],
+            [d["per_s"] for d in spread],
+            marker="s",
+            linestyle="none",
+            label=f"measured, {spread[0]['processes']} worker processes",
+        )
     axis.plot(xs, [x * ys[0] for x in xs], linestyle="--", color="grey", label="linear")
     axis.plot(xs, [0.8 * x * ys[0] for x in xs], linestyle=":", color="tab:red", label="target 0.8 × linear")
     axis.set_xscale("log", base=2)

@@ -38,14 +38,27 @@ LINEARITY_TARGET = 0.8
 
 
 @dataclass(frozen=True)
+class Level:
+    #: model calls in flight at once: worker threads over all processes
+    concurrency: int
+    #: worker processes sharing them (one per core is the deployment advice: one GIL per process)
+    processes: int
+    #: tasks queued at this level
+    tasks: int
+
+
+@dataclass(frozen=True)
 class Plan:
     latency_s: float
-    #: concurrency -> tasks queued at that level
-    levels: dict[int, int]
+    levels: list[Level]
 
 
-FULL = Plan(latency_s=1.0, levels={1: 6, 4: 16, 16: 64, 64: 256})
-QUICK = Plan(latency_s=0.5, levels={1: 4, 16: 48})
+CORES = 2
+FULL = Plan(
+    latency_s=1.0,
+    levels=[Level(1, 1, 6), Level(4, 1, 16), Level(16, 1, 64), Level(64, 1, 256), Level(64, CORES, 256)],
+)
+QUICK = Plan(latency_s=0.5, levels=[Level(1, 1, 4), Level(16, 1, 48), Level(16, CORES, 48)])
 
 
 def _prepare(producer: Producer, count: int, tag: str) -> list[tuple[str, int]]:
@@ -71,15 +84,20 @@ def _observe_all(producer: Producer, threads: list[tuple[str, int]]) -> list[Any
     return wait_results(sent, deadline_s=300)
 
 
-def _level(bench: Bench, cluster: Any, producer: Producer, concurrency: int, tasks: int) -> dict[str, Any]:
+def _level_name(concurrency: int, processes: int) -> str:
+    return f"{concurrency}" + (f" over {processes} worker processes" if processes > 1 else "")
+
+
+def _level(bench: Bench, cluster: Any, producer: Producer, level: Level) -> dict[str, Any]:
+    concurrency, tasks = level.concurrency, level.tasks
     clock = time.monotonic()
-    threads = _prepare(producer, concurrency + tasks, f"{bench.run_id}-{concurrency}")
+    threads = _prepare(producer, concurrency + tasks, f"{bench.run_id}-{concurrency}x{level.processes}")
     warm_up, threads = threads[:concurrency], threads[concurrency:]
     prepared = time.monotonic() - clock
-    process = cluster.start_worker(["om.buffer"], concurrency=concurrency)
+    processes = cluster.start_workers([(["om.buffer"], concurrency // level.processes)] * level.processes)
     bench.say(
-        f"throughput: concurrency {concurrency}: {tasks} threads prepared in {prepared:.1f} s, worker up in "
-        f"{time.monotonic() - clock - prepared:.1f} s"
+        f"throughput: concurrency {concurrency} over {level.processes} process(es): {tasks} threads prepared "
+        f"in {prepared:.1f} s, workers up in {time.monotonic() - clock - prepared:.1f} s"
     )
     try:
         # One task per worker thread first: each thread's first model call imports and loads what litellm
@@ -87,21 +105,23 @@ def _level(bench: Bench, cluster: Any, producer: Producer, concurrency: int, tas
         _observe_all(producer, warm_up)
         port = bench.postgres_port
         cpu = CpuSpan(
-            {"worker": lambda: [process.popen.pid], "postgres": lambda: postgres_pids(port)}
+            {"worker": lambda: [p.popen.pid for p in processes], "postgres": lambda: postgres_pids(port)}
         ).start()
         started = time.perf_counter()
         values = _observe_all(producer, threads)
         elapsed = time.perf_counter() - started
         cpu.stop()
-        memory = resident(process.popen.pid)
+        memory = max((resident(p.popen.pid) for p in processes), key=lambda m: m.rss_mb)
     finally:
-        process.stop()
-        cluster.processes.remove(process)
+        for process in processes:
+            process.stop()
+            cluster.processes.remove(process)
     stored = sum(1 for value in values if value is True)
     failed = [repr(v)[:200] for v in values if v is not True]
     return {
         **cpu.summary(len(threads), "observation"),
         "concurrency": concurrency,
+        "processes": level.processes,
         "tasks": tasks,
         "stored": stored,
         "failed": failed[:5],
@@ -144,14 +164,14 @@ def run(bench: Bench) -> None:
     own = profile_observation(bench)
     bench.say(
         f"throughput: fake model {plan.latency_s:g} s per call, worker concurrency "
-        f"{', '.join(map(str, plan.levels))} (threads pool, queue om.buffer)"
+        f"{', '.join(_level_name(v.concurrency, v.processes) for v in plan.levels)} (threads pool, om.buffer)"
     )
     workdir: Path = bench.workdir / "throughput"
     env = {"OM_MODEL": model_for(plan.latency_s)}
     with worker_cluster(bench.services, workdir, redis_db=REDIS_DB, env=env) as cluster:
         producer = cluster.producer()
         try:
-            levels = [_level(bench, cluster, producer, n, tasks) for n, tasks in plan.levels.items()]
+            levels = [_level(bench, cluster, producer, level) for level in plan.levels]
         finally:
             producer.engine.db.dispose()
     bench.results.series["throughput"] = levels
@@ -161,22 +181,25 @@ def run(bench: Bench) -> None:
     def why(data: dict[str, Any], n: int) -> str:
         worker_ms = max(float(data["worker_cpu_ms_per_observation"]), 0.1)
         linear = data["per_s"] / (n * base) * 100
+        processes = int(data["processes"])
         return (
-            f"{linear:.0f} % of linear; the worker spent {worker_ms:.0f} ms of CPU per "
-            f"observation around the model call (one process holds one GIL: at most ~{1000 / worker_ms:.0f} "
-            f"observations/s); one observation alone takes {own['observation_p50_ms']:.0f} ms with "
+            f"{linear:.0f} % of linear; the workers spent {worker_ms:.0f} ms of CPU per "
+            f"observation around the model call (each process holds one GIL: at most "
+            f"~{processes * 1000 / worker_ms:.0f} observations/s with {processes}); one observation alone "
+            f"takes {own['observation_p50_ms']:.0f} ms with "
             f"{own['sql_statements']:.0f} SQL statements and {own['pool_checkouts']:.0f} pool checkouts; "
             f"Postgres {data['postgres_cpu_ms_per_observation']:.0f} ms CPU; the machine was "
             f"{data['machine_busy_pct']:.0f} % busy, {data['others_busy_pct']:.0f} % with other work"
         )
 
+    top_concurrency = max(level.concurrency for level in plan.levels)
     for data in levels:
-        n = int(data["concurrency"])
-        top = n == max(plan.levels)
+        n, processes = int(data["concurrency"]), int(data["processes"])
+        top = n == top_concurrency
         ideal = LINEARITY_TARGET * n * base
         bench.results.add(
             SECTION,
-            f"observations/s at concurrency {n}",
+            f"observations/s at concurrency {_level_name(n, processes)}",
             data["per_s"],
             "obs/s",
             target=Target.at_least(round(ideal, 2), " (0.8 × N × at 1)") if top and n > 1 else None,
@@ -197,5 +220,5 @@ def run(bench: Bench) -> None:
     )
     if bench.quick:
         bench.results.figures[-2].note = (bench.results.figures[-2].note or "") + (
-            f"; quick run: {plan.latency_s:g} s latency, concurrency up to {max(plan.levels)}"
+            f"; quick run: {plan.latency_s:g} s latency, concurrency up to {top_concurrency}"
         )
