@@ -18,14 +18,17 @@ that does not.
 
 from __future__ import annotations
 
+import hashlib
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from typing import Any
 
 from om_core.messages import Message, text_message
-from om_core.relative_time import annotate_relative_times
+from om_core.relative_time import annotate_relative_times, local_date
 
 __all__ = [
     "CONTINUATION_MESSAGE_ID",
@@ -172,6 +175,59 @@ class ActorContext:
         return head + memory + reminder + rest
 
 
+class RenderedLogCache:
+    """The rendered observation block of recent logs, so a turn does not render an unchanged log again.
+
+    Rendering (dropping low-value text, annotating relative dates) walks the whole log: about 12 ms for a
+    15k-token log, paid on both calls of every turn, which made a turn late in a thread cost more than an
+    early one. The log changes only at activation and reflection, and the rendering depends on nothing
+    else but the local date and the retrieval guidance, so those are the key (the log by its digest: the
+    key stays small). Bounded by the rendered text's size; least recently used first out.
+    """
+
+    def __init__(self, max_chars: int = 4_000_000) -> None:
+        self.max_chars = max_chars
+        self._entries: OrderedDict[tuple[bytes, date, str, str | None], list[str]] = OrderedDict()
+        self._chars = 0
+        self._lock = threading.Lock()
+
+    def rendered(
+        self, observations: str, now: datetime, tz: str, retrieval_guidance: str | None
+    ) -> list[str]:
+        digest = hashlib.blake2b(observations.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+        key = (digest, local_date(now, tz), tz, retrieval_guidance)
+        with self._lock:
+            hit = self._entries.get(key)
+            if hit is not None:
+                self._entries.move_to_end(key)
+                return list(hit)
+        stable = _render_stable(observations, now, tz, retrieval_guidance)
+        size = sum(len(piece) for piece in stable)
+        if size > self.max_chars:
+            return stable
+        with self._lock:
+            if key not in self._entries:
+                self._entries[key] = stable
+                self._chars += size
+            while self._chars > self.max_chars:
+                _, dropped = self._entries.popitem(last=False)
+                self._chars -= sum(len(piece) for piece in dropped)
+        return list(stable)
+
+
+def _render_stable(observations: str, now: datetime, tz: str, retrieval_guidance: str | None) -> list[str]:
+    stable = [build_memory_preamble(retrieval_guidance), "<observations>"]
+    for chunk in split_log_chunks(observations):
+        rendered = annotate_relative_times(optimize_for_actor(chunk), now, tz)
+        if rendered:
+            stable.append(rendered)
+    stable.append("</observations>")
+    return stable
+
+
+_rendered_logs = RenderedLogCache()
+
+
 def build_actor_context(
     *,
     active_observations: str,
@@ -195,12 +251,7 @@ def build_actor_context(
     if not active_observations.strip():
         return ActorContext()
 
-    stable = [build_memory_preamble(retrieval_guidance), "<observations>"]
-    for chunk in split_log_chunks(active_observations):
-        rendered = annotate_relative_times(optimize_for_actor(chunk), now, tz)
-        if rendered:
-            stable.append(rendered)
-    stable.append("</observations>")
+    stable = _rendered_logs.rendered(active_observations, now, tz, retrieval_guidance)
 
     volatile: list[str] = []
     if other_conversations and other_conversations.strip():

@@ -193,3 +193,30 @@ def test_other_conversations_and_extra_values_stay_out_of_the_stable_block() -> 
     assert volatile[-1] == "<mood>\ncheerful\n</mood>"
     assert ctx.system_messages[0].endswith("Use the recall tool to read exact wording.")
     assert ctx.system_messages[1 : ctx.stable_count] == plain.system_messages[1 : plain.stable_count]
+
+
+def test_a_rendered_log_is_reused_until_the_local_date_changes() -> None:
+    from om_core.context import RenderedLogCache, _render_stable
+
+    log = "Date: Mar 1, 2026\n* 🔴 (09:00) User said the tent has a broken zip\n* 🟡 (09:05) Assistant: ok"
+    cache = RenderedLogCache()
+    monday = datetime(2026, 3, 2, 8, 0, tzinfo=UTC)
+    first = cache.rendered(log, monday, "UTC", None)
+    assert first == _render_stable(log, monday, "UTC", None)
+    later_that_day = monday.replace(hour=23)
+    assert cache.rendered(log, later_that_day, "UTC", None) == first
+    next_week = datetime(2026, 3, 9, 8, 0, tzinfo=UTC)
+    moved = cache.rendered(log, next_week, "UTC", None)
+    assert moved == _render_stable(log, next_week, "UTC", None) and moved != first, "relative dates move"
+    first.append("mutated by a caller")
+    assert cache.rendered(log, monday, "UTC", None) == _render_stable(log, monday, "UTC", None)
+
+
+def test_the_rendered_log_cache_stays_within_its_size() -> None:
+    from om_core.context import RenderedLogCache
+
+    cache = RenderedLogCache(max_chars=6_000)
+    now = datetime(2026, 3, 2, 8, 0, tzinfo=UTC)
+    for i in range(20):
+        cache.rendered(f"Date: Mar 1, 2026\n* 🔴 (09:00) fact number {i} " + "x" * 500, now, "UTC", None)
+    assert cache._chars <= 6_000 and 0 < len(cache._entries) < 20
