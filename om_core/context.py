@@ -182,10 +182,11 @@ class RenderedLogCache:
     15k-token log, paid on both calls of every turn, which made a turn late in a thread cost more than an
     early one. The log changes only at activation and reflection, and the rendering depends on nothing
     else but the local date and the retrieval guidance, so those are the key (the log by its digest: the
-    key stays small). Bounded by the rendered text's size; least recently used first out.
+    key stays small). Bounded by the rendered text's size (1M characters, up to 4 MB: the logs' emoji make
+    them four bytes a character); least recently used first out.
     """
 
-    def __init__(self, max_chars: int = 4_000_000) -> None:
+    def __init__(self, max_chars: int = 1_000_000) -> None:
         self.max_chars = max_chars
         self._entries: OrderedDict[tuple[bytes, date, str, str | None], list[str]] = OrderedDict()
         self._chars = 0

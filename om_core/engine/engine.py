@@ -130,8 +130,10 @@ class EngineSettings:
     failure_policy: FailurePolicy = "bypass"
     #: Lock lifetimes; locks only de-duplicate work, so an expiry costs duplicate work, never data.
     lock_ttl_s: float = 300.0
-    #: Memory for parsed unobserved parts kept between turns (0 turns the cache off).
-    part_cache_bytes: int = 64 * 1024 * 1024
+    #: Memory for parsed unobserved parts kept between turns (0 turns the cache off). Observed parts are
+    #: never read again but stay until evicted, and the estimate undercounts Python objects about twofold:
+    #: 64 MB let the API grow by ~100 MB over a 1M-token thread. 16 MB holds ~100 full windows.
+    part_cache_bytes: int = 16 * 1024 * 1024
 
 
 @dataclass(frozen=True)
