@@ -9,6 +9,7 @@ import logging
 
 from om_api.settings import ApiSettings
 from om_core import tenancy
+from om_core.startup_heap import freeze_startup_heap
 from om_core.store.db import make_engine
 
 __all__ = ["keys_create", "keys_list", "keys_revoke", "serve"]
@@ -22,8 +23,10 @@ def serve(host: str | None = None, port: int | None = None, *, log_level: str = 
 
     settings = ApiSettings()
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    app = create_app(settings)
+    freeze_startup_heap()
     uvicorn.run(
-        create_app(settings),
+        app,
         host=host or settings.api_host,
         port=port or settings.api_port,
         log_level=log_level,

@@ -30,9 +30,11 @@ from om_core.coordination import Keys
 from om_core.engine import MemoryEngine, lookup_key
 from om_core.engine import events as ev
 from om_core.engine.tasks import BufferObservation, BufferReflection, Observe, Reflect, Task, task_from_dict
+from om_core.models.client import load_litellm
 from om_core.models.retry import RetryPolicy
 from om_core.runtime import build_engine
 from om_core.settings import Settings
+from om_core.startup_heap import freeze_startup_heap
 from om_core.store import records
 from om_core.store.outbox import write_events
 from om_core.tokens import TokenCounter
@@ -98,17 +100,20 @@ def worker_runtime() -> WorkerRuntime:
         return _runtime
 
 
-def _warm_up_before_fork(**_: Any) -> None:
-    """Load the tokenizer once in the parent, so every pool child (also one restarted after a crash)
-    starts with it instead of spending seconds on its first task."""
+def _warm_up_before_serving(**_: Any) -> None:
+    """Load the tokenizer and litellm once in the parent, so every pool child (also one restarted after a
+    crash) starts with them instead of spending seconds on its first task; then take what start-up made out
+    of the garbage collector's sight (`freeze_startup_heap`)."""
     TokenCounter().count_string("warm up")
+    load_litellm()
+    freeze_startup_heap()
 
 
 def _build_runtime_in_child(**_: Any) -> None:
     worker_runtime()
 
 
-worker_init.connect(_warm_up_before_fork, weak=False)
+worker_init.connect(_warm_up_before_serving, weak=False)
 worker_process_init.connect(_build_runtime_in_child, weak=False)
 
 

@@ -271,6 +271,13 @@ def _messages(system: str, user: UserContent) -> list[dict[str, Any]]:
     return messages
 
 
+def load_litellm() -> None:
+    """Import litellm now instead of on the first model call. A worker exists to call models: its first
+    task should not wait for the import, and the import's objects belong in its frozen start-up heap
+    (`om_core.startup_heap`)."""
+    _litellm()
+
+
 def _litellm() -> Any:
     """litellm, imported on the first model call: it costs ~7 s and ~100 MB, which a process that never
     calls a model (the API in celery mode, `om status`, `om migrate`) should not pay at start."""

@@ -1,6 +1,6 @@
 """Blocked turns: a slow memory model, a user who keeps typing, and how often a turn has to wait.
 
-The Observer and Reflector are the fake model with a fixed latency (2 s; the quick run halves every
+The Observer and Reflector are the fake model with a fixed latency (2 s; the quick run quarters every
 duration), the user sends a new message one second (of simulated typing) after each answer, and the
 assistant replies at once. A turn "waited" when either of its calls reports `blocked` (it waited for a
 synchronous observation or reflection). Default settings should never wait in this scenario; a sweep
@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tests.bench.conversations import message_body, with_exchanges
-from tests.bench.fake_latency_model import model_for
 from tests.bench.harness import Bench
 from tests.bench.http_driver import TurnPoster, turn_payload
+from tests.bench.latency_model_ids import model_for
 from tests.bench.results import Target, median
 
 SECTION = "blocking"
@@ -34,7 +34,8 @@ class Scenario:
 
 
 FULL = Scenario(latency_s=2.0, typing_s=1.0, exchanges=80)
-QUICK = Scenario(latency_s=1.0, typing_s=0.5, exchanges=24)
+#: Every duration a quarter of the full run's: whether buffering keeps up depends on their ratio.
+QUICK = Scenario(latency_s=0.5, typing_s=0.25, exchanges=24)
 
 
 @dataclass

@@ -24,7 +24,6 @@ the GIL, like a socket read: a threads pool overlaps the calls exactly as it wou
 from __future__ import annotations
 
 import hashlib
-import os
 import threading
 import time
 import uuid
@@ -37,11 +36,7 @@ from litellm.types.utils import Choices, Message, ModelResponse, Usage
 
 from om_core.models.local_extractive import local_reply
 from om_core.models.local_reflector import count_tokens
-
-PROVIDER = "om-bench"
-LATENCY_ENV = "OM_BENCH_MODEL_LATENCY_S"
-DEFAULT_LATENCY_S = 1.0
-MODEL_PREFIX = "latency"
+from tests.bench.latency_model_ids import MODEL_PREFIX, PROVIDER, latency_of
 
 _priced: set[str] = set()
 _price_lock = threading.Lock()
@@ -64,20 +59,6 @@ def _reply(system: str, user: str) -> tuple[str, int, int]:
         while len(_memo) > _MEMO_SIZE:
             _memo.popitem(last=False)
     return answer
-
-
-def model_for(latency_s: float) -> str:
-    """The router id of the fake model that waits `latency_s` seconds per call."""
-    return f"{PROVIDER}/{MODEL_PREFIX}-{latency_s:g}"
-
-
-def latency_of(model: str) -> float:
-    """Seconds to wait for `model` (`latency-<s>` in the id wins over the environment)."""
-    model_id = model.split("/", 1)[-1]
-    suffix = model_id.removeprefix(MODEL_PREFIX).lstrip("-")
-    if suffix:
-        return max(0.0, float(suffix))
-    return max(0.0, float(os.environ.get(LATENCY_ENV, DEFAULT_LATENCY_S)))
 
 
 def _text(content: object) -> str:

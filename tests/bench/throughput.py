@@ -2,20 +2,23 @@
 
 Model calls are I/O: a worker with the threads pool should overlap N of them, so observations per second
 should grow almost linearly with `--concurrency` until the CPU work around each call (reading the window,
-building the prompt, parsing, committing) fills a core. Each level gets a fresh worker process consuming
+building the prompt, parsing, committing) fills a core. Each level gets fresh worker processes consuming
 `om.buffer` and a backlog of independent threads, each with one unobserved exchange, queued at once; the
 figure is buffered observations stored per second of wall time from the first enqueue to the last result.
 
-This runs on its own Redis database with its own workers, so the main stack's workers never take these
-tasks.
+Each level runs on its own Redis database with its own workers, so no other workers take its tasks. All
+levels' workers start together before the first level runs: a worker's start-up is mostly importing
+litellm (~8 s of CPU here), so starting them side by side uses both cores, and a level's idle neighbours
+cost it nothing measurable (they block on the broker).
 """
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from om_core.config import ObservationalMemoryConfig
@@ -24,13 +27,13 @@ from om_core.models.client import ModelClient
 from om_core.store.db import make_engine
 from tests.bench.conversations import generate
 from tests.bench.cpu import CpuSpan, postgres_pids
-from tests.bench.fake_latency_model import model_for
 from tests.bench.harness import Bench
+from tests.bench.latency_model_ids import model_for
 from tests.bench.memory import resident
 from tests.bench.results import Target, median
 from tests.bench.sqlcount import counting
-from tests.bench.stack import worker_cluster
-from tests.support.workers import HoldingExecutor, Producer, wait_results
+from tests.bench.stack import FAKE_MODEL_MODULE, ThreadPoolCluster, worker_cluster
+from tests.support.workers import HoldingExecutor, Process, Producer, wait_results
 
 SECTION = "throughput"
 REDIS_DB = 9
@@ -58,7 +61,8 @@ FULL = Plan(
     latency_s=1.0,
     levels=[Level(1, 1, 6), Level(4, 1, 16), Level(16, 1, 64), Level(64, 1, 256), Level(64, CORES, 256)],
 )
-QUICK = Plan(latency_s=0.5, levels=[Level(1, 1, 4), Level(16, 1, 48), Level(16, CORES, 48)])
+#: The smoke run keeps the base and the deployment-shaped top level (one process per core).
+QUICK = Plan(latency_s=0.5, levels=[Level(1, 1, 4), Level(16, CORES, 48)])
 
 
 def _prepare(producer: Producer, count: int, tag: str) -> list[tuple[str, int]]:
@@ -88,41 +92,48 @@ def _level_name(concurrency: int, processes: int) -> str:
     return f"{concurrency}" + (f" over {processes} worker processes" if processes > 1 else "")
 
 
-def _level(bench: Bench, cluster: Any, producer: Producer, level: Level) -> dict[str, Any]:
+def _level(
+    bench: Bench, cluster: ThreadPoolCluster, processes: list[Process], level: Level
+) -> dict[str, Any]:
     concurrency, tasks = level.concurrency, level.tasks
-    clock = time.monotonic()
-    threads = _prepare(producer, concurrency + tasks, f"{bench.run_id}-{concurrency}x{level.processes}")
-    warm_up, threads = threads[:concurrency], threads[concurrency:]
-    prepared = time.monotonic() - clock
-    processes = cluster.start_workers([(["om.buffer"], concurrency // level.processes)] * level.processes)
-    bench.say(
-        f"throughput: concurrency {concurrency} over {level.processes} process(es): {tasks} threads prepared "
-        f"in {prepared:.1f} s, workers up in {time.monotonic() - clock - prepared:.1f} s"
-    )
+    producer = cluster.producer()
     try:
-        # One task per worker thread first: each thread's first model call imports and loads what litellm
-        # loads lazily, which is start-up, not throughput.
-        _observe_all(producer, warm_up)
-        port = bench.postgres_port
-        cpu = CpuSpan(
-            {"worker": lambda: [p.popen.pid for p in processes], "postgres": lambda: postgres_pids(port)}
-        ).start()
-        started = time.perf_counter()
-        values = _observe_all(producer, threads)
-        elapsed = time.perf_counter() - started
-        cpu.stop()
-        memory = max((resident(p.popen.pid) for p in processes), key=lambda m: m.rss_mb)
+        clock = time.monotonic()
+        threads = _prepare(producer, concurrency + tasks, f"{bench.run_id}-{concurrency}x{level.processes}")
+        bench.say(
+            f"throughput: concurrency {concurrency} over {level.processes} process(es): {tasks} threads "
+            f"prepared in {time.monotonic() - clock:.1f} s"
+        )
+        return _measure(bench, producer, processes, level, threads)
     finally:
-        for process in processes:
-            process.stop()
-            cluster.processes.remove(process)
+        cluster.stop(processes)
+        producer.engine.db.dispose()
+
+
+def _measure(
+    bench: Bench, producer: Producer, processes: list[Process], level: Level, threads: list[tuple[str, int]]
+) -> dict[str, Any]:
+    concurrency = level.concurrency
+    warm_up, threads = threads[:concurrency], threads[concurrency:]
+    # One task per worker thread first: each thread's first model call imports and loads what litellm
+    # loads lazily, which is start-up, not throughput.
+    _observe_all(producer, warm_up)
+    port = bench.postgres_port
+    cpu = CpuSpan(
+        {"worker": lambda: [p.popen.pid for p in processes], "postgres": lambda: postgres_pids(port)}
+    ).start()
+    started = time.perf_counter()
+    values = _observe_all(producer, threads)
+    elapsed = time.perf_counter() - started
+    cpu.stop()
+    memory = max((resident(p.popen.pid) for p in processes), key=lambda m: m.rss_mb)
     stored = sum(1 for value in values if value is True)
     failed = [repr(v)[:200] for v in values if v is not True]
     return {
         **cpu.summary(len(threads), "observation"),
         "concurrency": concurrency,
         "processes": level.processes,
-        "tasks": tasks,
+        "tasks": level.tasks,
         "stored": stored,
         "failed": failed[:5],
         "seconds": elapsed,
@@ -135,6 +146,7 @@ def _level(bench: Bench, cluster: Any, producer: Producer, level: Level) -> dict
 def profile_observation(bench: Bench, count: int = 8) -> dict[str, Any]:
     """One buffered observation's own cost, in this process with an instant fake model: wall time and
     what it asks of Postgres (the work a worker thread does around the model call)."""
+    importlib.import_module(FAKE_MODEL_MODULE)  # registers the provider here (`run` may have preloaded it)
     config = ObservationalMemoryConfig.parse({"model": model_for(0)})
     db = make_engine(bench.services.database_url)
     engine = MemoryEngine(db, models=ModelClient(), config=config, executor=HoldingExecutor())
@@ -166,14 +178,30 @@ def run(bench: Bench) -> None:
         f"throughput: fake model {plan.latency_s:g} s per call, worker concurrency "
         f"{', '.join(_level_name(v.concurrency, v.processes) for v in plan.levels)} (threads pool, om.buffer)"
     )
-    workdir: Path = bench.workdir / "throughput"
     env = {"OM_MODEL": model_for(plan.latency_s)}
-    with worker_cluster(bench.services, workdir, redis_db=REDIS_DB, env=env) as cluster:
-        producer = cluster.producer()
-        try:
-            levels = [_level(bench, cluster, producer, level) for level in plan.levels]
-        finally:
-            producer.engine.db.dispose()
+    with contextlib.ExitStack() as stack:
+        clusters = [
+            stack.enter_context(
+                worker_cluster(
+                    bench.services, bench.workdir / f"throughput-{index}", redis_db=REDIS_DB + index, env=env
+                )
+            )
+            for index in range(len(plan.levels))
+        ]
+        clock = time.monotonic()
+        spawned = [
+            cluster.spawn_workers([(["om.buffer"], level.concurrency // level.processes)] * level.processes)
+            for cluster, level in zip(clusters, plan.levels, strict=True)
+        ]
+        for cluster, processes in zip(clusters, spawned, strict=True):
+            cluster.wait_started(processes)
+        bench.say(
+            f"throughput: {sum(map(len, spawned))} worker processes up in {time.monotonic() - clock:.1f} s"
+        )
+        levels = [
+            _level(bench, cluster, processes, level)
+            for cluster, processes, level in zip(clusters, spawned, plan.levels, strict=True)
+        ]
     bench.results.series["throughput"] = levels
     bench.section_meta(SECTION, latency_s=plan.latency_s, one_observation=own)
     base = float(levels[0]["per_s"])

@@ -45,6 +45,8 @@ from om_workers.executor import CeleryExecutor
 
 REPO = Path(__file__).resolve().parents[2]
 T = TypeVar("T")
+#: Names of beat processes start with this; workers are named `w<n>-<hex>@<host>`.
+BEAT_PREFIX = "beat"
 
 #: Worker knobs for tests: short leases and backoffs so failure paths run in seconds.
 TEST_WORKER_ENV = {
@@ -248,13 +250,25 @@ class WorkerCluster:
     ) -> list[Process]:
         """Start one worker per (queues, concurrency) and `beats` beat processes, all at once, then wait
         until each worker answers a ping and each beat has started."""
+        processes = self.spawn_workers(specs, beats=beats, env=env)
+        self.wait_started(processes)
+        return processes
+
+    def spawn_workers(
+        self, specs: list[tuple[list[str], int]], *, beats: int = 0, env: Mapping[str, str] | None = None
+    ) -> list[Process]:
+        """`start_workers` without the wait: several clusters can start their processes side by side
+        (start-up is mostly imports, one core each) and then wait for all of them."""
         workers = [self._spawn_worker(queues, concurrency, env) for queues, concurrency in specs]
-        beat_processes = [self._spawn_beat(env) for _ in range(beats)]
-        for process in workers:
-            self._wait_ready(process)
-        for process in beat_processes:
-            self._wait_beat(process)
-        return workers + beat_processes
+        return workers + [self._spawn_beat(env) for _ in range(beats)]
+
+    def wait_started(self, processes: list[Process]) -> None:
+        """Wait until each worker among `processes` answers a ping and each beat has started."""
+        for process in processes:
+            if process.name.startswith(BEAT_PREFIX):
+                self._wait_beat(process)
+            else:
+                self._wait_ready(process)
 
     def _spawn_worker(self, queues: list[str], concurrency: int, env: Mapping[str, str] | None) -> Process:
         unknown = set(queues) - set(QUEUES)
@@ -285,7 +299,7 @@ class WorkerCluster:
 
     def _spawn_beat(self, env: Mapping[str, str] | None) -> Process:
         argv = [sys.executable, "-m", "om_workers.cli", "beat", "--loglevel", "INFO"]
-        name = f"beat{len(self.processes)}"
+        name = f"{BEAT_PREFIX}{len(self.processes)}"
         schedule = {"OM_WORKER_BEAT_SCHEDULE_FILE": str(self.workdir / f"{name}-schedule")}
         return self._spawn(name, argv, {**(env or {}), **schedule})
 
@@ -324,14 +338,16 @@ class WorkerCluster:
         except AssertionError as exc:
             raise AssertionError(f"{exc}\n{process.log()}") from None
 
-    def stop(self) -> None:
-        """Stop every process: all are told at once, so their warm shutdowns overlap."""
-        for process in self.processes:
+    def stop(self, processes: list[Process] | None = None) -> None:
+        """Stop `processes` (default: every process): all are told at once, so their warm shutdowns
+        overlap."""
+        chosen = list(self.processes if processes is None else processes)
+        for process in chosen:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.popen.pid, signal.SIGTERM)
-        for process in reversed(self.processes):
+        for process in reversed(chosen):
             process.stop()
-        self.processes.clear()
+            self.processes.remove(process)
 
     # ---------------------------------------------------------------------------------- producer
 
