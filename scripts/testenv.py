@@ -88,9 +88,20 @@ def init_postgres(workdir: Path) -> PostgresCluster:
         os.chown(workdir, uid, gid)
         os.chown(data, uid, gid)
     subprocess.run(
-        [*prefix, str(pg_bin / "initdb"), "-D", str(data), "-U", "om", "--auth=trust", "-E", "UTF8",
-         "--no-sync"],
-        check=True, stdout=subprocess.DEVNULL,
+        [
+            *prefix,
+            str(pg_bin / "initdb"),
+            "-D",
+            str(data),
+            "-U",
+            "om",
+            "--auth=trust",
+            "-E",
+            "UTF8",
+            "--no-sync",
+        ],
+        check=True,
+        stdout=subprocess.DEVNULL,
     )
     return PostgresCluster(pg_bin, data, tuple(prefix), workdir / "postgres.log")
 
@@ -99,10 +110,28 @@ def start_postgres(cluster: PostgresCluster, port: int) -> subprocess.Popen[byte
     """Start the cluster's server on `port` and wait until it accepts connections (the log is appended
     to, so a restarted server keeps the earlier runs' lines)."""
     server = subprocess.Popen(
-        [*cluster.prefix, str(cluster.pg_bin / "postgres"), "-D", str(cluster.data), "-p", str(port),
-         "-h", "127.0.0.1", "-k", str(cluster.data), "-c", "fsync=off", "-c", "synchronous_commit=off",
-         "-c", "full_page_writes=off", "-c", "max_connections=300"],
-        stdout=subprocess.DEVNULL, stderr=open(cluster.log, "ab"),  # noqa: SIM115
+        [
+            *cluster.prefix,
+            str(cluster.pg_bin / "postgres"),
+            "-D",
+            str(cluster.data),
+            "-p",
+            str(port),
+            "-h",
+            "127.0.0.1",
+            "-k",
+            str(cluster.data),
+            "-c",
+            "fsync=off",
+            "-c",
+            "synchronous_commit=off",
+            "-c",
+            "full_page_writes=off",
+            "-c",
+            "max_connections=300",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=open(cluster.log, "ab"),  # noqa: SIM115
         start_new_session=True,
     )
     try:
@@ -111,7 +140,8 @@ def start_postgres(cluster: PostgresCluster, port: int) -> subprocess.Popen[byte
         while True:
             ready = subprocess.run(
                 [str(cluster.pg_bin / "pg_isready"), "-h", "127.0.0.1", "-p", str(port), "-U", "om"],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
             )
             if ready.returncode == 0:
                 return server

@@ -59,6 +59,14 @@ def test_the_app_acknowledges_late_and_takes_one_message_at_a_time() -> None:
     assert conf.beat_schedule["om-maintenance"]["task"] == "om.maintenance"
 
 
+def test_task_events_are_off_until_asked_for() -> None:
+    """They cost a worker CPU on every task; Flower turns them on in the workers while it runs."""
+    quiet = create_app(Settings(redis_url="redis://127.0.0.1:1/0"), WorkerSettings()).conf
+    assert quiet.worker_send_task_events is False and quiet.task_send_sent_event is False
+    watched = create_app(Settings(redis_url="redis://127.0.0.1:1/0"), WorkerSettings(task_events=True)).conf
+    assert watched.worker_send_task_events is True and watched.task_send_sent_event is True
+
+
 def test_the_worker_app_registers_a_readable_task_per_kind() -> None:
     import om_workers.beat  # noqa: F401  (registers every task, through om_workers.tasks)
     from om_workers.app import app
