@@ -20,8 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-import threading
-from collections import OrderedDict
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
@@ -29,6 +28,7 @@ from typing import Any
 
 from om_core.messages import Message, text_message
 from om_core.relative_time import annotate_relative_times, local_date
+from om_core.sized_lru import SizedLRU
 
 __all__ = [
     "CONTINUATION_MESSAGE_ID",
@@ -182,38 +182,31 @@ class RenderedLogCache:
     15k-token log, paid on both calls of every turn, which made a turn late in a thread cost more than an
     early one. The log changes only at activation and reflection, and the rendering depends on nothing
     else but the local date and the retrieval guidance, so those are the key (the log by its digest: the
-    key stays small). Bounded by the rendered text's size (1M characters, up to 4 MB: the logs' emoji make
-    them four bytes a character); least recently used first out.
+    key stays small). Bounded by the rendered strings' real size (a string holding one emoji takes four
+    bytes a character, and logs carry emoji); each engine has its own.
     """
 
-    def __init__(self, max_chars: int = 1_000_000) -> None:
-        self.max_chars = max_chars
-        self._entries: OrderedDict[tuple[bytes, date, str, str | None], list[str]] = OrderedDict()
-        self._chars = 0
-        self._lock = threading.Lock()
+    def __init__(self, max_bytes: int) -> None:
+        self._lru: SizedLRU[tuple[bytes, date, str, str | None], tuple[str, ...]] = SizedLRU(max_bytes)
 
     def rendered(
         self, observations: str, now: datetime, tz: str, retrieval_guidance: str | None
     ) -> list[str]:
         digest = hashlib.blake2b(observations.encode("utf-8", "surrogatepass"), digest_size=16).digest()
         key = (digest, local_date(now, tz), tz, retrieval_guidance)
-        with self._lock:
-            hit = self._entries.get(key)
-            if hit is not None:
-                self._entries.move_to_end(key)
-                return list(hit)
+        hit = self._lru.get(key)
+        if hit is not None:
+            return list(hit)
         stable = _render_stable(observations, now, tz, retrieval_guidance)
-        size = sum(len(piece) for piece in stable)
-        if size > self.max_chars:
-            return stable
-        with self._lock:
-            if key not in self._entries:
-                self._entries[key] = stable
-                self._chars += size
-            while self._chars > self.max_chars:
-                _, dropped = self._entries.popitem(last=False)
-                self._chars -= sum(len(piece) for piece in dropped)
-        return list(stable)
+        self._lru.put(key, tuple(stable), sum(sys.getsizeof(piece) for piece in stable))
+        return stable
+
+    @property
+    def size_bytes(self) -> int:
+        return self._lru.size_bytes
+
+    def __len__(self) -> int:
+        return len(self._lru)
 
 
 def _render_stable(observations: str, now: datetime, tz: str, retrieval_guidance: str | None) -> list[str]:
@@ -224,9 +217,6 @@ def _render_stable(observations: str, now: datetime, tz: str, retrieval_guidance
             stable.append(rendered)
     stable.append("</observations>")
     return stable
-
-
-_rendered_logs = RenderedLogCache()
 
 
 def build_actor_context(
@@ -240,6 +230,7 @@ def build_actor_context(
     other_conversations: str | None = None,
     retrieval_guidance: str | None = None,
     extra_values: Mapping[str, str] | None = None,
+    rendered_logs: RenderedLogCache | None = None,
 ) -> ActorContext:
     """Assemble the memory messages for one actor step.
 
@@ -247,12 +238,17 @@ def build_actor_context(
     continuation reminder is only produced when they do (and when there is memory at all).
     `other_conversations` (resource scope) is the already rendered `<other-conversation>` sections;
     `retrieval_guidance` is appended to the preamble in retrieval mode; `extra_values` are carried-forward
-    custom extractor values rendered as `<slug>` blocks after the built-in hints.
+    custom extractor values rendered as `<slug>` blocks after the built-in hints. `rendered_logs` keeps
+    the rendered log between calls (the engine passes its own).
     """
     if not active_observations.strip():
         return ActorContext()
 
-    stable = _rendered_logs.rendered(active_observations, now, tz, retrieval_guidance)
+    stable = (
+        rendered_logs.rendered(active_observations, now, tz, retrieval_guidance)
+        if rendered_logs is not None
+        else _render_stable(active_observations, now, tz, retrieval_guidance)
+    )
 
     volatile: list[str] = []
     if other_conversations and other_conversations.strip():

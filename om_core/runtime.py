@@ -16,6 +16,8 @@ def engine_settings(settings: Settings) -> EngineSettings:
         observer_input_cap_tokens=settings.observer_input_cap_tokens,
         blocking_deadline_s=settings.blocking_deadline_s,
         failure_policy=settings.failure_policy,
+        part_cache_bytes=int(settings.part_cache_mb * 1024 * 1024),
+        rendered_log_cache_bytes=int(settings.rendered_log_cache_mb * 1024 * 1024),
     )
 
 

@@ -41,6 +41,12 @@ class Settings(BaseSettings):
         default="bypass", description="bypass: a memory-model outage returns the uncompressed context"
     )
     observer_input_cap_tokens: int = Field(default=64_000, description="Largest Observer input per call")
+    part_cache_mb: float = Field(
+        default=8.0, ge=0, description="Per-process memory for parsed unobserved message parts (0: off)"
+    )
+    rendered_log_cache_mb: float = Field(
+        default=4.0, ge=0, description="Per-process memory for rendered observation logs (0: off)"
+    )
 
     max_message_bytes: int = Field(default=2_000_000, description="Largest accepted message (413 above)")
     max_parts_per_message: int = Field(default=500, description="Most parts in one message")

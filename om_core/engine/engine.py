@@ -19,7 +19,7 @@ from sqlalchemy import Connection, Engine
 
 from om_core import policy, tenancy, triggers
 from om_core.config import ObservationalMemoryConfig, ResolvedConfig, TokenRange
-from om_core.context import ActorContext, build_actor_context
+from om_core.context import ActorContext, RenderedLogCache, build_actor_context
 from om_core.coordination import Coordination, Keys, LocalCoordination, Peek
 from om_core.early_activation import provider_changed, resolve_ttl_ms, ttl_expired
 from om_core.engine import events as ev
@@ -130,10 +130,11 @@ class EngineSettings:
     failure_policy: FailurePolicy = "bypass"
     #: Lock lifetimes; locks only de-duplicate work, so an expiry costs duplicate work, never data.
     lock_ttl_s: float = 300.0
-    #: Memory for parsed unobserved parts kept between turns (0 turns the cache off). Observed parts are
-    #: never read again but stay until evicted, and the estimate undercounts Python objects about twofold:
-    #: 64 MB let the API grow by ~100 MB over a 1M-token thread. 16 MB holds ~100 full windows.
-    part_cache_bytes: int = 16 * 1024 * 1024
+    #: Memory for parsed unobserved parts kept between turns (0 turns the cache off; see
+    #: `store.part_cache`). A full 30k-token window takes ~0.3 MB.
+    part_cache_bytes: int = 8 * 1024 * 1024
+    #: Memory for rendered observation logs (see `context.RenderedLogCache`); a 15k-token log takes ~0.2 MB.
+    rendered_log_cache_bytes: int = 4 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -299,6 +300,8 @@ class MemoryEngine:
         self._resolved_cache: dict[str, ResolvedConfig] = {}
         #: Bodies of unobserved parts this process has stored or read (see `store.part_cache`).
         self.part_cache = PartCache(self.settings.part_cache_bytes)
+        #: Rendered observation logs (see `context.RenderedLogCache`).
+        self.rendered_logs = RenderedLogCache(self.settings.rendered_log_cache_bytes)
 
     # ------------------------------------------------------------------------------------ config
 
@@ -551,12 +554,12 @@ class MemoryEngine:
         self, thread: history.ThreadRow, unobserved: history.Unobserved, fresh: Mapping[int | None, Part]
     ) -> None:
         """After commit only: a rolled-back insert's sequence numbers are reused by the next append."""
-        tokens = {row.seq: row.tokens for row in unobserved.rows}
+        stored = {row.seq for row in unobserved.rows}
         for seq, part in fresh.items():
-            if seq is not None and seq in tokens:
-                self.part_cache.put((thread.id, thread.created_at, seq), part, tokens[seq])
-        for seq, (part, weight) in unobserved.fetched.items():
-            self.part_cache.put((thread.id, thread.created_at, seq), part, weight)
+            if seq is not None and seq in stored:
+                self.part_cache.remember((thread.id, thread.created_at, seq), part)
+        for seq, part in unobserved.fetched.items():
+            self.part_cache.remember((thread.id, thread.created_at, seq), part)
 
     def _read_current(self, thread_id: str) -> _Current:
         """Head, window and unobserved messages as committed now (after work that changed them)."""
@@ -681,6 +684,7 @@ class MemoryEngine:
             now=self.clock(),
             tz=self.settings.timezone,
             has_unobserved_history=bool(visible),
+            rendered_logs=self.rendered_logs,
         )
         return TurnResult(
             thread_id=thread_id,
@@ -707,6 +711,7 @@ class MemoryEngine:
             now=self.clock(),
             tz=self.settings.timezone,
             has_unobserved_history=has_unobserved,
+            rendered_logs=self.rendered_logs,
         )
 
     def _run_blocking(self, task: Task, thread_id: str) -> str | None:

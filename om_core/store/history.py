@@ -338,7 +338,7 @@ class Unobserved:
 
     rows: list[PartTokens]
     messages: list[Message]
-    fetched: dict[int, tuple[Part, float]]
+    fetched: dict[int, Part]
 
 
 def read_unobserved(
@@ -355,14 +355,12 @@ def read_unobserved(
             missing.append(int(row["seq"]))
         else:
             bodies[int(row["seq"])] = part
-    fetched: dict[int, tuple[Part, float]] = {}
+    fetched: dict[int, Part] = {}
     if missing:
-        tokens = {int(row["seq"]): float(row["tokens"]) for row in rows}
         body_rows = conn.execute(_BODIES, {"thread_id": thread_id, "seqs": missing}).mappings()
         for body_row in body_rows:
             seq = int(body_row["seq"])
-            bodies[seq] = Part.model_validate(body_row["body"])
-            fetched[seq] = (bodies[seq], tokens[seq])
+            bodies[seq] = fetched[seq] = Part.model_validate(body_row["body"])
     return Unobserved([_part_tokens(row) for row in rows], _messages_from(rows, bodies, thread_id), fetched)
 
 

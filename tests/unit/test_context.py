@@ -199,7 +199,7 @@ def test_a_rendered_log_is_reused_until_the_local_date_changes() -> None:
     from om_core.context import RenderedLogCache, _render_stable
 
     log = "Date: Mar 1, 2026\n* 🔴 (09:00) User said the tent has a broken zip\n* 🟡 (09:05) Assistant: ok"
-    cache = RenderedLogCache()
+    cache = RenderedLogCache(1_000_000)
     monday = datetime(2026, 3, 2, 8, 0, tzinfo=UTC)
     first = cache.rendered(log, monday, "UTC", None)
     assert first == _render_stable(log, monday, "UTC", None)
@@ -215,8 +215,8 @@ def test_a_rendered_log_is_reused_until_the_local_date_changes() -> None:
 def test_the_rendered_log_cache_stays_within_its_size() -> None:
     from om_core.context import RenderedLogCache
 
-    cache = RenderedLogCache(max_chars=6_000)
+    cache = RenderedLogCache(max_bytes=24_000)
     now = datetime(2026, 3, 2, 8, 0, tzinfo=UTC)
     for i in range(20):
         cache.rendered(f"Date: Mar 1, 2026\n* 🔴 (09:00) fact number {i} " + "x" * 500, now, "UTC", None)
-    assert cache._chars <= 6_000 and 0 < len(cache._entries) < 20
+    assert cache.size_bytes <= 24_000 and 0 < len(cache) < 20
