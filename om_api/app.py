@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from contextlib import asynccontextmanager
 from typing import Any
 
+from anyio import to_thread
 from fastapi import FastAPI
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
@@ -135,6 +136,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 "Use this only for the embedded, single-user mode."
             )
         log.info("om api: executor=%s database=%s", api_settings.executor, runtime.db.url.render_as_string())
+        to_thread.current_default_thread_limiter().total_tokens = api_settings.api_threads
         await run_in_threadpool(runtime.metrics.start_counting)
         stop = asyncio.Event()
         listener = (

@@ -37,6 +37,9 @@ class ApiSettings(Settings):
     sse_heartbeat_s: float = Field(default=15.0, description="Keep-alive comment interval on idle streams")
     sse_settle_s: float = Field(default=2.0, description="How long a stream re-reads recent outbox ids")
     proxy_timeout_s: float = Field(default=600.0, description="Longest actor-model call of the proxy")
+    api_threads: int = Field(
+        default=40, ge=1, description="Requests served at once (a turn waiting on blocking work holds one)"
+    )
 
     @classmethod
     def from_base(cls, settings: Settings) -> ApiSettings:
