@@ -35,7 +35,7 @@ class Scenario:
 
 FULL = Scenario(latency_s=2.0, typing_s=1.0, exchanges=80)
 #: Every duration a quarter of the full run's: whether buffering keeps up depends on their ratio.
-QUICK = Scenario(latency_s=0.5, typing_s=0.25, exchanges=24)
+QUICK = Scenario(latency_s=0.5, typing_s=0.25, exchanges=16)
 
 
 @dataclass

@@ -8,6 +8,7 @@ next one's figures.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 import uuid
@@ -36,6 +37,10 @@ class Bench:
     workdir: Path
     results: Results
     log: list[str] = field(default_factory=list)
+    #: What lives until the end of the run (clusters a section started early).
+    resources: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
+    #: Work a section's start-up began during an earlier section, by section name (see `run.EARLY_STARTS`).
+    early: dict[str, Any] = field(default_factory=dict)
     #: Prefix of every thread and resource id of this run: a reused database (`testenv.py run -- ...`
     #: around several runs) must never hand one run's resource to another run's tenant.
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
