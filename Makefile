@@ -54,7 +54,7 @@ bench: $(STAMP)
 	$(BIN)/python scripts/testenv.py run -- $(BIN)/python -m tests.bench.run
 
 bench-quick: $(STAMP)
-	$(BIN)/python scripts/testenv.py run -- $(BIN)/pytest -q -s tests/bench/test_bench_quick.py
+	$(BIN)/python scripts/testenv.py run -- $(BIN)/pytest -q -s -p no:schemathesis -p no:hypothesispytest tests/bench/test_bench_quick.py
 
 ## make flower: Flower against OM_REDIS_URL (start the stack first, e.g. make up).
 flower: $(STAMP)
