@@ -117,6 +117,13 @@ worker_init.connect(_warm_up_before_serving, weak=False)
 worker_process_init.connect(_build_runtime_in_child, weak=False)
 
 
+#: How much longer than two visibility timeouts a delivery count is kept. The broker makes a dead worker's
+#: message visible again only on a restore scan (kombu runs one about every 100 s at most), and a
+#: replacement worker takes time to start: with a short visibility timeout, a count kept only twice that
+#: long expired before the redelivery and the poison-task bound started again from one.
+DELIVERY_COUNT_SLACK_S = 600.0
+
+
 def delivery_key(cycle_id: str) -> str:
     return f"om:deliveries:{cycle_id}"
 
@@ -198,7 +205,7 @@ def deliver(payload: dict[str, Any]) -> bool:
     """Run one delivery of a task value. Returns what the engine returned (True: something stored)."""
     task = task_from_dict(payload)
     runtime = worker_runtime()
-    ttl = runtime.settings.visibility_timeout_s * 2
+    ttl = runtime.settings.visibility_timeout_s * 2 + DELIVERY_COUNT_SLACK_S
     deliveries = runtime.coordination.incr(delivery_key(task.cycle_id), ttl_s=ttl)
     if deliveries > runtime.settings.max_deliveries:
         log.error(

@@ -167,6 +167,51 @@ def test_a_worker_killed_mid_observer_call_is_redelivered_and_its_chunk_stored_o
     wait_until(cluster.drained, deadline_s=30, what="queues and locks to drain")
 
 
+#: Limits short enough that an unacknowledged message of a dead worker becomes visible again in seconds
+#: (the settings require visibility > hard limit > soft limit > the longest retry wait).
+SHORT_VISIBILITY_ENV = {
+    "OM_WORKER_SOFT_TIME_LIMIT_S": "3",
+    "OM_WORKER_TIME_LIMIT_S": "4",
+    "OM_WORKER_VISIBILITY_TIMEOUT_S": "5",
+    "OM_WORKER_RETRY_MAX_RETRIES": "1",
+}
+
+
+def test_a_whole_threads_pool_worker_killed_mid_call_is_redelivered_after_the_visibility_timeout(
+    postgres_url: str, redis_url: str, pg_engine: Engine, tmp_path: Path
+) -> None:
+    """With the threads pool there is no pool child to lose: the worker process itself dies with the
+    message unacknowledged, and only the broker's visibility timeout hands it to another worker."""
+    env = {"OM_MODEL": "om-local/extractive", "LITELLM_LOG": "ERROR", **SHORT_VISIBILITY_ENV}
+    with worker_cluster(
+        postgres_url=postgres_url, redis_url=redis_url, workdir=tmp_path, db=6, env=env, pool="threads"
+    ) as cluster:
+        (doomed,) = cluster.start_workers([(["om.buffer"], 2)])
+        producer = cluster.producer()
+        thread_id, namespace = scripted_thread(cluster, producer, "sleep:60")
+        task = buffer_task(thread_id)
+        result = CeleryExecutor(producer.app).send(task)
+
+        first = wait_until(
+            lambda: fake_calls(cluster.redis, namespace), deadline_s=60, what="the Observer call"
+        )
+        assert first[0]["pid"] == doomed.popen.pid, "a threads-pool worker calls the model in its own process"
+        os.killpg(doomed.popen.pid, signal.SIGKILL)
+        doomed.popen.wait(timeout=10)
+        cluster.start_workers([(["om.buffer"], 2)])
+
+        assert result.get(timeout=120) is True
+        calls = fake_calls(cluster.redis, namespace)
+        assert [c["action"] for c in calls] == ["sleep:60", "ok"]
+        assert calls[1]["pid"] != doomed.popen.pid
+        assert int(cluster.redis.get(delivery_key(task.cycle_id)) or 0) == 2
+        assert chunk_rows(producer.engine.db, thread_id, task.cycle_id) == 1
+        assert event_count(producer.engine.db, thread_id, ev.BUFFERING_END, task.cycle_id) == 1
+        assert_covered_once(producer.engine.db, thread_id)
+        wait_until(cluster.drained, deadline_s=30, what="queues and locks to drain")
+        producer.engine.db.dispose()
+
+
 def test_a_task_that_kills_every_worker_is_dropped_as_failed_after_the_delivery_bound(
     cluster: WorkerCluster, producer: Producer
 ) -> None:

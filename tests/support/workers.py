@@ -196,6 +196,9 @@ class Producer:
 
 
 class WorkerCluster:
+    #: Celery pool of the workers this cluster starts (`threads` is the deployment advice for model I/O).
+    pool = "prefork"
+
     def __init__(self, *, postgres_url: str, redis_url: str, workdir: Path, env: Mapping[str, str]) -> None:
         self.postgres_url = postgres_url
         self.redis_url = redis_url
@@ -284,7 +287,7 @@ class WorkerCluster:
             "--concurrency",
             str(concurrency),
             "--pool",
-            "prefork",
+            self.pool,
             "--hostname",
             name,
             "--loglevel",
@@ -395,11 +398,18 @@ class WorkerCluster:
 
 @contextlib.contextmanager
 def worker_cluster(
-    *, postgres_url: str, redis_url: str, workdir: Path, db: int, env: Mapping[str, str] | None = None
+    *,
+    postgres_url: str,
+    redis_url: str,
+    workdir: Path,
+    db: int,
+    env: Mapping[str, str] | None = None,
+    pool: str = WorkerCluster.pool,
 ) -> Iterator[WorkerCluster]:
     url = redis_db_url(redis_url, db)
     redis.Redis.from_url(url).flushdb()
     cluster = WorkerCluster(postgres_url=postgres_url, redis_url=url, workdir=workdir, env=env or {})
+    cluster.pool = pool
     try:
         yield cluster
     finally:
