@@ -3,9 +3,10 @@
 A process started with `OM_TEST_CLOCK_OFFSET_FILE=<path>` and `tests/support/clock_skew_site` first on
 `PYTHONPATH` runs `install()` at interpreter start (before Celery, kombu or om_core import anything), so
 `time.time()`, `time.time_ns()` and `datetime.now()` / `utcnow()` / `today()` all return real time plus the
-number of seconds written in the file. The file is re-read at most every 0.1 s, so a test makes the clock
-jump by rewriting it (`set_offset`). Monotonic clocks are left alone: sleeps, timeouts and lock leases
-(kept by Redis) stay real, only what the process believes the date is moves.
+number of seconds written in the file. Every clock read checks whether the file was replaced (one `stat`),
+so once `set_offset` returns, the process's next clock read already sees the jump: a task picked up right
+after the rewrite cannot still run on the old offset. Monotonic clocks are left alone: sleeps, timeouts and
+lock leases (kept by Redis) stay real, only what the process believes the date is moves.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from pathlib import Path
 
 ENV = "OM_TEST_CLOCK_OFFSET_FILE"
 SITE_DIR = Path(__file__).resolve().parent / "clock_skew_site"
-REREAD_S = 0.1
 
 _real_time = time.time
 _real_time_ns = time.time_ns
@@ -35,17 +35,21 @@ class _Offset:
     def __init__(self, path: str) -> None:
         self.path = path
         self.value = 0.0
-        self.read_at = -1.0
+        self.version: tuple[int, int] | None = None  # (inode, mtime) of the file last read
 
     def seconds(self) -> float:
-        now = time.monotonic()
-        if now - self.read_at >= REREAD_S:
-            self.read_at = now
+        try:
+            status = os.stat(self.path)
+        except OSError:
+            return self.value  # no file yet: keep the last value
+        version = (status.st_ino, status.st_mtime_ns)
+        if version != self.version:
             try:
                 with open(self.path) as handle:
                     self.value = float(handle.read().strip() or 0.0)
+                self.version = version
             except (OSError, ValueError):
-                pass  # keep the last value while the test rewrites the file
+                pass  # keep the last value; the next read tries again
         return self.value
 
 
