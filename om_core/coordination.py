@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Protocol
 
 
@@ -38,6 +39,11 @@ class Coordination(Protocol):
     def peek(self, locks: Sequence[str], values: Sequence[str]) -> Peek:
         """Whether each of `locks` is held and the value of each of `values`, read together (one round trip
         where the store is remote: a turn reads five of them)."""
+
+    def now(self) -> datetime:
+        """The time every process agrees on (UTC). Decisions that compare a stored time with "now" across
+        processes (is a trigger due, is a thread quiet) read this, not the local clock, so one host whose
+        clock drifts cannot fire them early or never."""
 
 
 @dataclass(frozen=True)
@@ -120,6 +126,9 @@ class LocalCoordination:
             expiry = time.monotonic() + ttl_s if ttl_s is not None else None
             self._values[name] = (value, expiry)
             return value
+
+    def now(self) -> datetime:
+        return datetime.now(UTC)  # one process: its own clock is the shared one
 
 
 @contextmanager

@@ -160,8 +160,9 @@ def create_app(settings: Settings | None = None, worker: WorkerSettings | None =
             "om-maintenance": {
                 "task": "om.maintenance",
                 "schedule": worker.beat_interval_s,
-                # A backlog of maintenance passes is useless: each pass looks at the current state.
-                "options": {"queue": MAINTENANCE_QUEUE, "expires": max(worker.beat_interval_s * 2, 1.0)},
+                # No `expires`: each worker would judge it by its own clock, and one running ahead would
+                # discard every pass. A backlog is thinned by the pass itself (`MaintenancePolicy.min_gap_s`).
+                "options": {"queue": MAINTENANCE_QUEUE},
             }
         },
         beat_schedule_filename=worker.schedule_file(),

@@ -20,6 +20,7 @@ import threading
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 import redis
 
@@ -131,6 +132,13 @@ class RedisCoordination:
         if ttl_s is not None:
             pipe.pexpire(name, _ms(ttl_s))
         return int(pipe.execute()[0])
+
+    # ------------------------------------------------------------------------------------ clock
+
+    def now(self) -> datetime:
+        """The Redis server's clock (`TIME`): one clock for the whole fleet, like the lock leases."""
+        seconds, microseconds = self.client.time()
+        return datetime.fromtimestamp(seconds + microseconds / 1_000_000, UTC)
 
     # -------------------------------------------------------------------------------- heartbeat
 

@@ -292,29 +292,30 @@ def fake_calls(cluster: WorkerCluster, namespace: str) -> list[dict[str, Any]]:
 def test_a_worker_whose_clock_jumps_keeps_the_invariants_dates_and_one_idle_activation(
     services: Services, workers: Workers
 ) -> None:
-    """The only buffering worker runs a day and two hours ahead, then its clock jumps to as far behind.
+    """The only worker, maintenance included, runs a day and two hours ahead, then its clock jumps to as
+    far behind.
 
     Messages carry real timestamps here (idle time is measured from the last assistant message), so a
-    date taken from the skewed clock instead of the messages would show as another day."""
+    date taken from the skewed clock instead of the messages would show as another day. Idle triggers
+    fire on time all along: the pass reads the fleet's clock (Redis), not the worker's, and beat's passes
+    carry no expiry for the worker to judge by its own clock."""
     thread_id = f"clock-{uuid.uuid4().hex[:8]}"
     config = {"observation": {**BUFFERING["observation"], "activateAfterIdle": "4s"}}
     set_thread_config(services.db, thread_id, config)
-    # Maintenance also runs on a worker with a true clock; neither it nor beat calls a model (no litellm).
-    lean = {"OM_WORKER_IMPORTS": ""}
-    normal, beat = workers.cluster.start_workers([(["om.maintenance"], 1)], beats=1, env=lean)
+    beat = workers.cluster.start_beat(env={"OM_WORKER_IMPORTS": ""})  # beat calls no model
     try:
-        clock_jump_scenario(services, workers, thread_id, normal)
+        clock_jump_scenario(services, workers, thread_id)
     finally:
-        kill_processes(normal, beat)
+        kill_processes(beat)
         clock_skew.set_offset(services.clock_file, 0)
 
 
-def clock_jump_scenario(services: Services, workers: Workers, thread_id: str, normal: Process) -> None:
+def clock_jump_scenario(services: Services, workers: Workers, thread_id: str) -> None:
     db, producer = services.db, workers.producer
     key, ttl = lookup_key(thread_id), timedelta(seconds=4)
     cursors: list[int] = []
     written: list[datetime] = []  # every message's time
-    replies: list[tuple[datetime, datetime]] = []  # (message time, turn end) of assistant turns
+    replies: list[datetime] = []  # message times of assistant turns
 
     def turns(indices: range) -> None:
         for i in indices:
@@ -322,15 +323,19 @@ def clock_jump_scenario(services: Services, workers: Workers, thread_id: str, no
             result = producer.engine.ingest_turn(thread_id, thread_id, [message(i, at=now)])
             written.append(now)
             if i % 2 == 1:  # an assistant message: the thread's activity, which idle time starts from
-                replies.append((now, datetime.now(UTC)))
+                replies.append(now)
             cursors.append(cursor(db, thread_id))
             assert not result.degraded, result.degraded_reason
         outcomes = wait_results(producer.sent.take(thread_id), deadline_s=90)
         assert not [o for o in outcomes if isinstance(o, BaseException)], outcomes
 
     def quiet_since(event: Any) -> datetime:
-        """The activity an idle activation answered: the last reply whose turn ended before it."""
-        return max(at for at, ended in replies if ended <= event.created_at)
+        """The activity an idle activation answered (its payload names it: the event's own time is the
+        skewed worker's)."""
+        return datetime.fromtimestamp(event.payload["lastActivityAt"] / 1000, UTC)
+
+    def answers(event: Any, activity: datetime) -> bool:
+        return abs(quiet_since(event) - activity) < timedelta(milliseconds=2)  # stored in whole ms
 
     def idle_activations() -> list[Any]:
         return [e for e in events(db, thread_id, ev.ACTIVATION) if e.payload.get("triggeredBy") == "ttl"]
@@ -339,32 +344,39 @@ def clock_jump_scenario(services: Services, workers: Workers, thread_id: str, no
     turns(range(0, 6))
     clock_skew.set_offset(services.clock_file, -CLOCK_JUMP_S)
     turns(range(6, 12))
+    last_reply = replies[-1]
     wait_until(
-        lambda: [e for e in idle_activations() if e.created_at >= replies[-1][1]],
+        lambda: [e for e in idle_activations() if answers(e, last_reply)],
         deadline_s=90,
         what="the idle activation after the last turn",
     )
-    passes = maintenance_passes(workers.skewed, normal)
+    passes = maintenance_passes(workers.skewed)
     wait_until(
-        lambda: maintenance_passes(workers.skewed, normal) >= passes + 4,
+        lambda: maintenance_passes(workers.skewed) >= passes + 4,
         deadline_s=60,
         what="four more maintenance passes",
     )
     cursors.append(cursor(db, thread_id))
 
-    # Each idle activation answers its own quiet period, at least the TTL after the activity before it, and
-    # no quiet period is activated twice (beat claims each armed trigger once, whatever the clocks say).
+    # Each idle activation answers its own quiet period, and no quiet period is activated twice (beat
+    # claims each armed trigger once, whatever the clocks say). Each fired at least the TTL after its
+    # activity and within a minute of it by the fleet's clock: a pass on the worker's clock would have
+    # fired a day early (ahead) or never (behind).
     activations = idle_activations()
     periods = [quiet_since(e) for e in activations]
     assert len(periods) == len(set(periods)), f"a quiet period fired twice: {periods}"
-    assert periods[-1] == replies[-1][0], "the last quiet period fired"
-    for event, since in zip(activations, periods, strict=True):
-        assert event.created_at >= since + ttl - timedelta(seconds=1), "fired before the idle TTL"
+    assert all(any(answers(e, at) for at in replies) for e in activations), periods
+    for event in activations:
+        idle_ms = event.payload["ttlExpiredMs"]
+        assert ttl.total_seconds() * 1000 <= idle_ms < 60_000, f"fired {idle_ms} ms after its activity"
     with db.connect() as conn:
-        due = conn.execute(
-            select(schema.triggers.c.due_at).where(schema.triggers.c.lookup_key == key)
-        ).scalar()
+        due, claimed_at = conn.execute(
+            select(schema.triggers.c.due_at, schema.triggers.c.updated_at).where(
+                schema.triggers.c.lookup_key == key
+            )
+        ).one()
     assert due is None, "the claimed trigger stays disarmed until the next turn"
+    assert claimed_at >= last_reply + ttl, "the last trigger was claimed before the idle TTL (real time)"
 
     # The cursor never moved back; the dates in memory are the messages' dates, not the worker's.
     assert cursors == sorted(cursors) and cursors[-1] > 0, f"the cursor moved back: {cursors}"

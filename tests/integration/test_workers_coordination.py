@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
 
 import pytest
 import redis
@@ -139,3 +140,13 @@ def test_a_holder_that_lost_its_lock_cannot_release_the_new_owners(client: redis
     assert client.get(lock) == new.encode(), "the new owner's lock survives the old holder's release"
     rival.release(lock, new)
     stalled.close()
+
+
+def test_now_is_a_utc_clock_shared_by_every_process(coordination: Coordination) -> None:
+    """Redis runs on this host here, so its clock reads as this process's within scheduling noise; what
+    matters elsewhere is that every worker reads the same one."""
+    before = datetime.now(UTC)
+    now = coordination.now()
+    after = datetime.now(UTC)
+    assert now.utcoffset() == timedelta(0)
+    assert before - timedelta(seconds=1) <= now <= after + timedelta(seconds=1)
