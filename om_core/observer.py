@@ -442,21 +442,27 @@ def prepare_observer_context(
     buffered_reflection: str | None,
     reflected_line_count: int | None,
     count: Callable[[str], int],
+    count_line: Callable[[str], int] | None = None,
 ) -> tuple[str, bool]:
     """Previous observations to show the Observer, and whether they were shortened (§5.4).
 
     `budget` None means no truncation (`previousObserverTokens: false`): `existing` is returned unchanged.
     A pending buffered reflection replaces the lines it covers first, so the Observer sees the condensed
-    form the log is about to take.
+    form the log is about to take. `count_line` counts single lines (the engine passes remembered counts:
+    the log's lines recur on every call); a log whose lines alone cannot fit the budget is shortened
+    without counting it whole, so a long log costs no tokenising beyond its new lines.
     """
     if budget is None:
         return existing, False
     context = _apply_buffered_reflection(existing, buffered_reflection, reflected_line_count)
     if budget <= 0:
         return "", True
-    if count(context) <= budget:
+    lines = context.split("\n")
+    line_cost = count_line if count_line is not None else count
+    costs = [line_cost(line) for line in lines]
+    if sum(costs) - (len(lines) - 1) <= budget and count(context) <= budget:
         return context, False
-    return truncate_observations(context, budget, count), True
+    return _Truncator(lines, count, costs).best(budget), True
 
 
 def _apply_buffered_reflection(existing: str, reflection: str | None, line_count: int | None) -> str:
@@ -495,10 +501,10 @@ class _Truncator:
     the result would still fit the budget, it might just keep a little less.
     """
 
-    def __init__(self, lines: list[str], count: Callable[[str], int]) -> None:
+    def __init__(self, lines: list[str], count: Callable[[str], int], costs: list[int] | None = None) -> None:
         self.lines = lines
         self.count = count
-        self.cost = [count(line) for line in lines]
+        self.cost = costs if costs is not None else [count(line) for line in lines]
         self.important = [i for i, line in enumerate(lines) if _is_important(line)]
         n = len(lines)
         self.suffix_cost = [0] * (n + 1)

@@ -64,6 +64,7 @@ from om_core.store.part_cache import PartCache
 from om_core.store.types import ActivationResult, ChunkInput, NewEvent, Record, StoredEvent
 from om_core.temporal import temporal_marker_for
 from om_core.tokens import TokenCounter
+from om_core.tokens.memo import RememberedCounts
 from om_core.transcript import render_transcript
 
 log = logging.getLogger("om.engine")
@@ -302,6 +303,8 @@ class MemoryEngine:
         self.part_cache = PartCache(self.settings.part_cache_bytes)
         #: Rendered observation logs (see `context.RenderedLogCache`).
         self.rendered_logs = RenderedLogCache(self.settings.rendered_log_cache_bytes)
+        #: Token counts of observation lines, which every Observer call shows again (see `tokens.memo`).
+        self.line_counts = RememberedCounts(self.counter.count_string)
 
     # ------------------------------------------------------------------------------------ config
 
@@ -1071,6 +1074,7 @@ class MemoryEngine:
             buffered_reflection=head.buffered_reflection,
             reflected_line_count=head.reflected_observation_line_count,
             count=self.counter.count_string,
+            count_line=self.line_counts,
         )
         system = self._observer_system_prompt(cfg, include_hints)
         user = build_observer_user_message(

@@ -31,6 +31,8 @@ from om_core.observer import (
     thread_title_update,
     truncate_observations,
 )
+from om_core.tokens import default_estimator
+from om_core.tokens.memo import RememberedCounts
 
 
 def chars4(text: str) -> int:
@@ -653,3 +655,49 @@ def test_sort_by_time_sorts(text: str, expected: str) -> None:
 )
 def test_sort_by_time_leaves_unsortable_groups_alone(text: str) -> None:
     assert sort_by_time(text) == text
+
+
+def test_a_long_log_is_shortened_from_remembered_line_counts_without_counting_it_whole() -> None:
+    """Each Observer call shows the log again; the second call counts no old line again and never the
+    whole log (only its new line, markers and the short candidates it renders), and answers exactly as
+    counting everything would."""
+    counted: list[str] = []
+
+    def counting(text: str) -> int:
+        counted.append(text)
+        return chars4(text)
+
+    remembered = RememberedCounts(counting)
+    log, new_line = _log(3000, 7), "* 🟡 (11:00) one more line"
+    for text in (log, f"{log}\n{new_line}"):
+        counted.clear()
+        context, truncated = prepare_observer_context(
+            text,
+            budget=2000,
+            buffered_reflection=None,
+            reflected_line_count=None,
+            count=counting,
+            count_line=remembered,
+        )
+        assert (context, truncated) == (_reference_truncate(text, 2000, chars4), True)
+    single_lines = {line for line in counted if "\n" not in line}
+    assert single_lines - {new_line} <= {line for line in single_lines if line.startswith("[")}, single_lines
+    assert max(map(len, counted)) < len(log) / 10, "the whole log was counted"
+
+
+def test_the_shortcut_past_a_whole_count_gives_the_reference_answer_with_tiktoken() -> None:
+    estimator = default_estimator()
+    for seed, lines, budget in [(3, 400, 2000), (4, 120, 900), (5, 60, 2000)]:
+        text = _log(lines, seed)
+        context, truncated = prepare_observer_context(
+            text,
+            budget=budget,
+            buffered_reflection=None,
+            reflected_line_count=None,
+            count=estimator,
+            count_line=RememberedCounts(estimator),
+        )
+        if estimator(text) <= budget:
+            assert (context, truncated) == (text, False)
+        else:
+            assert (context, truncated) == (_reference_truncate(text, budget, estimator), True)

@@ -9,7 +9,9 @@ from typing import Any
 import pytest
 
 from om_core.messages import Message, Part, text_message
+from om_core.tokens import default_estimator
 from om_core.transcript import (
+    TOOL_RESULT_TOKEN_CAP,
     AttachmentCounter,
     AttachmentRef,
     filter_attachments,
@@ -264,6 +266,44 @@ def test_large_tool_results_are_truncated_with_the_given_counter() -> None:
     kept, suffix = body.rsplit("\n", 1)
     assert words(kept) == 10_000
     assert suffix == "... [truncated ~50 tokens]"
+
+
+def _tool_results() -> dict[str, str]:
+    rows = [
+        {"id": i, "name": f"item {i}", "tags": ["alpha", "beta"], "price": i * 1.25} for i in range(1_400)
+    ]
+    prose = " ".join(
+        f"Sentence {i} talks about harbors, lanterns and the {i % 7}th copper meadow." for i in range(5_000)
+    )
+    return {
+        "json": json.dumps(rows, indent=2),
+        "prose": prose,
+        "cjk and emoji": "東京の天気は晴れです。🌤️ " * 6_000,
+        "one repeated letter": "r" * 120_000,
+        "digits": "".join(str(i) for i in range(40_000)),
+    }
+
+
+@pytest.mark.parametrize("kind", list(_tool_results()))
+def test_the_tool_result_cut_is_the_largest_prefix_within_the_cap_in_a_few_counts(kind: str) -> None:
+    """The search interpolates: it needs a handful of counts of a 10k-token prefix where bisection needs
+    ~17, and cuts where one more character would pass the cap."""
+    result = _tool_results()[kind]
+    estimator = default_estimator()
+    calls: list[int] = []
+
+    def counting(text: str) -> int:
+        calls.append(len(text))
+        return estimator(text)
+
+    rendered = render_transcript(
+        [_assistant("a1", [_tool("c1", "result", args={}, result=result)])], "UTC", counter=counting
+    ).text
+    kept = rendered.split("Tool Result search (2:30 PM): ", 1)[1].rsplit("\n... [truncated ~", 1)[0]
+    assert result.startswith(kept)
+    assert estimator(kept) <= TOOL_RESULT_TOKEN_CAP < estimator(result[: len(kept) + 1])
+    probes = len(calls) - 1  # the whole result is counted once first
+    assert probes <= 8, f"{probes} prefix counts"
 
 
 def test_results_under_the_cap_are_untouched() -> None:
