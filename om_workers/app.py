@@ -25,6 +25,7 @@ from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from om_core.settings import Settings
+from om_workers.broker import transport_for
 from om_workers.ratelimit import RateLimit
 
 OBSERVE_QUEUE = "om.observe"
@@ -124,6 +125,7 @@ def create_app(settings: Settings | None = None, worker: WorkerSettings | None =
     settings = settings or Settings()
     worker = worker or WorkerSettings()
     app = Celery("om", broker=settings.broker, backend=settings.results)
+    app.conf.broker_transport = transport_for(settings.broker)
     transport: dict[str, Any] = {"visibility_timeout": worker.visibility_timeout_s}
     app.conf.update(
         task_queues=_queues(),
