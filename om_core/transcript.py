@@ -342,8 +342,8 @@ class _Renderer:
         on real text).
 
         Each probe tokenises a ~10k-token prefix, so the search interpolates where the cap falls between
-        the bracket's ends (token density is nearly even) instead of bisecting: 3-5 probes on prose and
-        JSON instead of ~17. Bisection steps in when interpolation stops closing the bracket."""
+        the bracket's ends (token density is nearly even) instead of bisecting: 2-7 probes on prose, JSON,
+        CJK and digit runs instead of ~17. Bisection steps in when interpolation stops closing the bracket."""
         cap = TOOL_RESULT_TOKEN_CAP
         low, low_tokens = 0, 0  # invariant: count(text[:low]) <= cap < count(text[:high])
         high, high_tokens = len(text), total
