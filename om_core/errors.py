@@ -70,6 +70,22 @@ class OMConfigError(OMError, ValueError):
         return (OMConfigError, (self.code, self.field, self.detail))
 
 
+class OperationFailed(OMError, RuntimeError):
+    """A blocking observation or reflection failed, and the failure is already recorded (a `*-failed`
+    event, flags cleared, nothing committed).
+
+    Raised, with the original error's message and the original chained, so the turn waiting on the work
+    reports itself degraded. Workers declare it an expected outcome (Celery `throws`): it is logged
+    without a traceback, while any other exception escaping a task is still reported as a crash.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__("OPERATION_FAILED", message)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (OperationFailed, (str(self),))
+
+
 class OMModelTierExceeded(OMError, RuntimeError):
     """`ModelByInputTokens.resolve(n)` got more input tokens than its largest tier allows.
 

@@ -30,6 +30,7 @@ from om_core.coordination import Keys
 from om_core.engine import MemoryEngine, lookup_key
 from om_core.engine import events as ev
 from om_core.engine.tasks import BufferObservation, BufferReflection, Observe, Reflect, Task, task_from_dict
+from om_core.errors import OperationFailed
 from om_core.models.client import load_litellm
 from om_core.models.retry import RetryPolicy
 from om_core.runtime import build_engine
@@ -244,8 +245,13 @@ def reflect(task: dict[str, Any]) -> bool:
     return deliver(task)
 
 
-# Registered by name (what Flower shows); the producer side sends by name too (`CeleryExecutor`).
-app.task(name="om.buffer_observation")(buffer_observation)
-app.task(name="om.buffer_reflection")(buffer_reflection)
-app.task(name="om.observe")(observe)
-app.task(name="om.reflect")(reflect)
+# Registered by name (what Flower shows); the producer side sends by name too (`CeleryExecutor`). A
+# failure the engine recorded (`OperationFailed`) reaches a waiting turn through the result and is logged
+# without a traceback; any other exception escaping a task is a crash and logged as one.
+for _name, _function in (
+    ("om.buffer_observation", buffer_observation),
+    ("om.buffer_reflection", buffer_reflection),
+    ("om.observe", observe),
+    ("om.reflect", reflect),
+):
+    app.task(name=_name, throws=(OperationFailed,))(_function)

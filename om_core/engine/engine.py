@@ -34,7 +34,7 @@ from om_core.engine.tasks import (
     new_cycle_id,
 )
 from om_core.engine.window import Window, build_window, cut_for_budget, cut_keeping_tail
-from om_core.errors import OMError
+from om_core.errors import OMError, OperationFailed
 from om_core.messages import Message, Part
 from om_core.models.selection import DEFAULT_MODEL, ModelByInputTokens, ModelSpec
 from om_core.observer import (
@@ -1264,14 +1264,14 @@ class MemoryEngine:
             output = self._observe_messages(cfg, head, task.thread_id, batch, usage, include_hints=True)
         except Exception as exc:
             self._fail(head, ev.OBSERVATION_FAILED, cycle_id, "observation", started, tokens, exc, usage)
-            raise
+            raise OperationFailed(str(exc) or type(exc).__name__) from exc
         text = output.observations.strip()
         if not text:
             # Committing would move the cursor past parts whose content is nowhere in the log. Keep them raw,
             # and fail like a failed model call, so a turn that waited on this reports itself degraded.
             problem = ObserverDegenerateError("no observations for a non-empty transcript")
             self._fail(head, ev.OBSERVATION_FAILED, cycle_id, "observation", started, tokens, problem, usage)
-            raise problem
+            raise OperationFailed(str(problem)) from problem
         observation_tokens = self.counter.count_string(text)
         completed = self.clock()
 
@@ -1692,7 +1692,7 @@ class MemoryEngine:
                     snapshot, ev.OBSERVATION_FAILED, cycle["id"], "reflection", started, obs, exc, _Usage()
                 )
                 self.coordination.set_int(Keys.reflection_suppressed(key), obs)
-                raise
+                raise OperationFailed(str(exc) or type(exc).__name__) from exc
             out = result.output.observations.strip()
             out_tokens = self.counter.count_string(out)
             if out_tokens >= obs:

@@ -4,6 +4,7 @@ the executor contract, and Flower against the broker."""
 from __future__ import annotations
 
 import os
+import pickle
 import socket
 import subprocess
 import sys
@@ -17,6 +18,7 @@ from celery.exceptions import TimeoutError as ResultTimeout
 from pydantic import ValidationError
 
 from om_core.engine import BufferObservation, BufferReflection, Observe, Reflect, Task, task_from_dict
+from om_core.errors import OperationFailed
 from om_core.settings import Settings
 from om_workers.app import QUEUES, TASK_QUEUES, WorkerSettings, create_app
 from om_workers.cli import worker_argv
@@ -72,6 +74,20 @@ def test_the_worker_app_registers_a_readable_task_per_kind() -> None:
     from om_workers.app import app
 
     assert set(TASK_QUEUES) <= set(app.tasks)
+
+
+def test_a_recorded_failure_is_an_expected_task_outcome_and_keeps_its_message() -> None:
+    """Celery logs it without a traceback (a crash still gets one), and the turn waiting on the result
+    gets it back whole: a JSON result rebuilds it from its message alone."""
+    import om_workers.beat  # noqa: F401
+    from om_workers.app import app
+
+    for name in ("om.observe", "om.reflect", "om.buffer_observation", "om.buffer_reflection"):
+        assert app.tasks[name].throws == (OperationFailed,), name
+    failure = OperationFailed("[OBSERVER_DEGENERATE] no observations for a non-empty transcript")
+    rebuilt = type(failure)(*failure.args)
+    assert str(rebuilt) == str(failure) and rebuilt.code == "OPERATION_FAILED"
+    assert pickle.loads(pickle.dumps(failure)).args == failure.args
 
 
 @dataclass

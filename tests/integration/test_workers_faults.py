@@ -389,6 +389,12 @@ def test_a_looping_model_in_a_blocking_observation_degrades_the_turn_and_keeps_t
         if e.type == ev.OBSERVATION_FAILED
     ]
     assert failures and all("OBSERVER_DEGENERATE" in e.payload["error"] for e in failures)
+    logs = "".join(process.log(tail=1_000_000) for process in cluster.processes)
+    assert "raised expected: OperationFailed" in logs, "the recorded failure reached the result"
+    crashes = [
+        line for line in logs.splitlines() if "raised unexpected" in line and "OBSERVER_DEGENERATE" in line
+    ]
+    assert not crashes, "a recorded failure is not a crash"
 
     strict = cluster.producer(failure_policy="raise")
     with pytest.raises(Exception, match="OBSERVER_DEGENERATE"):
