@@ -36,6 +36,7 @@ from om_core.coordination import LocalCoordination
 from om_core.engine import BufferObservation, EngineSettings, MemoryEngine
 from om_core.engine.engine import ObserverDegenerateError, TurnResult
 from om_core.engine.tasks import Observe, Reflect, Task, Trigger, new_cycle_id
+from om_core.errors import OperationFailed
 from om_core.messages import Message, Part
 from om_core.reflector import ReflectionEmptyError
 from om_core.store import history
@@ -66,6 +67,14 @@ EXPECTED_ERRORS: tuple[type[BaseException], ...] = (
     ObserverDegenerateError,
     ReflectionEmptyError,
 )
+
+
+def expected_failure(exc: BaseException) -> str | None:
+    """The injected fault behind an error a blocking call surfaced, or None for a bug: the error itself, or
+    what a recorded failure (`OperationFailed`) chains."""
+    cause = exc.__cause__ if isinstance(exc, OperationFailed) else exc
+    return type(cause).__name__ if isinstance(cause, EXPECTED_ERRORS) else None
+
 
 RESOURCE_ID = "res-fuzz"
 #: A seed's threads normally finish in seconds; one still running after this is reported as hung.
@@ -410,9 +419,11 @@ class Scenario:
                 engine.reflect(Reflect(self.thread_id, new_cycle_id("reflect")))
             elif op.kind == "maybe_reflect":
                 engine.maybe_reflect(self.thread_id)
-        except EXPECTED_ERRORS as exc:
-            self._count(f"expected-error:{type(exc).__name__}")
         except Exception as exc:
+            expected = expected_failure(exc)
+            if expected is not None:
+                self._count(f"expected-error:{expected}")
+                return
             detail = "".join(traceback.format_exception(exc)[-6:]).strip()
             with self._lock:
                 self.violations.append(
@@ -477,9 +488,11 @@ class Scenario:
     def _perform_task(self, engine: MemoryEngine, task: Task) -> None:
         try:
             engine.run_task(task)
-        except EXPECTED_ERRORS as exc:
-            self._count(f"expected-error:{type(exc).__name__}")
         except Exception as exc:
+            expected = expected_failure(exc)
+            if expected is not None:
+                self._count(f"expected-error:{expected}")
+                return
             detail = "".join(traceback.format_exception(exc)[-6:]).strip()
             self.violations.append(f"[unexpected-exception] drain {type(task).__name__}: {detail}")
 

@@ -30,6 +30,7 @@ from om_core.config import ObservationalMemoryConfig
 from om_core.engine import MemoryEngine
 from om_core.engine.engine import ObserverDegenerateError
 from om_core.engine.tasks import Observe
+from om_core.errors import OperationFailed
 from om_core.reflector import append_tail_after_reflection, replace_leading_lines
 from om_core.store import history, records, schema
 from om_core.store.types import Record
@@ -282,8 +283,9 @@ def test_a_sync_observation_that_returns_nothing_usable_keeps_the_messages(
     for n in range(4):  # ~900 tokens: under the threshold, over the retention floor
         om.ingest_turn(thread_id, "res-1", [PlannedMessage(n, "user", words, n).to_message()])
 
-    with pytest.raises(ObserverDegenerateError):  # a failure, as a failed model call is: the turn degrades
+    with pytest.raises(OperationFailed) as failed:  # a failure, as a failed model call is: the turn degrades
         om.observe(Observe(thread_id, "observe-empty-reply"))
+    assert isinstance(failed.value.__cause__, ObserverDegenerateError)
     after = om.ingest_turn(
         thread_id, "res-1", [PlannedMessage(9, "user", "and one more thing", 9).to_message()]
     )
