@@ -15,6 +15,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from om_api.errors import ApiError
 from om_api.runtime import ApiRuntime
+from om_core.scoped_ids import scoped_id
 
 bearer = HTTPBearer(auto_error=False, description="An OM API key: `om keys create <tenant> <name>`")
 
@@ -25,6 +26,10 @@ class Principal:
 
     tenant_id: str | None
     key_id: str | None = None
+
+    def stored_id(self, public: str) -> str:
+        """The stored id of one of the caller's threads or resources: ids are the tenant's own."""
+        return scoped_id(self.tenant_id, public)
 
 
 def get_runtime(request: Request) -> ApiRuntime:

@@ -17,6 +17,7 @@ from datetime import timedelta
 from typing import Any, Literal, Protocol
 
 from om_core.messages import TOOL_KIND, Message
+from om_core.scoped_ids import public_id
 
 
 class TokenBounds(Protocol):
@@ -365,7 +366,7 @@ class Status:
                 },
             },
             "recordId": record_id,
-            "threadId": thread_id,
+            "threadId": public_id(thread_id) if thread_id is not None else None,
             "stepNumber": step_number,
             "generationCount": generation_count,
         }

@@ -16,6 +16,7 @@ from sqlalchemy import Engine, update
 from om_core.coordination import Coordination, Keys
 from om_core.engine import MemoryEngine, lookup_key
 from om_core.messages import Message
+from om_core.scoped_ids import public_id
 from om_core.store import history, records, schema
 from om_core.store.types import Chunk, Record
 
@@ -120,8 +121,8 @@ def observations_view(
     retired = records.history(db, key, limit=history_limit, offset=history_offset) if history_limit else []
     meta = thread.om_metadata
     return ObservationsView(
-        thread_id=thread.id,
-        resource_id=thread.resource_id,
+        thread_id=public_id(thread.id),
+        resource_id=public_id(thread.resource_id),
         active=_active(head) if head is not None else None,
         buffered_chunks=list(head.chunks) if head is not None else [],
         buffered_reflection=_buffered_reflection(head) if head is not None else None,

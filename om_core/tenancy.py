@@ -4,10 +4,10 @@ A key is `omk_<12 hex>_<secret>`. The `omk_<12 hex>` part is its public id (safe
 SHA-256 of the secret is stored, so a leaked database does not leak usable keys, and verification is one
 primary-key lookup plus a constant-time compare.
 
-Thread and resource ids are global, so ownership is a column: a thread belongs to the tenant whose key
-created it. A tenant asking for another tenant's thread gets the same answer as for a thread that does not
-exist, so ids cannot be probed. `tenant_id=None` means "no tenancy" (the embedded mode without auth): every
-thread is visible and new threads are stored without an owner.
+Thread and resource ids belong to their tenant (`om_core.scoped_ids`): a thread is stored under an id that
+includes its tenant, so a tenant asking for another tenant's thread asks for a key that does not exist and
+gets the answer for an id nobody ever used. Ownership is also a column, checked as a second wall.
+`tenant_id=None` means "no tenancy" (the embedded mode without auth): every thread is visible.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, select, update
 
 from om_core.errors import OMError
+from om_core.scoped_ids import MAX_TENANT_LENGTH, public_id, scoped_id
 from om_core.store import history, schema
 
 __all__ = [
@@ -40,8 +41,10 @@ __all__ = [
     "create_thread_for",
     "list_keys",
     "owned_thread",
+    "public_id",
     "resource_visible",
     "revoke_key",
+    "scoped_id",
     "verify_key",
 ]
 
@@ -93,6 +96,8 @@ def create_key(db: Engine, tenant_id: str, name: str) -> IssuedKey:
     """Issue a key bound to `tenant_id`. The returned secret is the only copy."""
     if not tenant_id.strip():
         raise ValueError("a key needs a tenant id (any non-empty name for the customer or app)")
+    if len(tenant_id) > MAX_TENANT_LENGTH or not tenant_id.isprintable():
+        raise ValueError(f"a tenant id is at most {MAX_TENANT_LENGTH} printable characters")
     key_id = KEY_PREFIX + secrets.token_hex(6)
     secret = secrets.token_urlsafe(32)
     now = datetime.now(UTC)
@@ -184,6 +189,8 @@ class KeyVerifier:
 
 
 def _visible(owner: str | None, tenant_id: str | None) -> bool:
+    """Whether a stored row of `owner` is the caller's. Stored ids already include the tenant, so this
+    holds for every row a caller can name; it is checked anyway, as a second wall behind the first."""
     return tenant_id is None or owner == tenant_id
 
 
@@ -195,12 +202,8 @@ def _resource_owner(conn: Connection, resource_id: str) -> tuple[bool, str | Non
 
 
 def claim_thread(db: Engine, tenant_id: str | None, thread_id: str, resource_id: str) -> bool:
-    """Create the thread owned by `tenant_id`, or confirm the tenant already owns it.
-
-    False when the thread, or the resource a new thread would join, belongs to someone else; callers
-    answer that exactly like "not found". Two tenants racing for a new id: the insert that lands first
-    wins, the other gets False.
-    """
+    """Create the thread (stored ids) for `tenant_id`, or confirm the tenant already owns it; False only
+    if a row under these stored ids belongs to someone else, which callers answer as "not found"."""
     with db.begin() as conn:
         owner = conn.execute(select(T.c.tenant_id).where(T.c.id == thread_id)).first()
         if owner is None:
@@ -213,7 +216,7 @@ def claim_thread(db: Engine, tenant_id: str | None, thread_id: str, resource_id:
 
 
 def owned_thread(db: Engine, tenant_id: str | None, thread_id: str) -> history.ThreadRow | None:
-    """The thread if it exists and the tenant may see it; None otherwise (one answer for both cases)."""
+    """The thread under its stored id if the tenant may see it; None otherwise (one answer for both)."""
     thread = history.get_thread(db, thread_id)
     if thread is None or not _visible(thread.tenant_id, tenant_id):
         return None
@@ -221,23 +224,22 @@ def owned_thread(db: Engine, tenant_id: str | None, thread_id: str) -> history.T
 
 
 def resource_visible(db: Engine, tenant_id: str | None, resource_id: str) -> bool:
-    """Whether the resource exists and belongs to the tenant (or tenancy is off)."""
+    """Whether the resource (stored id) exists and belongs to the tenant (or tenancy is off)."""
     with db.connect() as conn:
         exists, owner = _resource_owner(conn, resource_id)
     return exists and _visible(owner, tenant_id)
 
 
 class ThreadNotVisible(OMError, LookupError):
-    """The thread, or the resource a new thread would join, belongs to another tenant. Answered exactly
-    like a missing thread, so ids cannot be probed."""
+    """A stored row under the caller's ids belongs to someone else. It cannot happen while stored ids
+    include the tenant; if it ever does, it is answered exactly like a missing thread."""
 
     def __init__(self, thread_id: str, resource_id: str) -> None:
         self.thread_id = thread_id
         self.resource_id = resource_id
         super().__init__(
             "THREAD_NOT_FOUND",
-            f"thread {thread_id!r} does not exist for this API key, or resource {resource_id!r} belongs to "
-            "another tenant: choose ids of your own",
+            f"thread {public_id(thread_id)!r} does not exist for this API key; post a turn to create it",
         )
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -253,8 +255,8 @@ class ResourceMismatch(OMError, ValueError):
         self.given = given
         super().__init__(
             "RESOURCE_MISMATCH",
-            f"thread {thread_id!r} belongs to resource {actual!r}, not {given!r}: send its resource_id "
-            "(or leave it out)",
+            f"thread {public_id(thread_id)!r} belongs to resource {public_id(actual)!r}, not "
+            f"{public_id(given)!r}: send its resource_id (or leave it out)",
         )
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -264,9 +266,8 @@ class ResourceMismatch(OMError, ValueError):
 def create_thread_for(
     conn: Connection, tenant_id: str | None, thread_id: str, resource_id: str
 ) -> history.ThreadRow:
-    """Create the thread for the tenant inside the caller's transaction and return it locked. Refused when
-    the resource is another tenant's; when another tenant created the same id a moment earlier, the
-    returned row is theirs and `check_turn_access` refuses it."""
+    """Create the thread (stored ids) for the tenant inside the caller's transaction and return it
+    locked. A resource row of someone else under the same stored id is refused (see `_visible`)."""
     exists, owner = _resource_owner(conn, resource_id)
     if exists and not _visible(owner, tenant_id):
         raise ThreadNotVisible(thread_id, resource_id)

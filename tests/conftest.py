@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -51,6 +52,13 @@ def sqlite_engine(tmp_path: Path) -> Iterator[Engine]:
     upgrade(engine)
     yield engine
     engine.dispose()
+
+
+@pytest.fixture
+def tenant() -> str:
+    """A fresh tenant. Its thread `t` is stored as `scoped_id(tenant, t)`: what a test reading the
+    database directly must ask for."""
+    return f"tenant-{uuid.uuid4().hex[:8]}"
 
 
 @pytest.fixture(params=["postgres", "sqlite"])

@@ -43,7 +43,8 @@ COMMON_ERRORS = errors(401, 404, 422, 503)
 
 
 def require_thread(runtime: ApiRuntime, caller: Principal, thread_id: str) -> ThreadRow:
-    thread = tenancy.owned_thread(runtime.db, caller.tenant_id, thread_id)
+    """The caller's thread by the id it chose; its `id` is the stored id the core works with."""
+    thread = tenancy.owned_thread(runtime.db, caller.tenant_id, caller.stored_id(thread_id))
     if thread is None:
         raise thread_not_found(thread_id)
     return thread

@@ -58,16 +58,16 @@ async def get_events(
     ] = None,
     follow: Annotated[bool, Query(description="Keep the stream open for live events")] = True,
 ) -> StreamingResponse:
-    await run_in_threadpool(require_thread, runtime, caller, thread_id)
+    thread = await run_in_threadpool(require_thread, runtime, caller, thread_id)
     settings = runtime.settings
 
     async def read(after_id: int, limit: int) -> list[StoredEvent]:
         return await run_in_threadpool(
-            list_events, runtime.db, thread_id=thread_id, after_id=after_id, limit=limit
+            list_events, runtime.db, thread_id=thread.id, after_id=after_id, limit=limit
         )
 
     body = stream(
-        thread_id=thread_id,
+        thread_id=thread.id,
         cursor=last_event_id or after,
         follow=follow,
         read=read,

@@ -12,7 +12,7 @@ from fastapi import APIRouter, Body, Query, Response
 from pydantic import ValidationError
 from sqlalchemy.exc import DBAPIError
 
-from om_api.auth import Caller, Runtime
+from om_api.auth import Caller, Principal, Runtime
 from om_api.errors import ApiError, field_path, thread_not_found
 from om_api.routes.common import COMMON_ERRORS, ThreadId, errors, event_out, require_thread
 from om_api.runtime import ApiRuntime
@@ -39,6 +39,7 @@ from om_core import queries, tenancy
 from om_core.engine import Observe, Reflect, Task, TurnResult, new_cycle_id
 from om_core.engine import events as ev
 from om_core.errors import OMConfigError
+from om_core.scoped_ids import public_id, scoped_id
 from om_core.store import history
 from om_core.store.outbox import last_event_id, list_events
 
@@ -91,30 +92,23 @@ def _check_limits(body: TurnRequest, settings: ApiSettings) -> None:
             )
 
 
-def _claim(runtime: ApiRuntime, tenant_id: str | None, thread_id: str, resource_id: str | None) -> str:
-    """Create or confirm the caller's thread; returns its resource id."""
-    resource = resource_id or thread_id
-    if not tenancy.claim_thread(runtime.db, tenant_id, thread_id, resource):
-        # Ids are global: the thread, or the resource a new thread would join, is another tenant's. One
-        # answer for both, so neither can be probed.
-        raise ApiError(
-            404,
-            "thread_not_found",
-            f"thread {thread_id!r} does not exist for this API key, or resource {resource!r} belongs to "
-            "another tenant: choose ids of your own",
-        )
-    thread = history.get_thread(runtime.db, thread_id)
+def _claim(runtime: ApiRuntime, caller: Principal, thread_id: str, resource_id: str) -> history.ThreadRow:
+    """Create or confirm the caller's thread (public ids in, the stored row out)."""
+    stored = caller.stored_id(thread_id)
+    if not tenancy.claim_thread(runtime.db, caller.tenant_id, stored, caller.stored_id(resource_id)):
+        raise thread_not_found(thread_id)
+    thread = history.get_thread(runtime.db, stored)
     if thread is None:  # deleted between the two reads
         raise thread_not_found(thread_id)
-    if resource_id is not None and thread.resource_id != resource_id:
+    if thread.resource_id != caller.stored_id(resource_id):
         raise ApiError(
             409,
             "resource_mismatch",
-            f"thread {thread_id!r} belongs to resource {thread.resource_id!r}, not {resource_id!r}: "
-            "send its resource_id (or leave it out)",
+            f"thread {thread_id!r} belongs to resource {public_id(thread.resource_id)!r}, not "
+            f"{resource_id!r}: send its resource_id (or leave it out)",
             field="resource_id",
         )
-    return thread.resource_id
+    return thread
 
 
 def ingest(
@@ -129,15 +123,16 @@ def ingest(
     turn_end: bool | None = None,
 ) -> tuple[TurnResult, str]:
     """The turn path shared by `/turns` and the proxy: check the broker, then one engine turn, which also
-    creates the thread for the caller or confirms the caller owns it (inside its store transaction).
+    creates the thread for the caller or confirms the caller owns it (inside its store transaction). Ids
+    are the caller's public ones; the engine gets the stored ids, which include the tenant.
 
     The broker is checked first so that a turn refused for an unreachable broker writes nothing at all.
     """
     runtime.require_broker()
     try:
         result = runtime.engine.ingest_turn(
-            thread_id,
-            resource_id,
+            scoped_id(tenant_id, thread_id),
+            scoped_id(tenant_id, resource_id) if resource_id is not None else None,
             messages,
             actor_model=actor_model,
             step_number=step_number,
@@ -191,8 +186,8 @@ def _status_or_none(runtime: ApiRuntime, thread_id: str) -> StatusPayload | None
     summary="The thread's data-om-status payload",
 )
 def get_status(thread_id: ThreadId, runtime: Runtime, caller: Caller) -> StatusPayload:
-    require_thread(runtime, caller, thread_id)
-    status = _status_or_none(runtime, thread_id)
+    thread = require_thread(runtime, caller, thread_id)
+    status = _status_or_none(runtime, thread.id)
     if status is None:
         raise ApiError(
             404, "no_memory_yet", f"thread {thread_id!r} has no memory record yet: post a turn first"
@@ -258,8 +253,8 @@ def get_messages(
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     before_seq: Annotated[int | None, Query(ge=1, le=2**62, description="next_before_seq of a page")] = None,
 ) -> MessagesResponse:
-    require_thread(runtime, caller, thread_id)
-    page = queries.messages_page(runtime.db, thread_id, before_seq=before_seq, limit=limit)
+    thread = require_thread(runtime, caller, thread_id)
+    page = queries.messages_page(runtime.db, thread.id, before_seq=before_seq, limit=limit)
     return MessagesResponse(
         thread_id=thread_id,
         messages=[StoredMessage.of(m) for m in page.messages],
@@ -271,9 +266,9 @@ def get_messages(
 
 
 def _operate(
-    runtime: ApiRuntime, thread_id: str, task: Task, wait: bool, operation: str
+    runtime: ApiRuntime, thread: history.ThreadRow, task: Task, wait: bool, operation: str
 ) -> OperationResponse:
-    first = last_event_id(runtime.db, thread_id)
+    first = last_event_id(runtime.db, thread.id)
     runtime.require_broker()
     completed = False
     error: str | None = None
@@ -286,20 +281,20 @@ def _operate(
             completed, error = True, f"{type(exc).__name__}: {exc}"
     else:
         runtime.engine.executor.submit(task)
-    produced = list_events(runtime.db, thread_id=thread_id, after_id=first, limit=1_000)
+    produced = list_events(runtime.db, thread_id=thread.id, after_id=first, limit=1_000)
     applied = any(
         e.type in (ev.OBSERVATION_END, ev.ACTIVATION) and e.payload.get("operationType") == operation
         for e in produced
     )
     return OperationResponse(
-        thread_id=thread_id,
+        thread_id=public_id(thread.id),
         operation=operation,
         cycle_id=task.cycle_id,
         completed=completed,
         applied=applied,
         error=error,
         events=[event_out(e) for e in produced],
-        status=_status_or_none(runtime, thread_id),
+        status=_status_or_none(runtime, thread.id),
     )
 
 
@@ -315,10 +310,10 @@ def post_observe(
     caller: Caller,
     body: Annotated[ObserveRequest | None, Body()] = None,
 ) -> OperationResponse:
-    require_thread(runtime, caller, thread_id)
+    thread = require_thread(runtime, caller, thread_id)
     wait = body.wait if body is not None else True
-    task = Observe(thread_id, new_cycle_id("observe"), trigger="manual")
-    return _operate(runtime, thread_id, task, wait, "observation")
+    task = Observe(thread.id, new_cycle_id("observe"), trigger="manual")
+    return _operate(runtime, thread, task, wait, "observation")
 
 
 @router.post(
@@ -333,10 +328,10 @@ def post_reflect(
     caller: Caller,
     body: Annotated[ReflectRequest | None, Body()] = None,
 ) -> OperationResponse:
-    require_thread(runtime, caller, thread_id)
+    thread = require_thread(runtime, caller, thread_id)
     request = body or ReflectRequest()
-    task = Reflect(thread_id, new_cycle_id("reflect"), trigger="manual", manual_prompt=request.prompt)
-    return _operate(runtime, thread_id, task, request.wait, "reflection")
+    task = Reflect(thread.id, new_cycle_id("reflect"), trigger="manual", manual_prompt=request.prompt)
+    return _operate(runtime, thread, task, request.wait, "reflection")
 
 
 # ----------------------------------------------------------------------------------------- config
@@ -365,11 +360,11 @@ def get_config(thread_id: ThreadId, runtime: Runtime, caller: Caller) -> ConfigR
 )
 def put_config(thread_id: ThreadId, body: ConfigRequest, runtime: Runtime, caller: Caller) -> ConfigResponse:
     if body.resource_id is not None:
-        _claim(runtime, caller.tenant_id, thread_id, body.resource_id)
+        thread = _claim(runtime, caller, thread_id, body.resource_id)
     else:
-        require_thread(runtime, caller, thread_id)
+        thread = require_thread(runtime, caller, thread_id)
     try:
-        effective = queries.set_config_overrides(runtime.engine, thread_id, body.overrides)
+        effective = queries.set_config_overrides(runtime.engine, thread.id, body.overrides)
     except ValidationError as exc:
         error = exc.errors()[0]
         field = field_path(error["loc"], skip_source=False)
@@ -395,7 +390,7 @@ def put_config(thread_id: ThreadId, body: ConfigRequest, runtime: Runtime, calle
     summary="Delete the thread: its messages, observations, chunks and events",
 )
 def delete_thread(thread_id: ThreadId, runtime: Runtime, caller: Caller) -> Response:
-    require_thread(runtime, caller, thread_id)
-    if not queries.delete_thread(runtime.db, thread_id, runtime.engine.coordination):
+    thread = require_thread(runtime, caller, thread_id)
+    if not queries.delete_thread(runtime.db, thread.id, runtime.engine.coordination):
         raise thread_not_found(thread_id)
     return Response(status_code=204)

@@ -58,6 +58,7 @@ from om_core.reflector import (
     replace_leading_lines,
 )
 from om_core.reply_checks import unusable_reply
+from om_core.scoped_ids import public_id
 from om_core.store import history, records
 from om_core.store.outbox import has_event, last_event_id, list_events, write_events
 from om_core.store.part_cache import PartCache
@@ -140,6 +141,8 @@ class EngineSettings:
 
 @dataclass(frozen=True)
 class TurnResult:
+    """What the actor sees next. Ids are public: the ones the caller's tenant chose (`scoped_ids`)."""
+
     thread_id: str
     record_id: str
     system_messages: list[str]
@@ -690,8 +693,8 @@ class MemoryEngine:
             rendered_logs=self.rendered_logs,
         )
         return TurnResult(
-            thread_id=thread_id,
-            resource_id=thread.resource_id,
+            thread_id=public_id(thread_id),
+            resource_id=public_id(thread.resource_id),
             record_id=head.id,
             system_messages=list(context.system_messages),
             messages=visible,

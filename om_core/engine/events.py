@@ -9,6 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from om_core.scoped_ids import public_id
 from om_core.store.types import ActivatedChunk, NewEvent
 
 STATUS = "data-om-status"
@@ -21,6 +22,11 @@ BUFFERING_FAILED = "data-om-buffering-failed"
 ACTIVATION = "data-om-activation"
 THREAD_UPDATE = "data-om-thread-update"
 SYSTEM_REMINDER = "data-system-reminder"
+
+
+def _public(thread_id: str | None) -> str | None:
+    """Payloads are what clients read: they name the thread by the id its tenant chose."""
+    return public_id(thread_id) if thread_id is not None else None
 
 
 def iso(moment: datetime) -> str:
@@ -62,8 +68,8 @@ def start(
             "startedAt": iso(started_at),
             token_key: tokens,
             "recordId": record_id,
-            "threadId": thread_id,
-            "threadIds": [thread_id] if thread_id else [],
+            "threadId": _public(thread_id),
+            "threadIds": [public_id(thread_id)] if thread_id else [],
             "config": config,
         },
         cycle_id,
@@ -95,7 +101,7 @@ def observation_end(
         "observationTokens": observation_tokens,
         "observations": observations,
         "recordId": record_id,
-        "threadId": thread_id,
+        "threadId": _public(thread_id),
         **usage,
     }
     if seq_range is not None:
@@ -131,7 +137,7 @@ def buffering_end(
             "bufferedTokens": buffered_tokens,
             "observations": observations,
             "recordId": record_id,
-            "threadId": thread_id,
+            "threadId": _public(thread_id),
             **usage,
         },
         cycle_id,
@@ -160,7 +166,7 @@ def failed(
         "tokensAttempted": tokens_attempted,
         "error": error,
         "recordId": record_id,
-        "threadId": thread_id,
+        "threadId": _public(thread_id),
         **(usage or {}),
     }
     if retrying:
@@ -193,7 +199,7 @@ def chunk_activation(
             "observations": chunk.observations,
             "triggeredBy": triggered_by,
             "recordId": record_id,
-            "threadId": thread_id,
+            "threadId": _public(thread_id),
             "config": config,
             # The stored parts this observation covers (sequence range), for audits and replay.
             "seqRange": [chunk.from_seq, chunk.to_seq],
@@ -231,7 +237,7 @@ def reflection_activation(
             "observations": observations,
             "triggeredBy": triggered_by,
             "recordId": record_id,
-            "threadId": thread_id,
+            "threadId": _public(thread_id),
             "config": config,
             **trigger_details,
         },
@@ -244,7 +250,7 @@ def thread_update(
 ) -> NewEvent:
     payload: dict[str, Any] = {
         "cycleId": cycle_id,
-        "threadId": thread_id,
+        "threadId": _public(thread_id),
         "newTitle": new_title,
         "timestamp": iso(timestamp),
     }

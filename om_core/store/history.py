@@ -16,6 +16,7 @@ from sqlalchemy import Connection, Engine, bindparam, delete, func, select, upda
 from sqlalchemy.dialects import postgresql, sqlite
 
 from om_core.messages import Message, Part
+from om_core.scoped_ids import public_id
 from om_core.store import schema
 
 T = schema.threads
@@ -288,8 +289,8 @@ def _assemble(rows: Sequence[Any], message_rows: dict[str, Any], thread_id: str)
                 role=meta["role"],
                 parts=message_parts,
                 created_at=meta["created_at"],
-                thread_id=thread_id,
-                resource_id=meta["resource_id"],
+                thread_id=public_id(thread_id),
+                resource_id=public_id(meta["resource_id"]),
                 metadata=dict(meta["metadata"] or {}),
             )
         )
@@ -391,8 +392,8 @@ def _messages_from(rows: Sequence[Any], bodies: dict[int, Part], thread_id: str)
             role=meta[message_id]["role"],
             parts=grouped[message_id],
             created_at=meta[message_id]["created_at"],
-            thread_id=thread_id,
-            resource_id=meta[message_id]["resource_id"],
+            thread_id=public_id(thread_id),
+            resource_id=public_id(meta[message_id]["resource_id"]),
             metadata=dict(meta[message_id]["metadata"] or {}),
         )
         for message_id in ordered

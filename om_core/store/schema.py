@@ -41,6 +41,12 @@ from sqlalchemy.engine import Dialect
 
 metadata = MetaData()
 
+#: Thread and resource ids as stored: `<tenant>/<id>` (`om_core.scoped_ids`), a 255-character tenant and a
+#: 255-character public id at most.
+ID_LENGTH = 512
+#: Lookup keys: `thread:` or `resource:` and a stored id.
+KEY_LENGTH = 600
+
 #: JSONB on Postgres, JSON text on SQLite.
 Json = JSON().with_variant(JSONB(), "postgresql")
 
@@ -73,7 +79,7 @@ Timestamp = UtcDateTime()
 resources = Table(
     "om_resources",
     metadata,
-    Column("id", String(255), primary_key=True),
+    Column("id", String(ID_LENGTH), primary_key=True),
     Column("tenant_id", String(255), nullable=True),
     Column("metadata", Json, nullable=False, server_default=text("'{}'")),
     Column("created_at", Timestamp, nullable=False),
@@ -82,8 +88,8 @@ resources = Table(
 threads = Table(
     "om_threads",
     metadata,
-    Column("id", String(255), primary_key=True),
-    Column("resource_id", String(255), nullable=False),
+    Column("id", String(ID_LENGTH), primary_key=True),
+    Column("resource_id", String(ID_LENGTH), nullable=False),
     Column("tenant_id", String(255), nullable=True),
     Column("title", Text, nullable=True),
     # OM's per-thread metadata: currentTask, suggestedResponse, threadTitle, extracted, cursors (§3.3).
@@ -101,9 +107,9 @@ threads = Table(
 messages = Table(
     "om_messages",
     metadata,
-    Column("thread_id", String(255), ForeignKey("om_threads.id", ondelete="CASCADE"), primary_key=True),
+    Column("thread_id", String(ID_LENGTH), ForeignKey("om_threads.id", ondelete="CASCADE"), primary_key=True),
     Column("id", String(255), primary_key=True),
-    Column("resource_id", String(255), nullable=False),
+    Column("resource_id", String(ID_LENGTH), nullable=False),
     Column("role", String(16), nullable=False),
     Column("created_at", Timestamp, nullable=False),
     Column("metadata", Json, nullable=False, server_default=text("'{}'")),
@@ -115,7 +121,7 @@ messages = Table(
 parts = Table(
     "om_parts",
     metadata,
-    Column("thread_id", String(255), ForeignKey("om_threads.id", ondelete="CASCADE"), primary_key=True),
+    Column("thread_id", String(ID_LENGTH), ForeignKey("om_threads.id", ondelete="CASCADE"), primary_key=True),
     Column("seq", BigInteger, primary_key=True),
     Column("message_id", String(255), nullable=False),
     Column("part_index", Integer, nullable=False),
@@ -133,10 +139,10 @@ records = Table(
     "om_records",
     metadata,
     Column("id", String(64), primary_key=True),
-    Column("lookup_key", String(300), nullable=False),
+    Column("lookup_key", String(KEY_LENGTH), nullable=False),
     Column("scope", String(16), nullable=False),
-    Column("thread_id", String(255), nullable=True),
-    Column("resource_id", String(255), nullable=False),
+    Column("thread_id", String(ID_LENGTH), nullable=True),
+    Column("resource_id", String(ID_LENGTH), nullable=False),
     Column("created_at", Timestamp, nullable=False),
     Column("updated_at", Timestamp, nullable=False),
     Column("origin_type", String(16), nullable=False),
@@ -180,7 +186,7 @@ chunks = Table(
     "om_chunks",
     metadata,
     Column("id", String(64), primary_key=True),
-    Column("lookup_key", String(300), nullable=False),
+    Column("lookup_key", String(KEY_LENGTH), nullable=False),
     Column("record_id", String(64), ForeignKey("om_records.id", ondelete="CASCADE"), nullable=False),
     # Order inside the list; assigned at append from a counter, never reused.
     Column("position", BigInteger, nullable=False),
@@ -191,7 +197,7 @@ chunks = Table(
     Column("message_ids", Json, nullable=False),
     Column("message_tokens", Integer, nullable=False),
     # Covered parts: thread_id's parts with from_seq < seq <= to_seq.
-    Column("thread_id", String(255), nullable=True),
+    Column("thread_id", String(ID_LENGTH), nullable=True),
     Column("from_seq", BigInteger, nullable=False),
     Column("to_seq", BigInteger, nullable=False),
     Column("last_observed_at", Timestamp, nullable=True),
@@ -208,9 +214,9 @@ events = Table(
     "om_events",
     metadata,
     Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
-    Column("thread_id", String(255), nullable=True),
-    Column("resource_id", String(255), nullable=True),
-    Column("lookup_key", String(300), nullable=False),
+    Column("thread_id", String(ID_LENGTH), nullable=True),
+    Column("resource_id", String(ID_LENGTH), nullable=True),
+    Column("lookup_key", String(KEY_LENGTH), nullable=False),
     Column("record_id", String(64), nullable=True),
     Column("type", String(64), nullable=False),
     Column("cycle_id", String(128), nullable=True),
@@ -233,10 +239,10 @@ events = Table(
 triggers = Table(
     "om_triggers",
     metadata,
-    Column("lookup_key", String(300), primary_key=True),
+    Column("lookup_key", String(KEY_LENGTH), primary_key=True),
     Column("kind", String(32), primary_key=True),
-    Column("thread_id", String(255), nullable=True),
-    Column("resource_id", String(255), nullable=True),
+    Column("thread_id", String(ID_LENGTH), nullable=True),
+    Column("resource_id", String(ID_LENGTH), nullable=True),
     Column("due_at", Timestamp, nullable=True),
     Column("payload", Json, nullable=False, server_default=text("'{}'")),
     Column("updated_at", Timestamp, nullable=False),

@@ -34,6 +34,8 @@ class Bench:
     cluster: ThreadPoolCluster
     api: ApiServer
     api_key: str
+    #: The key's tenant: a thread `t` is stored as `scoped_id(tenant, t)`.
+    tenant: str
     workdir: Path
     results: Results
     log: list[str] = field(default_factory=list)

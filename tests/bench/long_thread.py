@@ -328,11 +328,12 @@ def _where_lost(
 ) -> tuple[list[str], list[str]]:
     """Split the missing facts into those no Observer output ever stated and those lost afterwards
     (a reflection condensed them away)."""
+    from om_core.scoped_ids import scoped_id
     from om_core.store.outbox import list_events
 
     events = list_events(
         bench.services.db,
-        thread_id=thread_id,
+        thread_id=scoped_id(bench.tenant, thread_id),
         limit=10_000_000,
         types=("data-om-buffering-end", "data-om-observation-end"),
     )

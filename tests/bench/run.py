@@ -139,12 +139,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             if preload is not None:
                 preload.join()  # no section may share the CPU with a background import
             results.sections["memory"] = {"api_at_start": vars(memory.resident(api.process.pid))}
+            tenant = f"bench-{int(time.time())}"
             bench = Bench(
                 quick=args.quick,
                 services=svc,
                 cluster=cluster,
                 api=api,
-                api_key=new_key(svc, f"bench-{int(time.time())}"),
+                api_key=new_key(svc, tenant),
+                tenant=tenant,
                 workdir=workdir,
                 results=results,
             )

@@ -63,6 +63,7 @@ from om_core import tenancy
 from om_core.engine import BufferObservation, lookup_key, new_cycle_id
 from om_core.engine.tasks import BufferReflection, Observe, Reflect, Task
 from om_core.messages import Message, Part
+from om_core.scoped_ids import scoped_id
 from om_core.store import history, records
 from om_core.store.migrate import upgrade
 from om_workers.executor import CeleryExecutor
@@ -245,6 +246,8 @@ class Stack:
     apis: list[ApiServer]
     cluster: WorkerCluster
     api_key: str
+    #: The key's tenant: a thread `t` is stored (and sent to the queues) as `scoped_id(tenant, t)`.
+    tenant: str
     db: Engine
     sender: CeleryExecutor
     #: Prefix of every model key of this run, so call logs of two runs never mix.
@@ -354,12 +357,14 @@ def running_stack(
             # start as soon as the API processes answer, and their tasks wait in the queues meanwhile.
             workers_ready = starter.submit(timed, "workers", lambda: cluster.start_workers(specs))
             apis = timed("API processes", lambda: enter_all(servers, api_servers))
-            key = tenancy.create_key(db, f"dfuzz-{uuid.uuid4().hex[:8]}", "distributed fuzz").secret
+            tenant = f"dfuzz-{uuid.uuid4().hex[:8]}"
+            key = tenancy.create_key(db, tenant, "distributed fuzz").secret
             try:
                 yield Stack(
                     apis=apis,
                     cluster=cluster,
                     api_key=key,
+                    tenant=tenant,
                     db=db,
                     sender=CeleryExecutor(cluster.app),
                     tag=uuid.uuid4().hex[:6],
@@ -380,10 +385,12 @@ def running_stack(
 class Conversation:
     """One thread of a seed: its ids, what was stored, what each turn showed."""
 
-    def __init__(self, seed: int, index: int, tag: str) -> None:
+    def __init__(self, seed: int, index: int, tag: str, tenant: str) -> None:
         self.index = index
         self.thread_id = f"df{seed}-{index}-{uuid.uuid4().hex[:8]}"
         self.resource_id = f"res-{self.thread_id}"
+        #: The thread's id in storage, Redis and task payloads.
+        self.stored_id = scoped_id(tenant, self.thread_id)
         self.model_key = f"{tag}-{seed}-{index}"
         self.registry = MessageRegistry()
         self.views: list[View] = []
@@ -398,7 +405,7 @@ class SeedRun:
         self.seed = seed
         self.stack = stack
         self.settings = settings
-        self.conversations = [Conversation(seed, i, stack.tag) for i in range(settings.threads)]
+        self.conversations = [Conversation(seed, i, stack.tag, stack.tenant) for i in range(settings.threads)]
         self.violations: list[str] = []
         self.stats: Counter[str] = Counter()
         #: Milliseconds spent per operation kind (for `-v`: where a seed's time goes).
@@ -494,7 +501,7 @@ class SeedRun:
                 self.timings[op.kind] += int((time.perf_counter() - began) * 1000)
 
     def _task(self, conversation: Conversation, op: ClientOp) -> Task | None:
-        thread_id = conversation.thread_id
+        thread_id = conversation.stored_id
         kind = TASK_KINDS[min(len(TASK_KINDS) - 1, int(op.pick * len(TASK_KINDS)))]
         if kind == "BufferObservation":
             return BufferObservation(thread_id, new_cycle_id("buffer-obs"), 0, skip_minimum=op.flag)
@@ -538,7 +545,7 @@ class SeedRun:
         actor_model: str,
     ) -> View:
         with self.stack.db.connect() as conn:
-            before = history.max_seq(conn, conversation.thread_id)
+            before = history.max_seq(conn, conversation.stored_id)
         response = client.post_turn(
             conversation.thread_id,
             messages,
@@ -575,7 +582,7 @@ class SeedRun:
         for conversation in self.conversations:
             final = conversation.final or View("final", 0, frozenset(), (), ())
             calls = read_calls(self.stack.cluster.redis, conversation.model_key)
-            report = check_scenario(self.stack.db, conversation.thread_id, conversation.views, final, calls)
+            report = check_scenario(self.stack.db, conversation.stored_id, conversation.views, final, calls)
             merged.violations.extend(f"thread {conversation.index}: {v}" for v in report.violations)
             merged.duplicates.update(report.duplicates)
             merged.stats.update(report.stats)

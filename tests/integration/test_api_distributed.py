@@ -16,6 +16,7 @@ from sqlalchemy import Engine
 
 from om_api.client import OMClient
 from om_core import tenancy
+from om_core.scoped_ids import scoped_id
 from om_core.store import history
 from tests.support.api_server import ApiServer, Follower, free_port, new_id, run_api_server
 from tests.support.invariants import check_thread
@@ -55,7 +56,8 @@ def distributed(
 def test_a_conversation_through_the_api_with_workers(
     distributed: ApiServer, cluster: WorkerCluster, pg_engine: Engine
 ) -> None:
-    key = tenancy.create_key(pg_engine, new_id("tenant"), "distributed").secret
+    tenant = new_id("tenant")
+    key = tenancy.create_key(pg_engine, tenant, "distributed").secret
     thread = new_id("dist")
     with OMClient(distributed.base_url, key) as om:
         om.set_config(thread, CYCLE, resource_id=thread)
@@ -80,7 +82,7 @@ def test_a_conversation_through_the_api_with_workers(
         assert any("<observations>" in t.context.system_messages for t in turns)
         assert max(t.status.windows.active.messages.tokens for t in turns) <= 1800 + 400
         assert [m.id for m in om.messages(thread, limit=500).messages] == [f"m{i}" for i in range(40)]
-    assert check_thread(pg_engine, thread).violations == []
+    assert check_thread(pg_engine, scoped_id(tenant, thread)).violations == []
     metrics = httpx.get(distributed.base_url + "/metrics").text
     assert 'om_queue_depth{queue="om.buffer"}' in metrics
     ready = httpx.get(distributed.base_url + "/readyz").json()

@@ -13,6 +13,7 @@ from sqlalchemy import Engine
 from om_api.client import AsyncOMClient, OMClient
 from om_api.schemas import OMEvent
 from om_api.sse import _Tail, parse_cursor
+from om_core.scoped_ids import scoped_id
 from om_core.store.outbox import list_events
 from om_core.store.types import StoredEvent
 from tests.support.api_server import ApiServer, Follower, api_server, new_id, om, tenant_key
@@ -36,7 +37,7 @@ def statuses(events: list[OMEvent]) -> int:
 
 
 def test_events_arrive_live_and_replay_after_a_reconnect(
-    om: OMClient, api_server: ApiServer, tenant_key: str, pg_engine: Engine
+    om: OMClient, api_server: ApiServer, tenant_key: str, pg_engine: Engine, tenant: str
 ) -> None:
     thread = new_id("live")
     om.set_config(thread, CYCLE, resource_id=thread)
@@ -60,7 +61,7 @@ def test_events_arrive_live_and_replay_after_a_reconnect(
         if statuses(seen) + statuses(got) < 22:
             return False
         delivered = {e.id for e in seen + got}
-        stored = {e.id for e in list_events(pg_engine, thread_id=thread, limit=10_000)}
+        stored = {e.id for e in list_events(pg_engine, thread_id=scoped_id(tenant, thread), limit=10_000)}
         return {i for i in stored if i <= max(delivered)} <= delivered
 
     rest = resumed.wait_for(caught_up)
@@ -69,7 +70,7 @@ def test_events_arrive_live_and_replay_after_a_reconnect(
     delivered = seen + rest
     ids = [e.id for e in delivered]
     assert len(ids) == len(set(ids)), "no event is delivered twice"
-    stored = {e.id: e for e in list_events(pg_engine, thread_id=thread, limit=10_000)}
+    stored = {e.id: e for e in list_events(pg_engine, thread_id=scoped_id(tenant, thread), limit=10_000)}
     assert set(ids) == {i for i in stored if i <= max(ids)}, "no event is missed across the reconnect"
     for event in delivered:
         assert event.type == stored[event.id].type and event.data == stored[event.id].payload

@@ -6,17 +6,15 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-import httpx
 import pytest
 from sqlalchemy import Engine, select
 
 from om_api import cli
 from om_api.client import OMClient, OMNotFound, OMUnauthorized
 from om_core import tenancy
-from om_core.store import schema
-from om_core.store.outbox import list_events
+from om_core.scoped_ids import scoped_id
+from om_core.store import history, schema
 from tests.support.api_server import ApiServer, api_server, new_id, run_api_server
 from tests.support.workers import wait_until
 
@@ -31,60 +29,6 @@ def two_tenants(api_server: ApiServer, pg_engine: Engine) -> Iterator[tuple[OMCl
     b = tenancy.create_key(pg_engine, new_id("tenant-b"), "b").secret
     with OMClient(api_server.base_url, a) as first, OMClient(api_server.base_url, b) as second:
         yield first, second
-
-
-OTHER_TENANT_CALLS: list[tuple[str, str, dict[str, Any] | None]] = [
-    ("GET", "/status", None),
-    ("GET", "/observations", None),
-    ("GET", "/messages", None),
-    ("GET", "/config", None),
-    ("GET", "/events?follow=false", None),
-    ("POST", "/observe", None),
-    ("POST", "/reflect", {"prompt": "x"}),
-    ("PUT", "/config", {"overrides": {"observation": {"messageTokens": 500}}}),
-    ("POST", "/turns", {"messages": [{"id": "intruder", "role": "user", "text": "let me in"}]}),
-    ("DELETE", "", None),
-]
-
-
-def test_a_second_key_can_neither_read_nor_write_the_first_keys_thread(
-    two_tenants: tuple[OMClient, OMClient], api_server: ApiServer, pg_engine: Engine
-) -> None:
-    owner, other = two_tenants
-    thread, resource = new_id("private"), new_id("user")
-    for i in range(4):
-        owner.post_turn(
-            thread, [{"id": f"m{i}", "role": "user", "text": f"secret number {i}"}], resource_id=resource
-        )
-    before_messages = [m.id for m in owner.messages(thread).messages]
-    before_events = len(list_events(pg_engine, thread_id=thread))
-    other_key = other._http.headers["Authorization"]
-
-    def call(method: str, thread_id: str, path: str, body: dict[str, Any] | None) -> httpx.Response:
-        url = f"{api_server.base_url}/v1/threads/{thread_id}{path}"
-        return httpx.request(method, url, json=body, headers={"Authorization": other_key})
-
-    for method, path, body in OTHER_TENANT_CALLS:
-        response = call(method, thread, path, body)
-        assert response.status_code == 404, (method, path, response.text)
-        error = response.json()["error"]
-        assert error["code"] == "thread_not_found"
-        if path != "/turns":  # word for word the answer for a thread that does not exist
-            ghost = new_id("ghost")
-            assert (
-                call(method, ghost, path, body).json()["error"]["message"].replace(ghost, thread)
-                == error["message"]
-            )
-
-    with pytest.raises(OMNotFound):
-        other.threads(resource)
-    with pytest.raises(OMNotFound):  # a new thread cannot join another tenant's resource either
-        other.post_turn(new_id("sneaky"), [{"role": "user", "text": "hi"}], resource_id=resource)
-
-    assert [m.id for m in owner.messages(thread).messages] == before_messages
-    assert len(list_events(pg_engine, thread_id=thread)) == before_events
-    assert owner.get_config(thread).overrides is None
-    assert [t.thread_id for t in owner.threads(resource).threads] == [thread]
 
 
 def test_each_tenant_lists_only_its_own_threads(two_tenants: tuple[OMClient, OMClient]) -> None:
@@ -158,12 +102,18 @@ def open_server(postgres_url: str, redis_url: str, pg_engine: Engine, tmp_path: 
         yield server
 
 
-def test_without_auth_everything_is_visible_and_the_log_says_so(
+def test_without_auth_ids_are_stored_as_given_and_the_log_says_so(
     open_server: ApiServer, pg_engine: Engine
 ) -> None:
-    owned = new_id("owned")
-    tenancy.claim_thread(pg_engine, new_id("tenant"), owned, owned)
+    """Without auth there is one namespace, stored as given; a tenant's thread of the same id (stored under
+    its tenant) is another thread, which the open server cannot name."""
+    thread, tenant = new_id("open"), new_id("tenant")
+    tenancy.claim_thread(pg_engine, tenant, scoped_id(tenant, thread), scoped_id(tenant, thread))
     with OMClient(open_server.base_url) as client:
-        client.post_turn(owned, [{"role": "user", "text": "anyone may read this"}])
-        assert client.status(owned).thread_id == owned
+        client.post_turn(thread, [{"id": "m0", "role": "user", "text": "anyone may read this"}])
+        assert client.status(thread).thread_id == thread
+    stored = history.get_thread(pg_engine, thread)
+    assert stored is not None and stored.tenant_id is None
+    tenants_thread = history.get_thread(pg_engine, scoped_id(tenant, thread))
+    assert tenants_thread is not None and tenants_thread.last_seq == 0, "the tenant's thread is untouched"
     assert "AUTHENTICATION IS OFF" in open_server.log_text()

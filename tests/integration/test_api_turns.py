@@ -14,6 +14,7 @@ from sqlalchemy import Engine
 
 from om_api.client import OMClient, OMNotFound
 from om_core.messages import text_message
+from om_core.scoped_ids import scoped_id
 from om_core.store import history, records
 from om_core.store.outbox import list_events
 from tests.support.api_server import (
@@ -56,7 +57,7 @@ def all_message_ids(client: OMClient, thread_id: str, page_size: int = 7) -> lis
 
 
 def test_a_conversation_posted_turn_by_turn_follows_the_documented_cycle(
-    om: OMClient, pg_engine: Engine
+    om: OMClient, pg_engine: Engine, tenant: str
 ) -> None:
     thread, resource = new_id("cycle"), new_id("user")
     om.set_config(thread, CYCLE, resource_id=resource)
@@ -78,7 +79,7 @@ def test_a_conversation_posted_turn_by_turn_follows_the_documented_cycle(
         assert sent[len(context.system_messages)]["content"] == context.continuation_reminder
     assert not any(t.degraded for t in turns)
 
-    assert check_thread(pg_engine, thread).violations == []
+    assert check_thread(pg_engine, scoped_id(tenant, thread)).violations == []
     assert all_message_ids(om, thread) == [m.id for m in messages]
 
     replay = list(om.events(thread, follow=False))
@@ -180,7 +181,9 @@ def test_manual_observe_and_reflect(om: OMClient) -> None:
         assert any(e.type == "data-om-observation-failed" for e in reflected.events)
 
 
-def test_deleting_a_thread_removes_everything_and_frees_its_id(om: OMClient, pg_engine: Engine) -> None:
+def test_deleting_a_thread_removes_everything_and_frees_its_id(
+    om: OMClient, pg_engine: Engine, tenant: str
+) -> None:
     thread = new_id("gone")
     om.set_config(thread, CYCLE, resource_id=thread)
     for i in range(14):
@@ -194,9 +197,10 @@ def test_deleting_a_thread_removes_everything_and_frees_its_id(om: OMClient, pg_
         om.status(thread)
     with pytest.raises(OMNotFound):
         list(om.events(thread, follow=False))
-    assert history.get_thread(pg_engine, thread) is None
-    assert records.get_head(pg_engine, f"thread:{thread}") is None
-    assert list_events(pg_engine, thread_id=thread) == []
+    stored = scoped_id(tenant, thread)
+    assert history.get_thread(pg_engine, stored) is None
+    assert records.get_head(pg_engine, f"thread:{stored}") is None
+    assert list_events(pg_engine, thread_id=stored) == []
     with pytest.raises(OMNotFound):
         om.delete_thread(thread)
 

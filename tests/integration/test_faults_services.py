@@ -29,6 +29,7 @@ from om_core import tenancy
 from om_core.engine import BufferObservation, TurnResult, lookup_key, new_cycle_id
 from om_core.engine import events as ev
 from om_core.messages import Role, text_message
+from om_core.scoped_ids import scoped_id
 from om_core.store import records, schema
 from om_core.store.db import make_engine
 from om_core.store.migrate import upgrade
@@ -138,8 +139,8 @@ def api(services: Services, workers: Workers) -> Iterator[ApiServer]:
 
 
 @pytest.fixture
-def http(api: ApiServer, services: Services) -> Iterator[httpx.Client]:
-    key = tenancy.create_key(services.db, f"tenant-{uuid.uuid4().hex[:8]}", "faults").secret
+def http(api: ApiServer, services: Services, tenant: str) -> Iterator[httpx.Client]:
+    key = tenancy.create_key(services.db, tenant, "faults").secret
     with httpx.Client(
         base_url=api.base_url, headers={"Authorization": f"Bearer {key}"}, timeout=120
     ) as client:
@@ -423,18 +424,19 @@ def _skew_s(iso: str) -> float:
 
 
 def test_a_redis_restart_refuses_turns_with_503_then_the_api_and_workers_recover(
-    services: Services, workers: Workers, http: httpx.Client
+    services: Services, workers: Workers, http: httpx.Client, tenant: str
 ) -> None:
     """Redis goes away (and comes back empty: no queues, locks or counters survive): turns are refused
     with a 503 that stores nothing, reads still work, and afterwards the same API and workers carry on."""
     db, thread_id = services.db, f"redis-restart-{uuid.uuid4().hex[:8]}"
+    stored = scoped_id(tenant, thread_id)
     configure(http, thread_id, BUFFERING)
     accepted = []
     for i in range(6):
         assert post_turn(http, thread_id, i).status_code == 200
         accepted.append(i)
     wait_until(
-        lambda: events(db, thread_id, ev.BUFFERING_END), deadline_s=90, what="a chunk buffered by a worker"
+        lambda: events(db, stored, ev.BUFFERING_END), deadline_s=90, what="a chunk buffered by a worker"
     )
 
     services.redis.stop()
@@ -444,36 +446,37 @@ def test_a_redis_restart_refuses_turns_with_503_then_the_api_and_workers_recover
         assert http.get("/readyz").status_code == 503
         reads = http.get(f"/v1/threads/{thread_id}/messages", params={"limit": 100})
         assert reads.status_code == 200, "reads do not need the broker"
-        assert stored_ids(db, thread_id) == [f"m{i}" for i in accepted], "a refused turn stored nothing"
+        assert stored_ids(db, stored) == [f"m{i}" for i in accepted], "a refused turn stored nothing"
     finally:
         services.redis.start()
 
-    mark = last_event_id(db, thread_id)
+    mark = last_event_id(db, stored)
     for i in range(6, 14):  # the two refused turns again, then more
         response = post_turn(http, thread_id, i)
         assert response.status_code == 200, response.text
         accepted.append(i)
     assert http.get("/readyz").status_code == 200
     wait_until(
-        lambda: events(db, thread_id, ev.BUFFERING_END, after=mark),
+        lambda: events(db, stored, ev.BUFFERING_END, after=mark),
         deadline_s=120,
         what="the workers to reconnect and buffer again",
     )
     wait_until(workers.cluster.drained, deadline_s=90, what="queues and locks to drain")
-    assert_lossless(db, thread_id, accepted)
+    assert_lossless(db, stored, accepted)
 
 
 # ------------------------------------------------------------------------------ 4. Postgres restart
 
 
 def test_a_postgres_restart_refuses_with_503_and_the_api_and_workers_recover_without_a_restart(
-    services: Services, workers: Workers, http: httpx.Client, model_server: ModelServer
+    services: Services, workers: Workers, http: httpx.Client, model_server: ModelServer, tenant: str
 ) -> None:
     """Postgres crashes and restarts while a worker is inside an Observer call and a turn is in flight:
     every request meets a 503 (never a 500), the cut turn is stored whole or not at all, and the same API
     and worker processes go on through fresh pool connections."""
     db, namespace = services.db, f"pg{uuid.uuid4().hex[:8]}"
     thread_id = f"pg-restart-{namespace}"
+    stored = scoped_id(tenant, thread_id)
     configure(http, thread_id, model_server.thread_config(namespace, **BUFFERING))
     model_server.script(namespace, "hold")
     accepted = []
@@ -486,15 +489,16 @@ def test_a_postgres_restart_refuses_with_503_and_the_api_and_workers_recover_wit
     # turn of another thread is in flight: its messages are committed and it waits (on a trigger row this
     # test holds) to arm its idle trigger.
     cut_thread = f"pg-cut-{namespace}"
+    cut_stored = scoped_id(tenant, cut_thread)
     configure(http, cut_thread, {"observation": {"activateAfterIdle": "1h"}})
     blocker = db.connect()
     try:
         blocker.execute(
             insert(schema.triggers).values(
-                lookup_key=lookup_key(cut_thread),
+                lookup_key=lookup_key(cut_stored),
                 kind="idle",
-                thread_id=cut_thread,
-                resource_id=cut_thread,
+                thread_id=cut_stored,
+                resource_id=cut_stored,
                 payload={},
                 updated_at=datetime.now(UTC),
             )
@@ -519,15 +523,15 @@ def test_a_postgres_restart_refuses_with_503_and_the_api_and_workers_recover_wit
                 services.postgres.start()
     finally:
         blocker.invalidate()  # its session died with the server (or, on an early failure, is dropped now)
-    assert stored_ids(db, thread_id) == [f"m{i}" for i in accepted], "a refused turn wrote nothing"
-    assert stored_ids(db, cut_thread) in ([], ["m0", "m1"]), "a turn cut by the outage is whole or absent"
+    assert stored_ids(db, stored) == [f"m{i}" for i in accepted], "a refused turn wrote nothing"
+    assert stored_ids(db, cut_stored) in ([], ["m0", "m1"]), "a turn cut by the outage is whole or absent"
     retried = post_turn(http, cut_thread, 0, 1)
     assert retried.status_code == 200, retried.text
-    assert_lossless(db, cut_thread, [0, 1])
+    assert_lossless(db, cut_stored, [0, 1])
     model_server.release(namespace)
 
     wait_until(
-        lambda: events(db, thread_id, ev.BUFFERING_END),
+        lambda: events(db, stored, ev.BUFFERING_END),
         deadline_s=90,
         what="the held worker to commit its chunk through a fresh connection",
     )
@@ -537,5 +541,5 @@ def test_a_postgres_restart_refuses_with_503_and_the_api_and_workers_recover_wit
         accepted.append(i)
     wait_until(workers.cluster.drained, deadline_s=90, what="queues and locks to drain")
     assert next(c.action for c in model_server.calls(namespace)) == "hold"
-    assert stored_ids(db, thread_id)[:6] == [f"m{i}" for i in range(6)], "nothing before the outage was lost"
-    assert_lossless(db, thread_id, accepted)
+    assert stored_ids(db, stored)[:6] == [f"m{i}" for i in range(6)], "nothing before the outage was lost"
+    assert_lossless(db, stored, accepted)

@@ -81,6 +81,8 @@ class Stack:
     cluster: WorkerCluster
     api_key: str
     services: bench_stack.Services
+    #: The key's tenant: threads are stored under it.
+    tenant: str
 
 
 @contextlib.contextmanager
@@ -100,8 +102,9 @@ def load_stack(services: bench_stack.Services, workdir: Path, options: StackOpti
         ]
         api_server = bench_stack.api_server(services, cluster.redis_url, workdir / "api", env=env)
         apis, _ = call_all([lambda: enter_all(servers, [api_server]), lambda: cluster.start_workers(specs)])
-        key = tenancy.create_key(services.db, f"load-{uuid.uuid4().hex[:8]}", "load test").secret
-        yield Stack(apis[0], cluster, key, services)
+        tenant = f"load-{uuid.uuid4().hex[:8]}"
+        key = tenancy.create_key(services.db, tenant, "load test").secret
+        yield Stack(apis[0], cluster, key, services, tenant)
 
 
 @dataclass
@@ -212,7 +215,7 @@ async def _drive(stack: Stack, settings: LoadSettings, tag: str) -> tuple[LoadLo
 
 def run_load(stack: Stack, settings: LoadSettings, options: StackOptions) -> LoadResult:
     log, problems, drain_s = asyncio.run(_drive(stack, settings, uuid.uuid4().hex[:6]))
-    verdict = verify(stack.services.db, log.threads)
+    verdict = verify(stack.services.db, log.threads, stack.tenant)
     return LoadResult(settings, options, log, verdict, problems, drain_s)
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from sqlalchemy import Engine
 
+from om_core.scoped_ids import scoped_id
 from om_core.store import history
 from tests.fuzz.checks import View, check_scenario
 from tests.fuzz.fake_model import markers_in
@@ -39,12 +40,13 @@ class Verdict:
     failing_threads: int = 0
 
 
-def verify(db: Engine, threads: Iterable[ThreadLog]) -> Verdict:
+def verify(db: Engine, threads: Iterable[ThreadLog], tenant: str | None) -> Verdict:
+    """`tenant`: the key's tenant, under which each thread is stored (`scoped_id`)."""
     verdict = Verdict()
     for thread in threads:
         verdict.threads += 1
         verdict.acknowledged += len(thread.acknowledged)
-        problems = _check_one(db, thread, verdict)
+        problems = _check_one(db, thread, scoped_id(tenant, thread.thread_id), verdict)
         if problems:
             verdict.failing_threads += 1
             verdict.violation_count += len(problems)
@@ -53,9 +55,9 @@ def verify(db: Engine, threads: Iterable[ThreadLog]) -> Verdict:
     return verdict
 
 
-def _check_one(db: Engine, thread: ThreadLog, verdict: Verdict) -> list[str]:
+def _check_one(db: Engine, thread: ThreadLog, stored_id: str, verdict: Verdict) -> list[str]:
     with db.connect() as conn:
-        stored = history.load_parts(conn, thread.thread_id, after_seq=0)
+        stored = history.load_parts(conn, stored_id, after_seq=0)
     parts_stored = Counter({m.id: len(m.parts) for m in stored})
     lost = sorted(m for m, sent in thread.acknowledged.items() if parts_stored[m] < sent)
     verdict.lost.extend(f"{thread.thread_id}/{m}" for m in lost)
@@ -67,7 +69,7 @@ def _check_one(db: Engine, thread: ThreadLog, verdict: Verdict) -> list[str]:
     views = _views(thread.posted, seq_of)
     final = _view(thread.final, _stored_before(thread.posted, seq_of))
     # The final view also belongs to the list: it is where the last parts reach the actor.
-    report = check_scenario(db, thread.thread_id, [*views, final], final, calls=[])
+    report = check_scenario(db, stored_id, [*views, final], final, calls=[])
     verdict.stats.update(report.stats)
     verdict.duplicates.update(report.duplicates)
     return problems + report.violations

@@ -160,9 +160,9 @@ def api_server(
 
 
 @pytest.fixture
-def tenant_key(pg_engine: Engine) -> str:
-    """A key of a fresh tenant, so every test sees only its own threads."""
-    return tenancy.create_key(pg_engine, f"tenant-{uuid.uuid4().hex[:8]}", "test").secret
+def tenant_key(pg_engine: Engine, tenant: str) -> str:
+    """A key of `tenant` (tests/conftest.py): a fresh tenant, so every test sees only its own threads."""
+    return tenancy.create_key(pg_engine, tenant, "test").secret
 
 
 @pytest.fixture
