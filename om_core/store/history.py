@@ -252,7 +252,13 @@ def append_to_locked(
                 .values(part_count=start + len(new_parts))
             )
         stored.append(
-            message.model_copy(update={"parts": stamped, "thread_id": thread_id, "resource_id": resource_id})
+            message.model_copy(
+                update={
+                    "parts": stamped,
+                    "thread_id": public_id(thread_id),
+                    "resource_id": public_id(resource_id),
+                }
+            )
         )
         if message.role == "assistant":
             times = [p.created_at for p in new_parts if p.created_at is not None and not p.is_data]

@@ -119,12 +119,16 @@ def tenants(api_server: ApiServer, pg_engine: Engine) -> Iterator[tuple[Tenant, 
         b.client.close()
 
 
-def _say(tenant: Tenant, thread: str, resource: str, secret: str, turns: int) -> None:
+def _say(tenant: Tenant, thread: str, resource: str, secret: str, turns: int) -> str:
+    """Post the turns; returns every turn's answer, as JSON text."""
     tenant.client.set_config(thread, CYCLE, resource_id=resource)
+    answers = []
     for i in range(turns):
         text = f"{secret} fact {i}: " + " ".join(f"{secret}{(i * 7 + k) % 53}" for k in range(60))
         role = "user" if i % 2 == 0 else "assistant"
-        tenant.client.post_turn(thread, [{"id": f"m{i}", "role": role, "text": text}], resource_id=resource)
+        message = {"id": f"m{i}", "role": role, "text": text}
+        answers.append(tenant.client.post_turn(thread, [message], resource_id=resource).model_dump_json())
+    return "\n".join(answers)
 
 
 def test_two_tenants_use_the_same_ids_and_each_sees_only_its_own(
@@ -132,8 +136,10 @@ def test_two_tenants_use_the_same_ids_and_each_sees_only_its_own(
 ) -> None:
     a, b = tenants
     thread, resource = "t1", "user-1"
-    _say(a, thread, resource, "alphasecret", 24)
-    _say(b, thread, resource, "betasecret", 16)
+    answers = {
+        a.name: _say(a, thread, resource, "alphasecret", 24),
+        b.name: _say(b, thread, resource, "betasecret", 16),
+    }
 
     for me, other, turns in ((a, "betasecret", 24), (b, "alphasecret", 16)):
         messages = me.client.messages(thread, limit=500).messages
@@ -146,7 +152,8 @@ def test_two_tenants_use_the_same_ids_and_each_sees_only_its_own(
         listed = me.client.threads(resource).threads
         assert [(t.thread_id, t.resource_id) for t in listed] == [(thread, resource)]
         seen = " ".join(
-            [m.model_dump_json() for m in messages]
+            [answers[me.name]]
+            + [m.model_dump_json() for m in messages]
             + [observations.model_dump_json()]
             + [e.model_dump_json() for e in events]
         )
