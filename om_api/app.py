@@ -22,7 +22,7 @@ from starlette.exceptions import HTTPException
 from om_api import errors, proxy
 from om_api.errors import error_body
 from om_api.metrics import Metrics
-from om_api.routes import events, health, resources, threads
+from om_api.routes import events, health, resources, threads, usage
 from om_api.runtime import build_runtime
 from om_api.settings import ApiSettings
 from om_api.sse import listen_redis
@@ -159,7 +159,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     errors.install(app)
     app.add_middleware(BodyLimit, limit=api_settings.max_request_bytes)
     app.add_middleware(RequestMetrics, metrics=runtime.metrics)
-    for router in (threads.router, events.router, resources.router, proxy.router, health.router):
+    for router in (
+        threads.router,
+        events.router,
+        resources.router,
+        proxy.router,
+        usage.router,
+        health.router,
+    ):
         app.include_router(router)
     return app
 

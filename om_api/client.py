@@ -27,6 +27,7 @@ from pydantic import BaseModel
 from om_api.schemas import (
     ConfigResponse,
     HealthResponse,
+    KeyUsageResponse,
     MessagesResponse,
     ObservationsResponse,
     OMEvent,
@@ -257,6 +258,10 @@ class OMClient:
     def threads(self, resource_id: str) -> ThreadsResponse:
         return self._call(ThreadsResponse, "GET", f"/v1/resources/{quote(resource_id, safe='')}/threads")
 
+    def usage(self) -> KeyUsageResponse:
+        """What this client's key spent on actor models through the proxy."""
+        return self._call(KeyUsageResponse, "GET", "/v1/usage")
+
     def observe(self, thread_id: str, *, wait: bool = True) -> OperationResponse:
         return self._call(OperationResponse, "POST", _thread(thread_id, "/observe"), json={"wait": wait})
 
@@ -378,6 +383,10 @@ class AsyncOMClient:
         return await self._call(
             ThreadsResponse, "GET", f"/v1/resources/{quote(resource_id, safe='')}/threads"
         )
+
+    async def usage(self) -> KeyUsageResponse:
+        """What this client's key spent on actor models through the proxy."""
+        return await self._call(KeyUsageResponse, "GET", "/v1/usage")
 
     async def observe(self, thread_id: str, *, wait: bool = True) -> OperationResponse:
         return await self._call(

@@ -7,7 +7,8 @@
   a Celery worker), so every replica reports the same cluster-wide numbers: aggregate replicas with `max`,
   not `sum`.
 - Model usage and cost of the Observer/Reflector (from the end/failed events' litellm usage) and of the
-  proxy's actor calls (from litellm's response).
+  proxy's actor calls per tenant (from litellm's response; the same numbers are kept per API key in the
+  database, `GET /v1/usage`). A server without auth reports its calls under `tenant="(auth off)"`.
 - Queue depth per Celery queue (celery mode).
 """
 
@@ -27,6 +28,9 @@ from om_core.engine import events as ev
 from om_core.store import schema
 
 log = logging.getLogger("om.api.metrics")
+
+#: The `tenant` label of actor usage when the server runs without keys (OM_AUTH=none): no tenant exists.
+NO_TENANT = "(auth off)"
 
 _COUNTED = (ev.OBSERVATION_END, ev.OBSERVATION_FAILED, ev.BUFFERING_END, ev.BUFFERING_FAILED, ev.ACTIVATION)
 _KIND = {
@@ -98,16 +102,22 @@ class Metrics:
         self.model_cost = Counter(
             "om_memory_model_cost_usd_total", "Observer/Reflector model cost (litellm)", ["model"], registry=r
         )
+        self.actor_calls = Counter(
+            "om_actor_model_calls_total",
+            "Actor model calls through the proxy that returned an answer, per tenant",
+            ["tenant", "model"],
+            registry=r,
+        )
         self.actor_tokens = Counter(
             "om_actor_model_tokens_total",
-            "Actor model tokens through the proxy",
-            ["model", "direction"],
+            "Actor model tokens through the proxy, per tenant",
+            ["tenant", "model", "direction"],
             registry=r,
         )
         self.actor_cost = Counter(
             "om_actor_model_cost_usd_total",
-            "Actor model cost through the proxy (litellm)",
-            ["model"],
+            "Actor model cost through the proxy (litellm), per tenant",
+            ["tenant", "model"],
             registry=r,
         )
         self._db: Engine | None = None
@@ -127,14 +137,16 @@ class Metrics:
     def observe_turn(self, *, blocked: bool, degraded: bool) -> None:
         self.turns.labels("degraded" if degraded else "blocked" if blocked else "ok").inc()
 
-    def observe_actor_usage(self, model: str, usage: Mapping[str, Any] | None, cost: float | None) -> None:
-        if usage:
-            for direction, key in (("input", "prompt_tokens"), ("output", "completion_tokens")):
-                value = usage.get(key)
-                if isinstance(value, int) and value > 0:
-                    self.actor_tokens.labels(model, direction).inc(value)
-        if cost:
-            self.actor_cost.labels(model).inc(cost)
+    def observe_actor_usage(
+        self, tenant: str | None, model: str, prompt_tokens: int, completion_tokens: int, cost: float
+    ) -> None:
+        label = NO_TENANT if tenant is None else tenant
+        self.actor_calls.labels(label, model).inc()
+        for direction, value in (("input", prompt_tokens), ("output", completion_tokens)):
+            if value > 0:
+                self.actor_tokens.labels(label, model, direction).inc(value)
+        if cost > 0:
+            self.actor_cost.labels(label, model).inc(cost)
 
     # -------------------------------------------------------------------------------- memory cycles
 

@@ -8,9 +8,13 @@ or `user`). Each request is one turn, exactly like `/turns`:
    history a client sends again is not stored twice; see `om_api.openai_format`);
 2. the model gets the caller's instructions, then the memory, then the unobserved messages (the observed
    ones are replaced by the observation log);
-3. the actor model is called through litellm with every other request parameter unchanged;
-4. the reply is stored as the turn's assistant message and returned in the standard shape (streamed when
-   `stream` is true; a stream the client abandons is not stored).
+3. the actor model is called through litellm with the request's OpenAI parameters that are on the
+   allow-list of `om_api.proxy_params` (every other field is refused with 422 before anything is stored:
+   no request field can choose the host, key, headers, timeout or retries of the call), if the model is
+   one `om_api.actor_models` allows;
+4. the call's tokens and cost are counted for the caller's tenant (`/metrics`) and API key (`/v1/usage`);
+5. the reply is stored as the turn's assistant message and returned in the standard shape (streamed when
+   `stream` is true; a stream the client abandons is neither stored nor metered).
 """
 
 from __future__ import annotations
@@ -26,9 +30,12 @@ from fastapi import APIRouter, Header
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
+from om_api import actor_models
+from om_api.actor_usage import meter, reported_cost, usage_of
 from om_api.auth import Caller, Runtime
 from om_api.errors import ApiError
 from om_api.openai_format import from_openai, split_instructions, to_openai
+from om_api.proxy_params import call_stream_options, client_wants_usage, forwarded_params
 from om_api.routes.common import errors
 from om_api.routes.threads import ingest
 from om_api.runtime import ApiRuntime
@@ -39,9 +46,6 @@ from om_core.messages import Message
 log = logging.getLogger("om.api.proxy")
 
 router = APIRouter(tags=["proxy"])
-
-#: Request fields OM consumes; everything else goes to the model as given.
-_OWN_FIELDS = {"model", "messages", "stream", "metadata"}
 
 
 def _ids(
@@ -72,13 +76,9 @@ def _ids(
 
 def _check(body: ChatCompletionRequest, runtime: ApiRuntime, conversation: list[Message]) -> None:
     settings = runtime.settings
-    if not settings.actor_model_allowed(body.model):
-        raise ApiError(
-            422,
-            "model_not_allowed",
-            f"model {body.model!r} is not one this server may call (OM_ACTOR_MODELS={settings.actor_models})",
-            field="model",
-        )
+    refused = actor_models.refusal(settings.actor_model_patterns(), body.model)
+    if refused is not None:
+        raise ApiError(422, "model_not_allowed", refused, field="model")
     for index, message in enumerate(body.messages):
         where = find_unstorable(message.model_dump(exclude_none=True))
         if where is not None:
@@ -163,12 +163,6 @@ def _reply_of(response: Any) -> dict[str, Any]:
     return reply
 
 
-def _cost(response: Any) -> float | None:
-    hidden = getattr(response, "_hidden_params", None)
-    value = hidden.get("response_cost") if isinstance(hidden, dict) else None
-    return float(value) if isinstance(value, int | float) else None
-
-
 @router.post(
     "/v1/chat/completions",
     response_model=ChatCompletionResponse,
@@ -191,6 +185,7 @@ async def chat_completions(
 ) -> Any:
     import litellm
 
+    params = forwarded_params(body.model_extra or {})
     thread_id, resource_id = _ids(body, x_om_thread_id, x_om_resource_id)
     raw_messages = [m.model_dump(exclude_none=True) for m in body.messages]
     instructions, conversation = split_instructions(raw_messages)
@@ -208,29 +203,35 @@ async def chat_completions(
         turn_end=False,
     )
     messages = result.context.to_openai_messages(instructions + to_openai(result.messages))
-    params = {k: v for k, v in (body.model_extra or {}).items() if k not in _OWN_FIELDS}
     call: dict[str, Any] = {
+        **params,
         "model": body.model,
         "messages": messages,
         "timeout": runtime.settings.proxy_timeout_s,
-        **params,
+        "stream": body.stream,
     }
     if body.user is not None:
         call["user"] = body.user
+    if body.stream:
+        call["stream_options"] = call_stream_options(params.get("stream_options"))
     headers = _headers(result, thread_id)
     try:
-        response = await litellm.acompletion(**call, stream=body.stream)
+        response = await litellm.acompletion(**call)
     except Exception as exc:
         raise _model_error(body.model, exc) from exc
 
     if not body.stream:
         payload = response.model_dump(exclude_none=False)
         payload["model"] = body.model
-        runtime.metrics.observe_actor_usage(body.model, payload.get("usage"), _cost(response))
+        await meter(
+            runtime, caller, body.model, usage_of(body.model, payload.get("usage"), reported_cost(response))
+        )
         await _store_reply(
             runtime, caller.tenant_id, thread_id, resource, conversation, _reply_of(response), body.model
         )
         return JSONResponse(payload, headers=headers)
+
+    wants_usage = client_wants_usage(params.get("stream_options"))
 
     async def events() -> AsyncIterator[str]:
         content: list[str] = []
@@ -242,6 +243,8 @@ async def chat_completions(
                 data["model"] = body.model
                 _collect(data, content, calls)
                 usage = data.get("usage") or usage
+                if not wants_usage and data.pop("usage", None) is not None and not data.get("choices"):
+                    continue  # the usage chunk the server asked for to meter the call, not the caller
                 yield f"data: {json.dumps(data, ensure_ascii=False)}\n\n"
         except Exception as exc:
             error = _model_error(body.model, exc)
@@ -251,7 +254,7 @@ async def chat_completions(
         reply: dict[str, Any] = {"role": "assistant", "content": "".join(content) or None}
         if calls:
             reply["tool_calls"] = [calls[i] for i in sorted(calls)]
-        runtime.metrics.observe_actor_usage(body.model, usage, None)
+        await meter(runtime, caller, body.model, usage_of(body.model, usage, None))
         await _store_reply(runtime, caller.tenant_id, thread_id, resource, conversation, reply, body.model)
         yield "data: [DONE]\n\n"
 

@@ -373,6 +373,17 @@ class ReadinessResponse(_Response):
     checks: dict[str, CheckResult]
 
 
+class KeyUsageResponse(_Response):
+    """What the calling API key spent on actor models through `/v1/chat/completions`."""
+
+    key_id: str = Field(description="The key's public id (`omk_...`)")
+    tenant_id: str
+    calls: int = Field(description="Actor-model calls that returned an answer (streamed ones once complete)")
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float = Field(description="litellm's cost of those calls; 0 for models it has no price for")
+
+
 class FieldError(_Response):
     field: str
     message: str
@@ -407,7 +418,8 @@ class ChatMessage(BaseModel):
 
 class ChatCompletionRequest(BaseModel):
     """A standard chat-completions request; OM reads `metadata.thread_id` / `metadata.resource_id` (or the
-    `X-OM-Thread-Id` / `X-OM-Resource-Id` headers) and passes every other parameter to the model."""
+    `X-OM-Thread-Id` / `X-OM-Resource-Id` headers). Extra fields are accepted here only to be checked
+    against the proxy's allow-list (`om_api.proxy_params.FORWARDED_FIELDS`): one not on it is a 422."""
 
     model_config = ConfigDict(extra="allow")
 

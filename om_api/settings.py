@@ -6,7 +6,6 @@ settings so the API, workers and CLI agree.
 
 from __future__ import annotations
 
-import fnmatch
 from typing import Literal
 
 from pydantic import Field
@@ -25,7 +24,10 @@ class ApiSettings(Settings):
     )
     actor_models: str | None = Field(
         default=None,
-        description="Comma-separated glob patterns of models the proxy may call (unset: any model)",
+        description=(
+            "Comma-separated glob patterns of the models the proxy may call: the operator's spending guard "
+            "(unset: any hosted model; a self-hosted provider such as ollama only when a pattern names it)"
+        ),
     )
     auth_cache_s: float = Field(
         default=5.0,
@@ -51,6 +53,5 @@ class ApiSettings(Settings):
     def plugin_modules(self) -> list[str]:
         return [name.strip() for name in (self.plugins or "").split(",") if name.strip()]
 
-    def actor_model_allowed(self, model: str) -> bool:
-        patterns = [p.strip() for p in (self.actor_models or "").split(",") if p.strip()]
-        return not patterns or any(fnmatch.fnmatchcase(model, pattern) for pattern in patterns)
+    def actor_model_patterns(self) -> list[str]:
+        return [p.strip() for p in (self.actor_models or "").split(",") if p.strip()]

@@ -234,13 +234,18 @@ def keys_revoke(key_id: Annotated[str, typer.Argument(help="Key id (the part bef
 
 @keys_app.command("list")
 def keys_list(tenant: Annotated[str | None, typer.Option(help="Only this tenant's keys")] = None) -> None:
-    """List keys (ids, tenants, names, revocation), never secrets."""
+    """List keys (ids, tenants, names, revocation, actor-model usage through the proxy), never secrets."""
     from om_api.cli import keys_list as listing
 
     _preflight("keys", _settings(Settings))
     for key in listing(tenant):
         revoked = f"revoked {key.revoked_at:%Y-%m-%d %H:%M}" if key.revoked_at else "active"
-        typer.echo(f"{key.id}\t{key.tenant_id}\t{key.name}\t{revoked}")
+        used = key.usage
+        spent = (
+            f"{used.calls} calls\t{used.prompt_tokens} prompt tokens\t"
+            f"{used.completion_tokens} completion tokens\t${used.cost_usd:.6f}"
+        )
+        typer.echo(f"{key.id}\t{key.tenant_id}\t{key.name}\t{revoked}\t{spent}")
 
 
 def main() -> None:

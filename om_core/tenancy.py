@@ -18,7 +18,7 @@ import re
 import secrets
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -32,6 +32,7 @@ __all__ = [
     "KEY_PREFIX",
     "ApiKey",
     "IssuedKey",
+    "KeyUsage",
     "KeyVerifier",
     "ResourceMismatch",
     "ThreadNotVisible",
@@ -39,9 +40,11 @@ __all__ = [
     "claim_thread",
     "create_key",
     "create_thread_for",
+    "key_usage",
     "list_keys",
     "owned_thread",
     "public_id",
+    "record_key_usage",
     "resource_visible",
     "revoke_key",
     "scoped_id",
@@ -55,14 +58,26 @@ T = schema.threads
 
 
 @dataclass(frozen=True)
+class KeyUsage:
+    """What a key spent on actor models through the proxy, as of the read that produced it."""
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+
+
+@dataclass(frozen=True)
 class ApiKey:
-    """A stored key, without its secret."""
+    """A stored key, without its secret. `usage` is as of the read (a key remembered by `KeyVerifier`
+    carries the usage of its verification; read `key_usage` for the current one)."""
 
     id: str
     tenant_id: str
     name: str
     created_at: datetime
     revoked_at: datetime | None
+    usage: KeyUsage = field(default_factory=KeyUsage)
 
     @property
     def active(self) -> bool:
@@ -81,6 +96,18 @@ def _digest(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
 
 
+_USAGE_COLUMNS = (K.c.actor_calls, K.c.actor_prompt_tokens, K.c.actor_completion_tokens, K.c.actor_cost_usd)
+
+
+def _usage_from_mapping(mapping: Any) -> KeyUsage:
+    return KeyUsage(
+        calls=int(mapping["actor_calls"]),
+        prompt_tokens=int(mapping["actor_prompt_tokens"]),
+        completion_tokens=int(mapping["actor_completion_tokens"]),
+        cost_usd=float(mapping["actor_cost_usd"]),
+    )
+
+
 def _key_from_row(row: object) -> ApiKey:
     mapping = row._mapping  # type: ignore[attr-defined]
     return ApiKey(
@@ -89,6 +116,7 @@ def _key_from_row(row: object) -> ApiKey:
         name=mapping["name"],
         created_at=mapping["created_at"],
         revoked_at=mapping["revoked_at"],
+        usage=_usage_from_mapping(mapping),
     )
 
 
@@ -126,11 +154,38 @@ def revoke_key(db: Engine, key_id: str) -> bool:
 
 
 def list_keys(db: Engine, tenant_id: str | None = None) -> list[ApiKey]:
-    query = select(K.c.id, K.c.tenant_id, K.c.name, K.c.created_at, K.c.revoked_at).order_by(K.c.created_at)
+    query = select(K.c.id, K.c.tenant_id, K.c.name, K.c.created_at, K.c.revoked_at, *_USAGE_COLUMNS).order_by(
+        K.c.created_at
+    )
     if tenant_id is not None:
         query = query.where(K.c.tenant_id == tenant_id)
     with db.connect() as conn:
         return [_key_from_row(row) for row in conn.execute(query)]
+
+
+def record_key_usage(
+    db: Engine, key_id: str, *, prompt_tokens: int, completion_tokens: int, cost_usd: float
+) -> None:
+    """Add one actor call to the key's counters. One `UPDATE ... SET x = x + n`: concurrent calls of the
+    same key (several requests, several API replicas) add up instead of overwriting each other."""
+    with db.begin() as conn:
+        conn.execute(
+            update(K)
+            .where(K.c.id == key_id)
+            .values(
+                actor_calls=K.c.actor_calls + 1,
+                actor_prompt_tokens=K.c.actor_prompt_tokens + max(prompt_tokens, 0),
+                actor_completion_tokens=K.c.actor_completion_tokens + max(completion_tokens, 0),
+                actor_cost_usd=K.c.actor_cost_usd + max(cost_usd, 0.0),
+            )
+        )
+
+
+def key_usage(db: Engine, key_id: str) -> KeyUsage | None:
+    """The key's actor usage now; None when no key has that id."""
+    with db.connect() as conn:
+        row = conn.execute(select(*_USAGE_COLUMNS).where(K.c.id == key_id)).first()
+    return None if row is None else _usage_from_mapping(row._mapping)
 
 
 def verify_key(db: Engine, presented: str) -> ApiKey | None:

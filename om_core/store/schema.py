@@ -273,5 +273,10 @@ api_keys = Table(
     Column("secret_sha256", String(64), nullable=False),
     Column("created_at", Timestamp, nullable=False),
     Column("revoked_at", Timestamp, nullable=True),
+    # What the key spent on actor models through the proxy; only ever bumped by `UPDATE ... SET x = x + n`.
+    Column("actor_calls", BigInteger, nullable=False, server_default=text("0")),
+    Column("actor_prompt_tokens", BigInteger, nullable=False, server_default=text("0")),
+    Column("actor_completion_tokens", BigInteger, nullable=False, server_default=text("0")),
+    Column("actor_cost_usd", Float, nullable=False, server_default=text("0")),
     Index("ix_om_api_keys_tenant", "tenant_id"),
 )
