@@ -83,13 +83,13 @@ class _State:
 
 
 def describe_exit(code: int) -> str:
-    """ "exit code 3", or "killed by SIGKILL" for a negative Popen return code."""
+    """What became of a child: `exited with code 3`, or `killed by SIGKILL` (a negative return code)."""
     if code < 0:
         try:
             return f"killed by {signal.Signals(-code).name}"
         except ValueError:
             return f"killed by signal {-code}"
-    return f"exit code {code}"
+    return f"exited with code {code}"
 
 
 class Supervisor:

@@ -28,7 +28,7 @@ import httpx
 import pytest
 import redis
 
-from om_api.client import OMClient
+from om_api.client import OMClient, OMUnavailable
 from om_api.schemas import ObservationsResponse
 from om_core.messages import Message
 from om_core.sample_conversation import generate
@@ -209,6 +209,44 @@ def test_a_worker_killed_mid_conversation_is_restarted_and_no_turn_or_message_is
         assert stack.state()["children"]["worker"] == restarted, "the new worker stayed up"
         assert stored_ids(client, thread) == [m.id for m in before + after], "a posted message is missing"
     assert stack.stop() == 0, stack.log()
+
+
+@pytest.mark.parametrize("child", ["redis", "api", "beat"])
+def test_a_killed_redis_api_or_beat_is_restarted_and_the_conversation_goes_on(
+    om_up: Callable[[], OmUp], child: str
+) -> None:
+    """Redis comes back on its port from its append-only file, the API on its port; the others
+    reconnect. While Redis or the API is down a turn is refused or cannot connect: it is retried."""
+    messages = conversation(30, seed=3)
+    stack = om_up()
+    thread = f"t-{child}-kill"
+    with OMClient(stack.url, timeout=120) as client:
+        post(client, thread, messages[:10])
+        victim = stack.state()["children"][child]
+        os.kill(victim, signal.SIGKILL)
+        wait_for(
+            f"the supervisor to start a new {child}",
+            lambda: stack.state()["children"].get(child) not in (None, victim),
+            deadline_s=60,
+        )
+        first_after = messages[10]
+        wait_for("a turn to be answered again", lambda: answered(client, thread, first_after), deadline_s=120)
+        post(client, thread, messages[11:])
+        assert f"{child} killed by SIGKILL; restarting it" in stack.log()
+        assert stored_ids(client, thread) == [m.id for m in messages]
+        target = first_seq(client, thread, messages[11].id)
+        wait_for("observations after the restart", lambda: observed_past(client, thread, target), 180)
+    assert stack.stop() == 0, stack.log()
+
+
+def answered(client: OMClient, thread: str, message: Message) -> bool:
+    """One attempt at a turn; a refusal (503 while Redis is down) or no connection is not an answer.
+    Posting the same message id again stores it once."""
+    try:
+        client.post_turn(thread, [message], resource_id="user-1")
+    except (OMUnavailable, httpx.TransportError):
+        return False
+    return True
 
 
 def test_stopping_and_starting_om_up_keeps_every_message_observation_key_and_event(

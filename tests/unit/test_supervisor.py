@@ -66,7 +66,7 @@ def test_the_delay_doubles_per_recent_crash_up_to_the_maximum() -> None:
 
 def test_exit_descriptions_name_the_signal() -> None:
     assert describe_exit(-9) == "killed by SIGKILL"
-    assert describe_exit(3) == "exit code 3"
+    assert describe_exit(3) == "exited with code 3"
 
 
 def test_a_killed_child_is_restarted_after_the_delay_and_the_others_keep_running(log: Path) -> None:
@@ -114,7 +114,7 @@ def test_a_crash_loop_stops_with_the_child_and_its_log(log: Path) -> None:
             supervisor.check()
     assert delays == [1.0, 2.0, 4.0], "three restarts, each waiting twice as long"
     message = str(raised.value)
-    assert message.startswith("beat crashed 4 times within 60s (last: exit code 3); giving up.")
+    assert message.startswith("beat crashed 4 times within 60s (last: exited with code 3); giving up.")
     assert message.endswith(f"Its log: {log}")
 
 
