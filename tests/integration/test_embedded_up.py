@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
+import psutil  # type: ignore[import-untyped]
 import pytest
 import redis
 
@@ -56,11 +57,11 @@ def wait_for(what: str, probe: Callable[[], T | None], deadline_s: float, poll_s
 
 
 def alive(pid: int) -> bool:
+    """Running: a zombie (exited, not yet reaped by whoever adopted it) counts as gone."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
+    except psutil.NoSuchProcess:
         return False
-    return True
 
 
 class OmUp:
@@ -265,6 +266,7 @@ def test_stopping_and_starting_om_up_keeps_every_message_observation_key_and_eve
         settled_log = wait_for("the background work to finish", settled(client, thread), 120, poll_s=1)
         events = stored_events(client, thread)
     key_id = create_key(first, "tenant-kept")
+    assert_a_second_om_up_is_refused(first)
     redis_url = first.state()["redis_url"]
     redis.Redis.from_url(redis_url).set("om-test:kept", "yes")
     children = list(first.state()["children"].values())
@@ -290,6 +292,22 @@ def stored_events(client: OMClient, thread: str) -> list[tuple[int, str, dict[st
     return sorted((event.id, event.type, event.data) for event in client.events(thread, follow=False))
 
 
+def test_om_up_killed_outright_takes_its_children_along_and_starts_again(om_up: Callable[[], OmUp]) -> None:
+    """SIGKILL leaves `om up` no time to stop anything: its children end on their own (Linux parent-death
+    signal), release the data directory's lock with their last breath, and the next start finds the data."""
+    messages = conversation(6, seed=5)
+    first = om_up()
+    with OMClient(first.url, timeout=120) as client:
+        post(client, "t-killed", messages)
+    children = list(first.state()["children"].values())
+    first.kill()
+    wait_for("every child of the killed om up to end", lambda: not any(map(alive, children)), 60)
+    second = om_up()
+    with OMClient(second.url, timeout=120) as client:
+        assert stored_ids(client, "t-killed") == [m.id for m in messages]
+    assert second.stop() == 0, second.log()
+
+
 def settled(client: OMClient, thread: str) -> Callable[[], ObservationsResponse | None]:
     """A probe: the thread's memory once no buffering or reflection runs and two reads in a row agree."""
     previous: list[ObservationsResponse] = []
@@ -305,6 +323,26 @@ def settled(client: OMClient, thread: str) -> Callable[[], ObservationsResponse 
         return memory if agreed else None
 
     return probe
+
+
+def assert_a_second_om_up_is_refused(running: OmUp) -> None:
+    """Same data directory, another port: refused in one line naming the running one, which goes on."""
+    result = subprocess.run(
+        [str(OM), "up", "--port", str(free_port()), "--data-dir", str(running.data_dir)],
+        env=running.env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 1
+    lines = (result.stdout + result.stderr).strip().splitlines()
+    pid = running.state()["pid"]
+    assert lines == [
+        f"om: error: {running.data_dir} is in use by another `om up` (pid {pid}) or processes it started; "
+        "stop it first, or pass another --data-dir"
+    ]
+    assert httpx.get(f"{running.url}/readyz", timeout=10).status_code == 200
 
 
 def om_cli(stack: OmUp, *args: str) -> str:
