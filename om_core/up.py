@@ -26,6 +26,7 @@ import fcntl
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -271,13 +272,18 @@ def _run(plan: _Plan, say: Announcer, policy: RestartPolicy) -> int:
     data = plan.data
     say(f"data directory {data.root} (database, Redis, logs; kept across restarts)")
     say("the API runs WITHOUT authentication and listens on 127.0.0.1 only; do not expose it")
-    if not _migrate(plan, say):
+    if not _port_free(plan.api_port):
+        say(f"error: port {plan.api_port} on 127.0.0.1 is in use; pass another --port", err=True)
         return 1
     supervisor = Supervisor(
         plan.children(say), policy, say=say, on_change=plan.write_state, stop_grace_s=15.0
     )
     code = 0
     with _stop_requested() as stop:
+        if not _migrate(plan, say):
+            return 1
+        if stop.is_set():
+            return 0
         try:
             supervisor.start()
             if _wait_ready(plan, supervisor, stop, say):
@@ -294,6 +300,17 @@ def _run(plan: _Plan, say: Announcer, policy: RestartPolicy) -> int:
             supervisor.stop()
     say(f"stopped; the data stays in {data.root}")
     return code
+
+
+def _port_free(port: int) -> bool:
+    """Checked before anything starts: an API that cannot bind would crash-loop, and say so only after
+    its restarts ran out."""
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 def _migrate(plan: _Plan, say: Announcer) -> bool:

