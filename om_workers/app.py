@@ -100,8 +100,9 @@ class TaskTimeBudget(BaseModel):
     def _retries_fit(self) -> TaskTimeBudget:
         if self.worst_case_retry_wait_s >= self.soft_time_limit_s:
             raise ValueError(
-                f"model retries may wait {self.worst_case_retry_wait_s:.0f}s, not under the soft time "
-                f"limit of {self.soft_time_limit_s:.0f}s; lower OM_MODEL_RETRY_* or raise "
+                f"OM_MODEL_RETRY_* let one model call wait up to {self.worst_case_retry_wait_s:.0f}s in "
+                f"retries, not under the tasks' soft time limit of {self.soft_time_limit_s:.0f}s: lower "
+                "OM_MODEL_RETRY_MAX_RETRIES or OM_MODEL_RETRY_MAX_DELAY_S, or raise "
                 "OM_WORKER_SOFT_TIME_LIMIT_S"
             )
         return self
