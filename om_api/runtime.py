@@ -2,7 +2,9 @@
 
 `OM_EXECUTOR=inline` (the default, and the embedded mode) runs background work in this process;
 `OM_EXECUTOR=celery` hands it to `om_workers` queues and shares locks and counters through Redis, so any
-number of API replicas and workers cooperate on one thread.
+number of API replicas and workers cooperate on one thread. Either way the engine's model calls follow the
+one model-call policy (`om_core.models.call_policy`), with budgets in the workers' Redis bucket whenever
+this process has a Redis.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from om_core import tenancy
 from om_core.coordination import Coordination
 from om_core.engine import Executor, MemoryEngine, Task
 from om_core.engine.engine import EventPublisher
+from om_core.models.rate_limit import RateLimiter
 from om_core.runtime import build_engine
 from om_core.store.types import StoredEvent
 
@@ -105,6 +108,8 @@ class ApiRuntime:
     broker: Any | None = None
     celery_app: Any | None = None
     background: BackgroundExecutor | None = None
+    #: Redis client of the shared rate-limit bucket (inline mode with a Redis configured only).
+    rate_limit_redis: Any | None = None
     keys: tenancy.KeyVerifier = field(init=False)
 
     def __post_init__(self) -> None:
@@ -141,8 +146,9 @@ class ApiRuntime:
         if callable(closer):
             closer()
         self.engine.db.dispose()
-        if self.broker is not None:
-            self.broker.close()
+        for client in (self.broker, self.rate_limit_redis):
+            if client is not None:
+                client.close()
 
 
 def _load_celery_app() -> Any:
@@ -172,6 +178,24 @@ def _celery_parts(settings: ApiSettings) -> tuple[Executor, Coordination, EventP
     return CeleryExecutor(celery_app), RedisCoordination(redis), RedisPublisher(redis), redis, celery_app
 
 
+def _redis_bucket(client: Any) -> RateLimiter:
+    from om_workers.ratelimit import TokenBucket
+
+    return TokenBucket(client)
+
+
+def _inline_rate_limiter(settings: ApiSettings) -> tuple[RateLimiter | None, Any | None]:
+    """(the workers' Redis bucket, its client) when a Redis is configured and there are budgets to keep,
+    so an inline API next to workers, or several API replicas, spend one budget; else (None, None) and the
+    engine keeps an in-process bucket. A Redis left at its default URL is not assumed to exist."""
+    if not settings.redis_configured or not settings.model_call_policy().rate_limits:
+        return None, None
+    from redis import Redis
+
+    client = Redis.from_url(settings.redis_url, socket_timeout=5, socket_connect_timeout=2)
+    return _redis_bucket(client), client
+
+
 def import_plugins(settings: ApiSettings) -> None:
     for name in settings.plugin_modules():
         importlib.import_module(name)
@@ -189,12 +213,16 @@ def build_runtime(settings: ApiSettings) -> ApiRuntime:
             executor=executor,
             coordination=coordination,
             publisher=_Publishers([fanout, redis_publisher]),
+            rate_limiter=_redis_bucket(broker),
         )
         runtime = ApiRuntime(settings, engine, fanout, metrics, broker=broker, celery_app=celery_app)
     else:
         background = BackgroundExecutor()
-        engine = build_engine(settings, executor=background, publisher=fanout)
+        limiter, limiter_redis = _inline_rate_limiter(settings)
+        engine = build_engine(settings, executor=background, publisher=fanout, rate_limiter=limiter)
         background.bind(engine.run_task)
-        runtime = ApiRuntime(settings, engine, fanout, metrics, background=background)
+        runtime = ApiRuntime(
+            settings, engine, fanout, metrics, background=background, rate_limit_redis=limiter_redis
+        )
     metrics.bind(runtime.db, runtime.queue_depths)
     return runtime

@@ -48,7 +48,11 @@ class ApiSettings(Settings):
         """API settings that keep every value of `settings`; the API-only ones come from the environment."""
         if isinstance(settings, ApiSettings):
             return settings
-        return cls(**settings.model_dump())
+        api = cls(**settings.model_dump())
+        # Copied values are not set by the user unless they were in `settings` (`redis_configured` asks).
+        api_only = set(cls.model_fields) - set(Settings.model_fields)
+        api.__pydantic_fields_set__ = settings.model_fields_set | (api.model_fields_set & api_only)
+        return api
 
     def plugin_modules(self) -> list[str]:
         return [name.strip() for name in (self.plugins or "").split(",") if name.strip()]

@@ -545,7 +545,8 @@ def _resolve(config: ObservationalMemoryConfig) -> ResolvedConfig:
         enabled=config.enabled,
         scope=config.scope,
         share_token_budget=config.share_token_budget,
-        temporal_markers=config.temporal_markers,
+        # Markers are OM's own messages: with OM off nothing of OM is written, markers included.
+        temporal_markers=config.temporal_markers and config.enabled,
         retrieval=config.retrieval is not False,
         retrieval_options=_resolve_retrieval(config.retrieval),
         obscure_thread_ids=(

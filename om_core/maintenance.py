@@ -6,7 +6,7 @@ Every step is safe to repeat and safe with two beats running by mistake:
 1. **Due triggers.** The engine arms an `idle` trigger row on every turn when `activateAfterIdle` is set;
    `claim_due` hands each due row to exactly one caller (one conditional UPDATE), and the engine's
    `on_idle` re-checks the TTL against the thread's stored activity before activating anything, so a
-   thread that became busy again is left alone.
+   thread that became busy again is left alone (and one whose OM was switched off, `enabled: false`).
 2. **Stale flags.** The durable `is_*` flags are hints (spec §3.6): a flag whose operation holds no lock
    in Redis belongs to a worker that died; it is cleared.
 3. **Stalled buffering.** A quiet thread whose unbuffered window is past the buffering interval with no
@@ -173,8 +173,8 @@ def rebuffer_stalled(
         thread_id, key = row["id"], row["lookup_key"]
         cfg = engine.config_for(row["config_overrides"] or None)
         interval = cfg.observation.buffer_tokens
-        if not cfg.async_observation_enabled or not interval:
-            continue
+        if not cfg.enabled or not cfg.async_observation_enabled or not interval:
+            continue  # OM off (`enabled: false`) or buffering off: nothing to re-buffer
         if coordination.is_locked(Keys.buffer_lock(key)):
             continue
         if coordination.get_int(rebuffer_marker(key)) == int(row["last_seq"]):

@@ -9,7 +9,8 @@ value (passwords masked) and what to do.
 What each command needs is what it actually uses (`needs()`): beat and Flower only talk to the broker;
 migrate, status and keys only to the database; the API to the database, to the model in both executor
 modes (the settings are shared, so a missing key on the API is missing on the workers too), and to Redis
-in celery mode only; a worker to all of them.
+in celery mode, or when it keeps shared model-call budgets there (`OM_MODEL_RATE_LIMITS` with
+`OM_REDIS_URL` set); a worker to all of them.
 
 The functions return problems instead of printing or exiting, so they can be tested and reused; the
 network probes run concurrently, each bounded by a timeout, so a black-holed host costs seconds, not the
@@ -310,9 +311,12 @@ def _services(settings: Settings, need: Needs) -> list[tuple[str, str]]:
     redis = ("OM_REDIS_URL", settings.redis_url)
     broker = ("OM_BROKER_URL", settings.broker_url) if settings.broker_url else redis
     results = ("OM_RESULT_BACKEND", settings.result_backend) if settings.result_backend else redis
+    # A process that calls models keeps their budgets in OM_REDIS_URL when it is set (even the inline
+    # API, which otherwise needs no Redis): there, an unreachable Redis would fail every model call.
+    budgets = need.model and settings.redis_configured and bool(settings.model_rate_limits)
     wanted = [
         pair
-        for pair, wanted in ((redis, need.redis), (broker, need.broker), (results, need.results))
+        for pair, wanted in ((redis, need.redis or budgets), (broker, need.broker), (results, need.results))
         if wanted
     ]
     unique: dict[str, str] = {}

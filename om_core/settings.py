@@ -11,16 +11,28 @@ from __future__ import annotations
 import json
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import Field
+from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from om_core.config import ObservationalMemoryConfig
+from om_core.models.rate_limit import RateLimit
+
+if TYPE_CHECKING:
+    from om_core.models.call_policy import ModelCallPolicy
+
+
+def _renamed(name: str, former: str) -> AliasChoices:
+    """The variable `name`, also read under its `former` name (the new one wins when both are set)."""
+    return AliasChoices(name, former)
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="OM_", env_file=".env", extra="ignore")
+    # populate_by_name: the renamed variables below are read by alias, and code passes them by field name.
+    model_config = SettingsConfigDict(
+        env_prefix="OM_", env_file=".env", extra="ignore", populate_by_name=True
+    )
 
     database_url: str = Field(
         default="sqlite:///om.db",
@@ -53,6 +65,57 @@ class Settings(BaseSettings):
     auth: Literal["keys", "none"] = Field(default="keys", description="keys: API keys; none: embedded only")
     api_host: str = Field(default="127.0.0.1")
     api_port: int = Field(default=8088)
+
+    # The model-call policy of every process (om_core.models.call_policy). They were worker settings
+    # (OM_WORKER_RETRY_*, ...) when only workers honoured them; the old names are still read.
+    model_retry_max_retries: int = Field(
+        default=8,
+        ge=0,
+        validation_alias=_renamed("OM_MODEL_RETRY_MAX_RETRIES", "OM_WORKER_RETRY_MAX_RETRIES"),
+        description="Retries of a failed model call, in every process (was OM_WORKER_RETRY_MAX_RETRIES)",
+    )
+    model_retry_base_delay_s: float = Field(
+        default=1.0,
+        gt=0,
+        validation_alias=_renamed("OM_MODEL_RETRY_BASE_DELAY_S", "OM_WORKER_RETRY_BASE_DELAY_S"),
+        description="First retry delay, doubling with jitter (was OM_WORKER_RETRY_BASE_DELAY_S)",
+    )
+    model_retry_max_delay_s: float = Field(
+        default=120.0,
+        gt=0,
+        validation_alias=_renamed("OM_MODEL_RETRY_MAX_DELAY_S", "OM_WORKER_RETRY_MAX_DELAY_S"),
+        description="Longest retry delay (was OM_WORKER_RETRY_MAX_DELAY_S)",
+    )
+    model_rate_limits: dict[str, RateLimit] | None = Field(
+        default=None,
+        validation_alias=_renamed("OM_MODEL_RATE_LIMITS", "OM_WORKER_RATE_LIMITS"),
+        description='Provider budgets as JSON, shared through OM_REDIS_URL when it is set: {"openai/gpt-4o": '
+        '{"per_second": 5, "burst": 10}} (was OM_WORKER_RATE_LIMITS)',
+    )
+    model_rate_limit_max_wait_s: float = Field(
+        default=60.0,
+        ge=0,
+        validation_alias=_renamed("OM_MODEL_RATE_LIMIT_MAX_WAIT_S", "OM_WORKER_RATE_LIMIT_MAX_WAIT_S"),
+        description="Longest wait for a model-call token (was OM_WORKER_RATE_LIMIT_MAX_WAIT_S)",
+    )
+
+    @property
+    def redis_configured(self) -> bool:
+        """Whether OM_REDIS_URL was set (environment, .env or argument) rather than left at its default:
+        a process that does not otherwise need Redis uses it for shared rate limits only then."""
+        return "redis_url" in self.model_fields_set
+
+    def model_call_policy(self) -> ModelCallPolicy:
+        """The retry and rate-limit policy of every model call this process makes."""
+        from om_core.models.call_policy import ModelCallPolicy
+
+        return ModelCallPolicy(
+            max_retries=self.model_retry_max_retries,
+            base_delay_s=self.model_retry_base_delay_s,
+            max_delay_s=self.model_retry_max_delay_s,
+            rate_limits=dict(self.model_rate_limits or {}),
+            rate_limit_max_wait_s=self.model_rate_limit_max_wait_s,
+        )
 
     @property
     def broker(self) -> str:

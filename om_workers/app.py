@@ -10,7 +10,8 @@ task twice has the effect of running it once because the storage rules dedupe by
 
 The broker's visibility timeout (how long an unacknowledged message stays invisible before Redis hands it
 out again) must exceed the hard time limit, or a long but healthy task would be delivered a second time
-while it still runs; `WorkerSettings` refuses a configuration that breaks this.
+while it still runs; `WorkerSettings` refuses a configuration that breaks this, and `create_app` one whose
+model-call retries (the service-wide policy, `OM_MODEL_RETRY_*`) could outlast the soft time limit.
 """
 
 from __future__ import annotations
@@ -21,12 +22,11 @@ from typing import Any
 
 from celery import Celery
 from kombu.entity import Exchange, Queue
-from pydantic import Field, model_validator
+from pydantic import BaseModel, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from om_core.settings import Settings
 from om_workers.broker import transport_for
-from om_workers.ratelimit import RateLimit
 
 OBSERVE_QUEUE = "om.observe"
 BUFFER_QUEUE = "om.buffer"
@@ -69,14 +69,6 @@ class WorkerSettings(BaseSettings):
         default=False,
         description="Always send Celery task events (Flower turns them on while it runs either way)",
     )
-    rate_limits: dict[str, RateLimit] = Field(
-        default_factory=dict,
-        description='Shared provider budgets as JSON: {"openai/gpt-4o": {"per_second": 5, "burst": 10}}',
-    )
-    rate_limit_max_wait_s: float = Field(default=60.0, ge=0, description="Longest wait for a model token")
-    retry_max_retries: int = Field(default=8, ge=0)
-    retry_base_delay_s: float = Field(default=1.0, gt=0)
-    retry_max_delay_s: float = Field(default=120.0, gt=0)
 
     @model_validator(mode="after")
     def _limits_are_ordered(self) -> WorkerSettings:
@@ -87,25 +79,33 @@ class WorkerSettings(BaseSettings):
                 "OM_WORKER_VISIBILITY_TIMEOUT_S must exceed OM_WORKER_TIME_LIMIT_S, or a healthy long task "
                 "is handed to a second worker while it still runs"
             )
-        if self.worst_case_retry_wait_s() >= self.soft_time_limit_s:
-            raise ValueError(
-                f"model retries may wait {self.worst_case_retry_wait_s():.0f}s, not under the soft time "
-                f"limit of {self.soft_time_limit_s:.0f}s; lower OM_WORKER_RETRY_* or raise the limit"
-            )
         return self
-
-    def worst_case_retry_wait_s(self) -> float:
-        """The longest total backoff of one model call (every retry at +20 % jitter)."""
-        return sum(
-            min(self.retry_base_delay_s * 2.0**k, self.retry_max_delay_s) * 1.2
-            for k in range(self.retry_max_retries)
-        )
 
     def import_modules(self) -> list[str]:
         return [name.strip() for name in self.imports.split(",") if name.strip()]
 
     def schedule_file(self) -> str:
         return self.beat_schedule_file or str(Path(tempfile.gettempdir()) / "om-celerybeat-schedule")
+
+
+class TaskTimeBudget(BaseModel):
+    """A task's soft time limit against the longest back-off of one model call in it. The two come from
+    two settings models (worker, service), so the rule tying them is checked where both meet; a pydantic
+    error, so `om worker` reports it as one line like any other bad variable."""
+
+    soft_time_limit_s: float
+    worst_case_retry_wait_s: float
+
+    @model_validator(mode="after")
+    def _retries_fit(self) -> TaskTimeBudget:
+        if self.worst_case_retry_wait_s >= self.soft_time_limit_s:
+            raise ValueError(
+                f"OM_MODEL_RETRY_* let one model call wait up to {self.worst_case_retry_wait_s:.0f}s in "
+                f"retries, not under the tasks' soft time limit of {self.soft_time_limit_s:.0f}s: lower "
+                "OM_MODEL_RETRY_MAX_RETRIES or OM_MODEL_RETRY_MAX_DELAY_S, or raise "
+                "OM_WORKER_SOFT_TIME_LIMIT_S"
+            )
+        return self
 
 
 def _queues() -> list[Queue]:
@@ -124,6 +124,10 @@ def create_app(settings: Settings | None = None, worker: WorkerSettings | None =
     """
     settings = settings or Settings()
     worker = worker or WorkerSettings()
+    TaskTimeBudget(
+        soft_time_limit_s=worker.soft_time_limit_s,
+        worst_case_retry_wait_s=settings.model_call_policy().worst_case_retry_wait_s(),
+    )
     app = Celery("om", broker=settings.broker, backend=settings.results)
     app.conf.broker_transport = transport_for(settings.broker)
     transport: dict[str, Any] = {"visibility_timeout": worker.visibility_timeout_s}

@@ -1,30 +1,35 @@
-"""Provider rate limits shared by every worker: a token bucket per provider/model in Redis.
+"""Provider rate limits shared by every process on one Redis: a token bucket per provider/model.
 
 Celery's own `rate_limit` is per worker process, so ten workers would send ten times the budget. Here the
-bucket lives in Redis and is refilled from Redis's clock (`TIME`), so every process draws from one budget
-and clock skew between hosts does not matter. A caller reserves a token atomically and is told how long
-to wait for it; reservations queue up in arrival order instead of polling.
+bucket lives in Redis and is refilled from Redis's clock (`TIME`), so every process (each worker, and each
+API server running background work inline) draws from one budget and clock skew between hosts does not
+matter. A caller reserves a token atomically and is told how long to wait for it; reservations queue up in
+arrival order instead of polling.
 
-Retrying is not done here: `ModelClient`'s `RetryPolicy` stays the only retry layer (a 429 that still
-happens is retried there, with backoff).
+This is the Redis `RateLimiter` the shells plug into the one model-call policy
+(`om_core.models.call_policy`), which also holds the budgets' rules and the rate-limited client; they are
+re-exported here for the code that imported them from this module. Retrying is not done here: the
+policy's `RetryPolicy` stays the only retry layer (a 429 that still happens is retried there, with backoff).
 """
 
 from __future__ import annotations
 
-import logging
 import time
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable
 
 import redis
-from pydantic import BaseModel, Field
 
-from om_core.errors import OMError
-from om_core.models.client import ModelClient
-from om_core.models.retry import RetryPolicy
-from om_core.models.routing import split_router_id
+from om_core.models.call_policy import RateLimitedModelClient
+from om_core.models.rate_limit import RateLimit, RateLimitWaitTooLong, limit_for
 
-log = logging.getLogger("om.workers.ratelimit")
+__all__ = [
+    "KEY_PREFIX",
+    "RateLimit",
+    "RateLimitWaitTooLong",
+    "RateLimitedModelClient",
+    "TokenBucket",
+    "limit_for",
+]
 
 KEY_PREFIX = "om:ratelimit:"
 
@@ -58,32 +63,6 @@ return {1, tostring(wait)}
 """
 
 
-class RateLimit(BaseModel):
-    """A budget: `per_second` tokens refill continuously, at most `burst` can be saved up."""
-
-    per_second: float = Field(gt=0)
-    burst: int = Field(default=1, ge=1)
-
-
-class RateLimitWaitTooLong(OMError):
-    """The shared budget is exhausted for longer than the caller may wait; nothing was reserved."""
-
-    is_retryable = False
-
-    def __init__(self, key: str, wait_s: float, max_wait_s: float) -> None:
-        self.key = key
-        self.wait_s = wait_s
-        self.max_wait_s = max_wait_s
-        super().__init__(
-            "MODEL_RATE_LIMIT_WAIT",
-            f"rate limit {key}: the next token is {wait_s:.1f}s away, "
-            f"more than the {max_wait_s:.1f}s allowed",
-        )
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (RateLimitWaitTooLong, (self.key, self.wait_s, self.max_wait_s))
-
-
 class TokenBucket:
     """One Redis token bucket per key, shared by every process that uses the same Redis."""
 
@@ -115,48 +94,3 @@ class TokenBucket:
         if wait_s > 0:
             sleep(wait_s)
         return wait_s
-
-
-def limit_for(router_id: str, limits: Mapping[str, RateLimit]) -> tuple[str, RateLimit] | None:
-    """The budget a model call draws from: its own (`openai/gpt-4o`) or its provider's (`openai`)."""
-    if router_id in limits:
-        return router_id, limits[router_id]
-    provider, _ = split_router_id(router_id)
-    if provider is not None and provider in limits:
-        return provider, limits[provider]
-    return None
-
-
-class RateLimitedModelClient(ModelClient):
-    """`ModelClient` that takes a token from the shared bucket before every request it sends: each retry
-    and each fallback model is charged to the budget of the model it goes to, since each is a request the
-    provider counts."""
-
-    def __init__(
-        self,
-        bucket: TokenBucket,
-        limits: Mapping[str, RateLimit],
-        *,
-        max_wait_s: float = 60.0,
-        retry: RetryPolicy | None = None,
-        environ: Mapping[str, str] | None = None,
-        check_credentials: bool = True,
-    ) -> None:
-        super().__init__(retry, environ=environ, check_credentials=check_credentials)
-        self.bucket = bucket
-        self.limits = dict(limits)
-        self.max_wait_s = max_wait_s
-
-    def before_attempt(self, router_id: str) -> None:
-        self.take_token(router_id)
-
-    def take_token(self, router_id: str) -> float:
-        """Wait for a token of `router_id`'s budget (no-op without one). Returns the seconds waited."""
-        found = limit_for(router_id, self.limits)
-        if found is None:
-            return 0.0
-        key, limit = found
-        waited = self.bucket.acquire(key, limit, max_wait_s=self.max_wait_s)
-        if waited > 0:
-            log.debug("waited %.2fs for a %s token", waited, key)
-        return waited

@@ -32,7 +32,6 @@ from om_core.engine import events as ev
 from om_core.engine.tasks import BufferObservation, BufferReflection, Observe, Reflect, Task, task_from_dict
 from om_core.errors import OperationFailed
 from om_core.models.client import load_litellm
-from om_core.models.retry import RetryPolicy
 from om_core.runtime import build_engine
 from om_core.settings import Settings
 from om_core.startup_heap import freeze_startup_heap
@@ -43,7 +42,7 @@ from om_workers.app import WorkerSettings, app
 from om_workers.coordination import RedisCoordination
 from om_workers.events import RedisPublisher
 from om_workers.executor import WorkerExecutor
-from om_workers.ratelimit import RateLimitedModelClient, TokenBucket
+from om_workers.ratelimit import TokenBucket
 
 log = logging.getLogger("om.workers.tasks")
 
@@ -64,28 +63,19 @@ _runtime_guard = threading.Lock()
 
 
 def build_runtime(settings: Settings | None = None, worker: WorkerSettings | None = None) -> WorkerRuntime:
-    """An engine wired for a worker: Celery executor, Redis locks and events, shared rate limits."""
+    """An engine wired for a worker: Celery executor, Redis locks and events, and the model-call policy
+    every process follows with its budgets in the shared Redis bucket."""
     settings = settings or Settings()
     worker = worker or WorkerSettings()
     client = redis.Redis.from_url(settings.redis_url)
     coordination = RedisCoordination(client, lease_s=worker.lock_lease_s)
-    models = RateLimitedModelClient(
-        TokenBucket(client),
-        worker.rate_limits,
-        max_wait_s=worker.rate_limit_max_wait_s,
-        retry=RetryPolicy(
-            max_retries=worker.retry_max_retries,
-            base_delay_s=worker.retry_base_delay_s,
-            max_delay_s=worker.retry_max_delay_s,
-        ),
-    )
     executor = WorkerExecutor(app)
     engine = build_engine(
         settings,
         executor=executor,
         coordination=coordination,
         publisher=RedisPublisher(client),
-        models=models,
+        rate_limiter=TokenBucket(client),
     )
     executor.bind(engine.run_task)
     return WorkerRuntime(engine, coordination, client, worker, os.getpid())

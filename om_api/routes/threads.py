@@ -36,7 +36,7 @@ from om_api.schemas import (
 from om_api.settings import ApiSettings
 from om_api.turn_body import turn_json_response
 from om_core import queries, tenancy
-from om_core.engine import Observe, Reflect, Task, TurnResult, new_cycle_id
+from om_core.engine import MemoryDisabled, Observe, Reflect, Task, TurnResult, new_cycle_id
 from om_core.engine import events as ev
 from om_core.errors import OMConfigError
 from om_core.scoped_ids import public_id, scoped_id
@@ -265,9 +265,26 @@ def get_messages(
 # -------------------------------------------------------------------------------------- operations
 
 
+def _require_enabled(runtime: ApiRuntime, thread: history.ThreadRow) -> None:
+    """Manual work on a thread with OM off is refused, not silently skipped: the caller asked for memory
+    work that cannot happen, and the fix is one config field."""
+    try:
+        runtime.engine.require_enabled(thread.id)
+    except MemoryDisabled:
+        thread_id = public_id(thread.id)
+        raise ApiError(
+            409,
+            "memory_disabled",
+            f"observational memory is off for thread {thread_id!r} (its effective config has enabled: "
+            f"false): PUT /v1/threads/{thread_id}/config with overrides.enabled true to observe or reflect",
+            field="overrides.enabled",
+        ) from None
+
+
 def _operate(
     runtime: ApiRuntime, thread: history.ThreadRow, task: Task, wait: bool, operation: str
 ) -> OperationResponse:
+    _require_enabled(runtime, thread)
     first = last_event_id(runtime.db, thread.id)
     runtime.require_broker()
     completed = False
@@ -301,7 +318,7 @@ def _operate(
 @router.post(
     "/{thread_id}/observe",
     response_model=OperationResponse,
-    responses=COMMON_ERRORS,
+    responses={**COMMON_ERRORS, **errors(409)},
     summary="Observe the unobserved messages now (the manual observe API)",
 )
 def post_observe(
@@ -319,7 +336,7 @@ def post_observe(
 @router.post(
     "/{thread_id}/reflect",
     response_model=OperationResponse,
-    responses=COMMON_ERRORS,
+    responses={**COMMON_ERRORS, **errors(409)},
     summary="Reflect the observation log now, optionally with guidance (the manual reflect API)",
 )
 def post_reflect(

@@ -1,6 +1,13 @@
 """The OM use-cases (`MemoryEngine`) and the task values executors run."""
 
-from om_core.engine.engine import EngineSettings, MemoryEngine, TurnResult, lookup_key, resolve_model
+from om_core.engine.engine import (
+    EngineSettings,
+    MemoryDisabled,
+    MemoryEngine,
+    TurnResult,
+    lookup_key,
+    resolve_model,
+)
 from om_core.engine.tasks import (
     BufferObservation,
     BufferReflection,
@@ -20,6 +27,7 @@ __all__ = [
     "EngineSettings",
     "Executor",
     "InlineExecutor",
+    "MemoryDisabled",
     "MemoryEngine",
     "Observe",
     "Reflect",

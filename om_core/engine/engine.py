@@ -18,7 +18,7 @@ from typing import Any, Literal, NamedTuple, Protocol
 from sqlalchemy import Connection, Engine
 
 from om_core import policy, tenancy, triggers
-from om_core.config import ObservationalMemoryConfig, ResolvedConfig, TokenRange
+from om_core.config import ObservationalMemoryConfig, ResolvedConfig, TokenRange, message_threshold_max
 from om_core.context import ActorContext, RenderedLogCache, build_actor_context
 from om_core.coordination import Coordination, Keys, LocalCoordination, Peek
 from om_core.early_activation import provider_changed, resolve_ttl_ms, ttl_expired
@@ -33,7 +33,13 @@ from om_core.engine.tasks import (
     Task,
     new_cycle_id,
 )
-from om_core.engine.window import Window, build_window, cut_for_budget, cut_keeping_tail
+from om_core.engine.window import (
+    Window,
+    build_window,
+    cut_for_budget,
+    cut_keeping_tail,
+    start_of_recent,
+)
 from om_core.errors import OMError, OperationFailed
 from om_core.messages import Message, Part
 from om_core.models.selection import DEFAULT_MODEL, ModelByInputTokens, ModelSpec
@@ -81,6 +87,22 @@ class ObserverDegenerateError(OMError, RuntimeError):
 class ThreadIdRequired(OMError, ValueError):
     def __init__(self) -> None:
         super().__init__("THREAD_ID_REQUIRED", "[THREAD_ID_REQUIRED] a thread id is required in thread scope")
+
+
+class MemoryDisabled(OMError, ValueError):
+    """Manual observe/reflect on a thread whose effective config says `enabled: false`: OM is off there
+    (spec §2.1), so there is no memory to work on; refused rather than silently doing nothing."""
+
+    def __init__(self, thread_id: str) -> None:
+        self.thread_id = thread_id
+        super().__init__(
+            "MEMORY_DISABLED",
+            f"[MEMORY_DISABLED] observational memory is off for thread {thread_id!r} (enabled: false); "
+            "set enabled: true in its config to observe or reflect",
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (MemoryDisabled, (self.thread_id,))
 
 
 class Completion(Protocol):
@@ -208,6 +230,9 @@ class _Activity:
 def _now() -> datetime:
     return datetime.now(UTC)
 
+
+#: Parts read per page when looking for the start of the recent history (OM off); a page is ~30 KB of rows.
+_RECENT_PAGE = 512
 
 #: Events written during the current `ingest_turn` (inline background work included), returned to the caller.
 _EVENT_SINK: ContextVar[list[StoredEvent] | None] = ContextVar("om_event_sink", default=None)
@@ -449,6 +474,8 @@ class MemoryEngine:
         stored = self._store_and_read(thread_id, resource_id, tenant_id, incoming, actor_model)
         before, head, window, resource = stored.before, stored.head, stored.window, stored.thread.resource_id
         cfg = self.config_for(before.config_overrides if before is not None else None)
+        if not cfg.enabled:
+            return self._disabled_turn(thread_id, cfg, stored, step_number)
         activity = _Activity(
             previous_model=before.last_actor_model if before is not None else None,
             last_activity_at=before.last_activity_at if before is not None else None,
@@ -547,11 +574,56 @@ class MemoryEngine:
             unobserved = history.read_unobserved(
                 conn,
                 thread_id,
-                head.last_observed_seq,
+                self._context_start(conn, thread, head),
                 known=lambda seq: fresh_parts.get(seq) or self._cached_part(thread, seq),
             )
         self._remember_parts(thread, unobserved, fresh_parts)
         return _Stored(before, thread, head, build_window(unobserved.rows, self.counter), unobserved.messages)
+
+    def _context_start(self, conn: Connection, thread: history.ThreadRow, head: Record) -> int:
+        """Where the actor's raw messages start: after the cursor while OM is on.
+
+        With OM off (`enabled: false`) nothing is compressed, so the raw history is all the actor has:
+        the newest messages within the thread's message budget (`observation.messageTokens`, the most
+        raw history OM itself shows before compressing), wherever a cursor left by an earlier enabled
+        period stands. Bounded so that neither the context nor the turn's reads grow with the thread."""
+        cfg = self.config_for(thread.config_overrides)
+        if cfg.enabled:
+            return head.last_observed_seq
+        budget = message_threshold_max(cfg)
+        rows: list[history.PartTokens] = []
+        while True:
+            page = history.part_tokens_newest_first(
+                conn, thread.id, before_seq=rows[-1].seq if rows else None, limit=_RECENT_PAGE
+            )
+            rows.extend(page)
+            start = start_of_recent(build_window(rows, self.counter), budget)
+            if start is not None:
+                return start
+            if len(page) < _RECENT_PAGE:
+                return 0
+
+    def _disabled_turn(
+        self, thread_id: str, cfg: ResolvedConfig, stored: _Stored, step_number: int
+    ) -> TurnResult:
+        """A turn with OM off: the messages are stored (storage is the source of truth) and nothing else
+        happens: no model call, no background work, no change to the record or the thread's hints, no
+        idle trigger, no event. The cursor stays where it was, so turning OM on later observes the
+        backlog by the normal policy. The status reports the record as it stands and the context's
+        message tokens."""
+        status = self._status(stored.head, stored.window, cfg)
+        return TurnResult(
+            thread_id=public_id(thread_id),
+            resource_id=public_id(stored.thread.resource_id),
+            record_id=stored.head.id,
+            system_messages=[],
+            messages=[m for m in stored.messages if m.has_visible_content],
+            continuation_reminder="",
+            status=status.to_status_payload(
+                stored.head.id, thread_id, step_number, stored.head.generation_count
+            ),
+            events=[],
+        )
 
     def _cached_part(self, thread: history.ThreadRow, seq: int) -> Part | None:
         return self.part_cache.get((thread.id, thread.created_at, seq))
@@ -618,6 +690,8 @@ class MemoryEngine:
         if thread is None or head is None:
             return False
         cfg = self.config_for(thread.config_overrides)
+        if not cfg.enabled:
+            return False  # OM off: an idle trigger armed before it was switched off activates nothing
         moment = now or self.clock()
         activity = _Activity(
             previous_model=thread.last_actor_model,
@@ -932,8 +1006,8 @@ class MemoryEngine:
             if thread is None:
                 return None
             cfg = self.config_for(thread.config_overrides)
-            if not cfg.async_observation_enabled:
-                return None
+            if not cfg.enabled or not cfg.async_observation_enabled:
+                return None  # OM off (a task queued before it was switched off) or buffering off
             head = records.read_head(conn, key)
             if head is None or has_event(
                 conn,
@@ -1192,6 +1266,8 @@ class MemoryEngine:
         newest messages (the retention floor, at least the prompt being answered) stay raw.
         """
         cfg = self._thread_config(task.thread_id)
+        if not cfg.enabled:
+            return False  # OM off: work queued before it was switched off calls no model
         key = lookup_key(task.thread_id)
         token = self.coordination.try_lock(Keys.observe_lock(key), self.settings.lock_ttl_s)
         if token is None:
@@ -1455,6 +1531,8 @@ class MemoryEngine:
     def buffer_reflection(self, task: BufferReflection) -> bool:
         """Reflect the leading slice of the log in the background and store it on the named record."""
         cfg = self._thread_config(task.thread_id)
+        if not cfg.enabled:
+            return False  # OM off: work queued before it was switched off calls no model
         key = lookup_key(task.thread_id)
         lock = Keys.buffered_reflection_lock(key)
         token = self.coordination.try_lock(lock, self.settings.lock_ttl_s)
@@ -1628,6 +1706,8 @@ class MemoryEngine:
     def reflect(self, task: Reflect) -> bool:
         """Blocking reflection of the whole log into a new generation (spec §4.6 sync reflection)."""
         cfg = self._thread_config(task.thread_id)
+        if not cfg.enabled:
+            return False  # OM off: work queued before it was switched off calls no model
         key = lookup_key(task.thread_id)
         token = self.coordination.try_lock(Keys.reflect_lock(key), self.settings.lock_ttl_s)
         if token is None:
@@ -1778,10 +1858,17 @@ class MemoryEngine:
 
     # ------------------------------------------------------------------------------ manual API
 
+    def require_enabled(self, thread_id: str) -> None:
+        """Refuse manual work on a thread with OM off (`MemoryDisabled`), instead of a silent no-op."""
+        if not self._thread_config(thread_id).enabled:
+            raise MemoryDisabled(thread_id)
+
     def observe_now(self, thread_id: str) -> bool:
+        self.require_enabled(thread_id)
         return self.observe(Observe(thread_id, new_cycle_id("observe"), trigger="manual"))
 
     def reflect_now(self, thread_id: str, prompt: str | None = None) -> bool:
+        self.require_enabled(thread_id)
         return self.reflect(
             Reflect(thread_id, new_cycle_id("reflect"), trigger="manual", manual_prompt=prompt)
         )

@@ -106,3 +106,17 @@ def cut_keeping_tail(window: Window, keep_tokens: float, max_keep: int) -> int:
     if first_kept == 0:
         return 0
     return ordered[first_kept - 1].last_seq
+
+
+def start_of_recent(window: Window, budget: int) -> int | None:
+    """The sequence number after which the newest messages of `window` fit in `budget` tokens, cutting only
+    before a whole message; the newest message is kept however large. None when every message fits (the
+    caller decides whether that is the whole history or only the part it has read so far)."""
+    total = CONVERSATION_OVERHEAD
+    start: int | None = None
+    for message in sorted(window.messages, key=lambda m: m.last_seq, reverse=True):
+        if start is not None and total + message.tokens > budget:
+            return start
+        total += message.tokens
+        start = message.first_seq - 1 if start is None else min(start, message.first_seq - 1)
+    return None

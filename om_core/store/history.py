@@ -337,6 +337,26 @@ def part_tokens_after(conn: Connection, thread_id: str, after_seq: int) -> list[
     return [_part_tokens(row) for row in conn.execute(query).mappings()]
 
 
+def part_tokens_newest_first(
+    conn: Connection, thread_id: str, *, before_seq: int | None, limit: int
+) -> list[PartTokens]:
+    """Stored token contributions of up to `limit` parts before `before_seq` (None: the newest), newest
+    first: a page of the history read backwards, so finding the recent tail costs the tail, not the
+    thread."""
+    query = (
+        select(
+            P.c.message_id, M.c.role, P.c.seq, P.c.type, P.c.tokens, P.c.overhead_delta, P.c.extra_messages
+        )
+        .join(M, (M.c.thread_id == P.c.thread_id) & (M.c.id == P.c.message_id))
+        .where(P.c.thread_id == thread_id)
+        .order_by(P.c.seq.desc())
+        .limit(limit)
+    )
+    if before_seq is not None:
+        query = query.where(P.c.seq < before_seq)
+    return [_part_tokens(row) for row in conn.execute(query).mappings()]
+
+
 @dataclass(frozen=True)
 class Unobserved:
     """The window after the cursor, read once: its weights (for the policy) and its messages (for the

@@ -24,6 +24,7 @@ from typing import Any
 from sqlalchemy import Engine
 
 from om_core import tenancy
+from om_core.settings import Settings
 from om_core.store.db import make_engine
 from om_core.store.migrate import upgrade
 from om_workers.app import WorkerSettings
@@ -36,12 +37,24 @@ FAKE_MODEL_MODULE = "tests.bench.fake_latency_model"
 #: it), and the benchmarks do not use the proxy: no plugin, as a deployment without the proxy runs it.
 API_PLUGINS = ""
 
+
+def _shipped_default(key: str) -> str | None:
+    """The default of a variable the test launcher shortens: a worker setting, or a model-call setting
+    under its former worker name (`OM_WORKER_RETRY_*` is read as `OM_MODEL_RETRY_*`)."""
+    name = key.removeprefix("OM_WORKER_").lower()
+    if name in WorkerSettings.model_fields:
+        return str(WorkerSettings.model_fields[name].default)
+    if f"model_{name}" in Settings.model_fields:
+        return str(Settings.model_fields[f"model_{name}"].default)
+    return None
+
+
 #: The test launcher's short leases and backoffs reset to production defaults: a benchmark measures
 #: the shipped configuration.
 PRODUCTION_WORKER_ENV = {
-    key: str(WorkerSettings.model_fields[key.removeprefix("OM_WORKER_").lower()].default)
+    key: default
     for key in TEST_WORKER_ENV
-    if key.removeprefix("OM_WORKER_").lower() in WorkerSettings.model_fields
+    if (default := _shipped_default(key)) is not None
     and key not in ("OM_WORKER_IMPORTS", "OM_WORKER_BEAT_INTERVAL_S")
 }
 

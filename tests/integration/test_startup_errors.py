@@ -163,6 +163,14 @@ CASES = [
         exit_code=2,
     ),
     Case(
+        "worker/model-retries-that-outlast-its-tasks",
+        ("worker",),
+        {**CELERY_OK, "OM_MODEL_RETRY_BASE_DELAY_S": "60", "OM_MODEL_RETRY_MAX_DELAY_S": "600"},
+        "OM_MODEL_RETRY_",
+        ("up to 3960s", "OM_WORKER_SOFT_TIME_LIMIT_S"),
+        exit_code=2,
+    ),
+    Case(
         "serve/malformed-service-setting",
         ("serve",),
         {"OM_DATABASE_URL": "{db}", "OM_BLOCKING_DEADLINE_S": "soon"},

@@ -31,7 +31,6 @@ from tests.support.workers import REPO, redis_db_url, wait_until
     [
         ({"soft_time_limit_s": 600, "time_limit_s": 600}, "SOFT_TIME_LIMIT"),
         ({"time_limit_s": 600, "visibility_timeout_s": 600}, "VISIBILITY_TIMEOUT"),
-        ({"retry_base_delay_s": 60, "retry_max_delay_s": 600}, "retries may wait"),
     ],
 )
 def test_worker_settings_refuse_limits_that_break_delivery(knobs: dict[str, Any], problem: str) -> None:
@@ -39,11 +38,25 @@ def test_worker_settings_refuse_limits_that_break_delivery(knobs: dict[str, Any]
         WorkerSettings(**knobs)
 
 
+def test_a_worker_app_refuses_model_retries_that_outlast_its_tasks() -> None:
+    """The retry policy is service-wide (OM_MODEL_RETRY_*), the time limit a worker's: checked where both
+    meet, as a pydantic error so `om worker` prints it as one line."""
+    patient = Settings(
+        redis_url="redis://127.0.0.1:1/0", model_retry_base_delay_s=60, model_retry_max_delay_s=600
+    )
+    with pytest.raises(ValidationError, match=r"OM_MODEL_RETRY_\* let one model call wait up to \d+s"):
+        create_app(patient, WorkerSettings())
+    create_app(
+        patient, WorkerSettings(soft_time_limit_s=20_000, time_limit_s=20_001, visibility_timeout_s=40_003)
+    )
+
+
 def test_the_default_limits_nest() -> None:
     worker = WorkerSettings()
+    retries = Settings(_env_file=None).model_call_policy().worst_case_retry_wait_s()
     # Every model-retry backoff fits in the soft limit, which fits in the hard one, which is well inside
     # the broker's visibility timeout: a healthy task is never handed out twice.
-    assert worker.worst_case_retry_wait_s() < worker.soft_time_limit_s < worker.time_limit_s
+    assert retries < worker.soft_time_limit_s < worker.time_limit_s
     assert worker.time_limit_s * 2 <= worker.visibility_timeout_s
 
 

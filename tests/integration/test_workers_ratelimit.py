@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import textwrap
 import uuid
 from collections.abc import Iterator
@@ -23,7 +19,8 @@ from om_workers.ratelimit import (
     TokenBucket,
     limit_for,
 )
-from tests.support.workers import REPO, redis_db_url, wait_until
+from tests.support.shared_budget import assert_one_budget, race
+from tests.support.workers import redis_db_url
 
 pytestmark = pytest.mark.redis
 
@@ -38,7 +35,7 @@ CALLER = textwrap.dedent(
     import redis
     from om_workers.ratelimit import RateLimit, RateLimitedModelClient, TokenBucket
 
-    url, bucket_prefix, run, index, calls = sys.argv[1:6]
+    url, run, index, calls, bucket_prefix = sys.argv[1:6]
     client = redis.Redis.from_url(url)
     grants = []
 
@@ -72,51 +69,9 @@ def client(redis_url: str) -> Iterator[redis.Redis]:
 
 
 def test_two_processes_share_one_budget(client: redis.Redis, tmp_path: Path) -> None:
-    url = client.connection_pool.connection_kwargs
-    redis_url = f"redis://{url['host']}:{url['port']}/{url['db']}"
-    run, prefix = f"rl-{uuid.uuid4().hex[:8]}", f"om:ratelimit:{uuid.uuid4().hex[:8]}:"
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(REPO),
-        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-        "LITELLM_LOG": "ERROR",
-    }
-    processes = [
-        subprocess.Popen(
-            [sys.executable, "-c", CALLER, redis_url, prefix, run, str(index), str(CALLS_PER_PROCESS)],
-            cwd=REPO,
-            env=env,
-            stdout=open(tmp_path / f"caller{index}.log", "wb"),  # noqa: SIM115
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        for index in range(2)
-    ]
-    try:
-        wait_until(lambda: client.llen(f"{run}:ready") == 2, deadline_s=120, what="both callers to be ready")
-        for index in range(2):
-            client.rpush(f"{run}:go:{index}", 1)
-        wait_until(lambda: client.llen(f"{run}:grants") == 2, deadline_s=60, what="both callers to finish")
-    finally:
-        for process in processes:
-            if process.poll() is None:
-                os.killpg(process.pid, 9)
-            process.wait(timeout=10)
-    reports = [json.loads(raw) for raw in client.lrange(f"{run}:grants", 0, -1)]
-    grants = sorted(t for report in reports for t in report["grants"])
-    assert len(grants) == 2 * CALLS_PER_PROCESS
-
-    # In any time window, no more tokens than the burst plus what refilled during it (plus one for the
-    # sampling of grant times, taken just after each token).
-    for i in range(len(grants)):
-        for j in range(i, len(grants)):
-            assert j - i + 1 <= RATE.burst + RATE.per_second * (grants[j] - grants[i]) + 1, (i, j)
-    minimum = (2 * CALLS_PER_PROCESS - RATE.burst) / RATE.per_second
-    assert grants[-1] - grants[0] >= minimum * 0.9, "the two processes together run at the shared rate"
-    alone = [report["grants"] for report in reports]
-    assert all(len(g) == CALLS_PER_PROCESS for g in alone)
-    # Interleaved, not one after the other: each process got tokens while the other was running.
-    assert min(alone[0][-1], alone[1][-1]) > max(alone[0][0], alone[1][0])
+    prefix = f"om:ratelimit:{uuid.uuid4().hex[:8]}:"
+    reports = race(client, CALLER, [[prefix], [prefix]], calls=CALLS_PER_PROCESS, logs=tmp_path)
+    assert_one_budget(reports, RATE, CALLS_PER_PROCESS)
 
 
 def test_a_wait_longer_than_allowed_fails_without_reserving(client: redis.Redis) -> None:

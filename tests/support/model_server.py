@@ -11,6 +11,7 @@ answered, so a test can see a call start. Actions:
 - `hold`: wait until the test calls `release(namespace)`, then answer like `ok`;
 - `timeout`: answer nothing until long after the client gave up (the client's timeout fires);
 - `error500`: HTTP 500 with an OpenAI-style error body;
+- `error429`: HTTP 429, the provider's "rate limit exceeded", with an OpenAI-style error body;
 - `empty`: a normal reply with empty content;
 - `garbage`: control characters, NULs, unpaired surrogates and mojibake, some lines shaped like
   observation bullets (so it reaches the storage boundary instead of stopping at the parser);
@@ -151,6 +152,9 @@ class ModelServer:
         if action == "error500":
             error = {"message": "fake upstream failure", "type": "server_error", "code": "internal_error"}
             return 500, {"error": error}
+        if action == "error429":
+            error = {"message": "fake rate limit", "type": "rate_limit_error", "code": "rate_limit_exceeded"}
+            return 429, {"error": error}
         finish = "stop"
         if action == "empty":
             reply = ""

@@ -14,6 +14,7 @@ test can wait for exactly the work it caused.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -30,6 +31,7 @@ from typing import Any, TypeVar
 import redis
 from celery import Celery
 from celery.result import AsyncResult
+from pydantic import AliasChoices
 from sqlalchemy import update
 
 from om_core.engine import MemoryEngine, Task
@@ -231,12 +233,27 @@ class WorkerCluster:
                 out[name] = value
         return out
 
+    def _model_call_kwargs(self) -> dict[str, Any]:
+        """The model-call policy the workers read from `self.env`, under either of its names: the producer
+        app checks it against the workers' time limit as a worker does."""
+        out: dict[str, Any] = {}
+        for name, info in Settings.model_fields.items():
+            alias = info.validation_alias
+            if not isinstance(alias, AliasChoices):
+                continue
+            names = [choice for choice in alias.choices if isinstance(choice, str)]
+            value = next((self.env[n] for n in names if n in self.env), None)
+            if value is not None:
+                out[name] = json.loads(value) if name == "model_rate_limits" else value
+        return out
+
     def settings(self, **overrides: Any) -> Settings:
         values: dict[str, Any] = {
             "database_url": self.postgres_url,
             "redis_url": self.redis_url,
             "config": self.env.get("OM_CONFIG"),
             "model": self.env.get("OM_MODEL"),
+            **self._model_call_kwargs(),
         }
         values.update(overrides)
         return Settings(**values)
