@@ -1,6 +1,6 @@
 """The OpenAI-compatible proxy against a real server, driven by the `openai` package: a chat backend that
 only changes its base URL gets memory applied, its replies stored once, streaming included. The actor is
-`om-fake/echo` behind litellm (tests/support/fake_actor.py), which logs the context it was given."""
+`om-actor/echo` behind litellm (tests/support/fake_actor.py), which logs the context it was given."""
 
 from __future__ import annotations
 
@@ -60,10 +60,10 @@ def test_an_openai_client_gets_memory_and_its_replies_are_stored_once(
     calls_before = len(actor_calls(api_server))
     for text in user_texts:
         history.append({"role": "user", "content": text})
-        completion = chat.chat.completions.create(model="om-fake/echo", messages=history)  # type: ignore[arg-type]
+        completion = chat.chat.completions.create(model="om-actor/echo", messages=history)  # type: ignore[arg-type]
         reply = completion.choices[0].message.content or ""
         assert reply.startswith("Noted: " + " ".join(text.split()[:3]))
-        assert completion.model == "om-fake/echo" and completion.usage is not None
+        assert completion.model == "om-actor/echo" and completion.usage is not None
         history.append({"role": "assistant", "content": reply})
 
     stored = stored_messages(om, thread)
@@ -81,7 +81,7 @@ def test_an_openai_client_gets_memory_and_its_replies_are_stored_once(
     assert "memory=no" in history[2]["content"]
 
     history.append({"role": "user", "content": "Please stream the next answer."})
-    stream = chat.chat.completions.create(model="om-fake/echo", messages=history, stream=True)  # type: ignore[arg-type]
+    stream = chat.chat.completions.create(model="om-actor/echo", messages=history, stream=True)  # type: ignore[arg-type]
     streamed = "".join(
         chunk.choices[0].delta.content or ""
         for chunk in stream
@@ -98,7 +98,7 @@ def test_the_thread_can_come_from_metadata(om: OMClient, api_server: ApiServer, 
     thread, resource = new_id("meta"), new_id("door-user")
     chat = openai.OpenAI(base_url=api_server.base_url + "/v1", api_key=tenant_key)
     chat.chat.completions.create(
-        model="om-fake/echo",
+        model="om-actor/echo",
         messages=[{"role": "user", "content": "remember the blue door"}],
         metadata={"thread_id": thread, "resource_id": resource},
     )
@@ -109,7 +109,7 @@ def test_the_thread_can_come_from_metadata(om: OMClient, api_server: ApiServer, 
 @pytest.mark.parametrize(
     ("headers", "model", "field"),
     [
-        ({}, "om-fake/echo", "metadata.thread_id"),
+        ({}, "om-actor/echo", "metadata.thread_id"),
         ({"X-OM-Thread-Id": "t-1"}, "openai/gpt-4o", "model"),
     ],
 )
@@ -127,7 +127,7 @@ def test_the_proxy_needs_an_om_key(api_server: ApiServer) -> None:
     chat = openai.OpenAI(base_url=api_server.base_url + "/v1", api_key="sk-not-an-om-key", max_retries=0)
     with pytest.raises(openai.AuthenticationError):
         chat.chat.completions.create(
-            model="om-fake/echo",
+            model="om-actor/echo",
             messages=[{"role": "user", "content": "hi"}],
             extra_headers={"X-OM-Thread-Id": "t-1"},
         )

@@ -2,7 +2,7 @@
 with `GET /v1/usage` and `om keys list`) and in `/metrics` with a `tenant` label. Plain and streamed calls
 both count, a streamed call even when the caller did not ask for usage; concurrent calls of one key all
 add up (the counters are bumped with `UPDATE ... SET x = x + n`). Against a real server on the test
-Postgres, with the fake actor `om-fake/echo` (priced at 1e-6 USD per prompt token, 2e-6 per completion
+Postgres, with the fake actor `om-actor/echo` (priced at 1e-6 USD per prompt token, 2e-6 per completion
 token) answering through litellm."""
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ __all__ = ["api_server"]  # fixture used below
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis]
 
-MODEL = "om-fake/echo"
+MODEL = "om-actor/echo"
 PROMPT_PRICE, COMPLETION_PRICE = 0.000001, 0.000002
 QUESTION = [{"role": "user", "content": "How many cafes are on the river front in Porto?"}]
 
@@ -177,7 +177,7 @@ def open_client(postgres_url: str, pg_engine: Engine) -> Iterator[TestClient]:
         database_url=postgres_url,
         auth="none",
         model="om-local/extractive",
-        actor_models="om-fake/*",
+        actor_models="om-actor/*",
         plugins="tests.support.fake_actor",
     )
     with TestClient(create_app(settings)) as client:

@@ -17,7 +17,7 @@
 
 Placeholders: `localhost:8088` is the server, `omk_...` a fresh tenant's key, `t-<n>` and `user-<n>` thread
 and resource ids (fresh per test, the same within one test: ids belong to one tenant), and the actor model
-`openai/gpt-5-mini` becomes the fake echo actor `om-fake/echo` (no provider key exists here). `my_model`
+`openai/gpt-5-mini` becomes the fake echo actor `om-actor/echo` (no provider key exists here). `my_model`
 in the client snippet is the caller's own model; the test passes a stand-in that records what it got.
 """
 
@@ -57,7 +57,7 @@ pytestmark = [pytest.mark.postgres, pytest.mark.redis]
 REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"
 OM_EXECUTABLE = REPO / ".venv" / "bin" / "om"
-ACTOR_PLACEHOLDER, TEST_ACTOR = "openai/gpt-5-mini", "om-fake/echo"
+ACTOR_PLACEHOLDER, TEST_ACTOR = "openai/gpt-5-mini", "om-actor/echo"
 runner = CliRunner()
 
 

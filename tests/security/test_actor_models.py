@@ -50,8 +50,8 @@ def test_a_hosted_model_is_allowed_when_no_pattern_is_set(model: str) -> None:
     assert self_hosted_provider(model) is None
     assert refusal([], model) is None
     assert refusal(["*"], model) is None
-    reason = refusal(["om-fake/*"], model)
-    assert reason is not None and "OM_ACTOR_MODELS=om-fake/*" in reason
+    reason = refusal(["om-actor/*"], model)
+    assert reason is not None and "OM_ACTOR_MODELS=om-actor/*" in reason
 
 
 def test_a_provider_litellm_places_on_an_internal_address_counts_as_self_hosted(

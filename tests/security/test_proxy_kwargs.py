@@ -6,7 +6,7 @@ litellm's own lists (`all_litellm_params`, `OPENAI_CHAT_COMPLETION_PARAMS`, the 
 credential-bearing ones) and every `kwargs.get("...")` / `kwargs.pop("...")` / `kwargs["..."]` in
 `litellm/main.py` (undocumented switches such as `_skip_mcp_handler`). Each is sent alone, plain and
 streamed, to the real app on the test Postgres; `litellm.acompletion` is replaced by a recorder that keeps
-the keywords it got and answers through the fake actor (`om-fake/echo`), so the full route runs.
+the keywords it got and answers through the fake actor (`om-actor/echo`), so the full route runs.
 """
 
 from __future__ import annotations
@@ -136,7 +136,7 @@ def app_client(postgres_url: str, pg_engine: Engine) -> Iterator[TestClient]:
         auth="keys",
         executor="inline",
         model="om-local/extractive",
-        actor_models="om-fake/*",
+        actor_models="om-actor/*",
         plugins="tests.support.fake_actor",
         proxy_timeout_s=PROXY_TIMEOUT_S,
     )
@@ -160,7 +160,7 @@ def key(pg_engine: Engine) -> str:
 
 def _send(client: TestClient, key: str, name: str, value: Any, stream: bool) -> tuple[int, dict[str, Any]]:
     body = {
-        "model": "om-fake/echo",
+        "model": "om-actor/echo",
         "messages": [{"role": "user", "content": f"probe {name}"}],
         "stream": stream,
         name: value,
@@ -242,7 +242,7 @@ def test_the_server_sets_the_timeout_whatever_the_request_says(
 
 def test_the_first_refused_field_is_named(app_client: TestClient, key: str, recorder: Recorder) -> None:
     body = {
-        "model": "om-fake/echo",
+        "model": "om-actor/echo",
         "messages": [{"role": "user", "content": "hi"}],
         "temperature": 0.1,
         "api_key": "sk-x",

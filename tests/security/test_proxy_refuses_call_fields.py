@@ -55,7 +55,7 @@ def server(
     env = {
         "OPENAI_API_KEY": SECRET,
         "OPENAI_API_BASE": provider.url + "/v1",
-        "OM_ACTOR_MODELS": "openai/*,om-fake/*",
+        "OM_ACTOR_MODELS": "openai/*,om-actor/*",
     }
     with run_api_server(postgres_url, redis_url, tmp_path_factory.mktemp("attacked"), env=env) as api:
         yield api

@@ -34,7 +34,7 @@ CYCLE = {
     "observation": {"messageTokens": 1500, "bufferTokens": False},
     "reflection": {"observationTokens": 600},
 }
-ACTOR = "om-fake/echo"
+ACTOR = "om-actor/echo"
 
 #: One request per route that names a thread or resource: method, path template, JSON body. A route the
 #: OpenAPI document lists and this table does not fails the test: say here how an attacker would call it.

@@ -1,7 +1,7 @@
 """A real API server process (uvicorn) for the API tests, against the test Postgres and Redis.
 
 The server runs `om_api.app:create_app_from_env` in its own process on a free loopback port, with the
-offline model (`om-local/extractive`) for memory and the fake actor (`om-fake/echo`) for the proxy. It is
+offline model (`om-local/extractive`) for memory and the fake actor (`om-actor/echo`) for the proxy. It is
 ready when `/readyz` answers 200 (or `/healthz`, for servers started against a database that is down on
 purpose); a server that exits or misses the deadline fails the test with its log.
 """
@@ -106,7 +106,7 @@ def run_api_server(
         "OM_AUTH": "keys",
         "OM_EXECUTOR": "inline",
         "OM_PLUGINS": "tests.support.fake_actor",
-        "OM_ACTOR_MODELS": "om-fake/*",
+        "OM_ACTOR_MODELS": "om-actor/*",
         "OM_SSE_HEARTBEAT_S": "0.5",  # dropped test clients are noticed quickly
         "OM_SSE_POLL_S": "0.25",
         "LITELLM_LOCAL_MODEL_COST_MAP": "True",

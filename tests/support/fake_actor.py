@@ -1,4 +1,4 @@
-"""`om-fake/echo`: a fake chat (actor) model behind litellm, for the proxy tests.
+"""`om-actor/echo`: a fake chat (actor) model behind litellm, for the proxy tests.
 
 Imported inside the API server process through `OM_PLUGINS=tests.support.fake_actor`, it registers a
 litellm custom provider, so the proxy's real call path (litellm.acompletion, streaming, usage) runs with
@@ -21,7 +21,7 @@ import litellm
 from litellm.llms.custom_llm import CustomLLM
 from litellm.types.utils import Choices, GenericStreamingChunk, Message, ModelResponse, Usage
 
-PROVIDER = "om-fake"
+PROVIDER = "om-actor"
 _lock = threading.Lock()
 
 

@@ -1,0 +1,178 @@
+"""The FastAPI application: `create_app(settings)` wires the runtime, middleware, errors and routes.
+
+`uvicorn --factory om_api.app:create_app_from_env` serves it with settings from the environment.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from contextlib import asynccontextmanager
+from typing import Any
+
+from anyio import to_thread
+from fastapi import FastAPI
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+
+from om_api import errors, proxy
+from om_api.errors import error_body
+from om_api.metrics import Metrics
+from om_api.routes import events, health, resources, threads, usage
+from om_api.runtime import build_runtime
+from om_api.settings import ApiSettings
+from om_api.sse import listen_redis
+from om_core.settings import Settings
+from om_core.tokens import default_estimator
+
+log = logging.getLogger("om.api")
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+DESCRIPTION = """Observational Memory for chat backends.
+
+Post each turn to `/v1/threads/{thread_id}/turns` and send the returned context to your model, or point an
+OpenAI client at `/v1/chat/completions`. Authenticate with `Authorization: Bearer <key>`.
+"""
+
+
+class BodyLimit:
+    """Refuses request bodies over `limit` bytes with 413, before they are read into memory."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    def _message(self) -> str:
+        return f"the request body is over {self.limit} bytes (OM_MAX_REQUEST_BYTES): send less per request"
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope.get("headers") or []).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.limit:
+            body = json.dumps(error_body("payload_too_large", self._message(), limit=self.limit)).encode()
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 413,
+                    "headers": [
+                        (b"content-type", b"application/json"),
+                        (b"content-length", str(len(body)).encode()),
+                    ],
+                }
+            )
+            await send({"type": "http.response.body", "body": body})
+            return
+        received = 0
+
+        async def limited() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.limit:
+                    raise HTTPException(413, self._message())
+            return message
+
+        await self.app(scope, limited, send)
+
+
+class RequestMetrics:
+    """Counts requests and their time to the first response byte, per route template."""
+
+    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        recorded = False
+
+        def record(status: int) -> None:
+            nonlocal recorded
+            if recorded:
+                return
+            recorded = True
+            route = scope.get("route")
+            template = getattr(route, "path", None) or "unmatched"
+            self.metrics.observe_request(
+                scope.get("method", "GET"), template, status, time.perf_counter() - started
+            )
+
+        async def send_and_record(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                record(int(message["status"]))
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_and_record)
+        finally:
+            record(500)
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """The API app. Plain `Settings` work too: the API-only settings are then read from the environment."""
+    api_settings = ApiSettings.from_base(settings) if settings is not None else ApiSettings()
+    runtime = build_runtime(api_settings)
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        if api_settings.auth == "none":
+            log.warning(
+                "AUTHENTICATION IS OFF (OM_AUTH=none): every caller can read and change every thread. "
+                "Use this only for the embedded, single-user mode."
+            )
+        log.info("om api: executor=%s database=%s", api_settings.executor, runtime.db.url.render_as_string())
+        to_thread.current_default_thread_limiter().total_tokens = api_settings.api_threads
+        await run_in_threadpool(runtime.metrics.start_counting)
+        stop = asyncio.Event()
+        listener = (
+            asyncio.create_task(listen_redis(api_settings.redis_url, runtime.fanout, stop))
+            if runtime.distributed
+            else None
+        )
+        try:
+            yield
+        finally:
+            stop.set()
+            if listener is not None:
+                listener.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await listener
+            await run_in_threadpool(runtime.close)
+
+    app = FastAPI(title="om", version="0.1.0", description=DESCRIPTION, lifespan=lifespan)
+    app.state.runtime = runtime
+    errors.install(app)
+    app.add_middleware(BodyLimit, limit=api_settings.max_request_bytes)
+    app.add_middleware(RequestMetrics, metrics=runtime.metrics)
+    for router in (
+        threads.router,
+        events.router,
+        resources.router,
+        proxy.router,
+        usage.router,
+        health.router,
+    ):
+        app.include_router(router)
+    return app
+
+
+def create_app_from_env() -> FastAPI:
+    """The uvicorn factory (`uvicorn om_api.app:create_app_from_env --factory`). `om serve` is leaner: it
+    loads the token encoding before importing the API, which lowers the peak resident memory."""
+    default_estimator().load()
+    return create_app(ApiSettings())

@@ -1,0 +1,413 @@
+"""Thread routes: post a turn, read memory and messages, manual observe/reflect, config, delete.
+
+Routes are plain (sync) functions: FastAPI runs them on its thread pool, where the engine's blocking
+database work and, past `blockAfter`, its bounded wait belong.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Query, Response
+from pydantic import ValidationError
+from sqlalchemy.exc import DBAPIError
+
+from om_api.auth import Caller, Principal, Runtime
+from om_api.errors import ApiError, field_path, thread_not_found
+from om_api.routes.common import COMMON_ERRORS, ThreadId, errors, event_out, require_thread
+from om_api.runtime import ApiRuntime
+from om_api.schemas import (
+    ActiveLog,
+    BufferedChunk,
+    BufferedReflection,
+    ConfigRequest,
+    ConfigResponse,
+    Generation,
+    MessagesResponse,
+    ObservationsResponse,
+    ObserveRequest,
+    OperationResponse,
+    ReflectRequest,
+    StatusPayload,
+    StoredMessage,
+    TurnRequest,
+    TurnResponse,
+)
+from om_api.settings import ApiSettings
+from om_api.turn_body import turn_json_response
+from om_core import queries, tenancy
+from om_core.engine import MemoryDisabled, Observe, Reflect, Task, TurnResult, new_cycle_id
+from om_core.engine import events as ev
+from om_core.errors import OMConfigError
+from om_core.scoped_ids import public_id, scoped_id
+from om_core.store import history
+from om_core.store.outbox import last_event_id, list_events
+
+router = APIRouter(prefix="/v1/threads", tags=["threads"])
+
+#: Failures of the infrastructure (not of the memory model) propagate to the 503 handlers.
+_INFRASTRUCTURE: tuple[type[BaseException], ...] = (DBAPIError,)
+try:
+    from kombu.exceptions import OperationalError as _KombuError
+    from redis.exceptions import RedisError as _RedisError
+
+    _INFRASTRUCTURE = (DBAPIError, _RedisError, _KombuError)
+except ImportError:  # pragma: no cover - both are dependencies
+    pass
+
+
+# ------------------------------------------------------------------------------------------- turns
+
+
+def _check_limits(body: TurnRequest, settings: ApiSettings) -> None:
+    if len(body.messages) > settings.max_messages_per_turn:
+        raise ApiError(
+            413,
+            "too_many_messages",
+            f"{len(body.messages)} messages in one turn; the limit is {settings.max_messages_per_turn} "
+            "(OM_MAX_MESSAGES_PER_TURN): send them in several turns",
+            field="messages",
+            limit=settings.max_messages_per_turn,
+        )
+    for index, message in enumerate(body.messages):
+        parts = len(message.parts) if message.parts is not None else 1
+        if parts > settings.max_parts_per_message:
+            raise ApiError(
+                413,
+                "too_many_parts",
+                f"messages[{index}] has {parts} parts; the limit is {settings.max_parts_per_message} "
+                "(OM_MAX_PARTS_PER_MESSAGE)",
+                field=f"messages[{index}].parts",
+                limit=settings.max_parts_per_message,
+            )
+        size = len(message.model_dump_json(exclude_none=True).encode())
+        if size > settings.max_message_bytes:
+            raise ApiError(
+                413,
+                "message_too_large",
+                f"messages[{index}] is {size} bytes; the limit is {settings.max_message_bytes} bytes "
+                "(OM_MAX_MESSAGE_BYTES): shrink or split it (large files belong in URLs)",
+                field=f"messages[{index}]",
+                limit=settings.max_message_bytes,
+            )
+
+
+def _claim(runtime: ApiRuntime, caller: Principal, thread_id: str, resource_id: str) -> history.ThreadRow:
+    """Create or confirm the caller's thread (public ids in, the stored row out)."""
+    stored = caller.stored_id(thread_id)
+    if not tenancy.claim_thread(runtime.db, caller.tenant_id, stored, caller.stored_id(resource_id)):
+        raise thread_not_found(thread_id)
+    thread = history.get_thread(runtime.db, stored)
+    if thread is None:  # deleted between the two reads
+        raise thread_not_found(thread_id)
+    if thread.resource_id != caller.stored_id(resource_id):
+        raise ApiError(
+            409,
+            "resource_mismatch",
+            f"thread {thread_id!r} belongs to resource {public_id(thread.resource_id)!r}, not "
+            f"{resource_id!r}: send its resource_id (or leave it out)",
+            field="resource_id",
+        )
+    return thread
+
+
+def ingest(
+    runtime: ApiRuntime,
+    tenant_id: str | None,
+    thread_id: str,
+    resource_id: str | None,
+    messages: list[Any],
+    *,
+    actor_model: str | None = None,
+    step_number: int = 0,
+    turn_end: bool | None = None,
+) -> tuple[TurnResult, str]:
+    """The turn path shared by `/turns` and the proxy: check the broker, then one engine turn, which also
+    creates the thread for the caller or confirms the caller owns it (inside its store transaction). Ids
+    are the caller's public ones; the engine gets the stored ids, which include the tenant.
+
+    The broker is checked first so that a turn refused for an unreachable broker writes nothing at all.
+    """
+    runtime.require_broker()
+    try:
+        result = runtime.engine.ingest_turn(
+            scoped_id(tenant_id, thread_id),
+            scoped_id(tenant_id, resource_id) if resource_id is not None else None,
+            messages,
+            actor_model=actor_model,
+            step_number=step_number,
+            turn_end=turn_end,
+            tenant_id=tenant_id,
+        )
+    except tenancy.ThreadNotVisible as exc:
+        raise ApiError(404, "thread_not_found", str(exc)) from None
+    except tenancy.ResourceMismatch as exc:
+        raise ApiError(409, "resource_mismatch", str(exc), field="resource_id") from None
+    runtime.metrics.observe_turn(blocked=result.blocked, degraded=result.degraded)
+    return result, result.resource_id
+
+
+@router.post(
+    "/{thread_id}/turns",
+    response_model=TurnResponse,
+    responses={**COMMON_ERRORS, **errors(409, 413)},
+    summary="Store a turn's messages and get the context for the next model call",
+)
+def post_turn(thread_id: ThreadId, body: TurnRequest, runtime: Runtime, caller: Caller) -> Response:
+    _check_limits(body, runtime.settings)
+    result, resource = ingest(
+        runtime,
+        caller.tenant_id,
+        thread_id,
+        body.resource_id,
+        [m.to_message() for m in body.messages],
+        actor_model=body.actor_model,
+        step_number=body.step_number,
+        turn_end=body.turn_end,
+    )
+    # Serialised here, in one pass; `TurnResponse` (response_model) documents the same body.
+    return turn_json_response(result, resource)
+
+
+# ---------------------------------------------------------------------------------------- reading
+
+
+def _status_or_none(runtime: ApiRuntime, thread_id: str) -> StatusPayload | None:
+    try:
+        return StatusPayload.model_validate(runtime.engine.status(thread_id))
+    except KeyError:
+        return None
+
+
+@router.get(
+    "/{thread_id}/status",
+    response_model=StatusPayload,
+    responses=COMMON_ERRORS,
+    summary="The thread's data-om-status payload",
+)
+def get_status(thread_id: ThreadId, runtime: Runtime, caller: Caller) -> StatusPayload:
+    thread = require_thread(runtime, caller, thread_id)
+    status = _status_or_none(runtime, thread.id)
+    if status is None:
+        raise ApiError(
+            404, "no_memory_yet", f"thread {thread_id!r} has no memory record yet: post a turn first"
+        )
+    return status
+
+
+@router.get(
+    "/{thread_id}/observations",
+    response_model=ObservationsResponse,
+    responses=COMMON_ERRORS,
+    summary="Active observation log, buffered chunks, buffered reflection and past generations",
+)
+def get_observations(
+    thread_id: ThreadId,
+    runtime: Runtime,
+    caller: Caller,
+    history_limit: Annotated[int, Query(ge=0, le=200, description="Past generations to return")] = 20,
+    history_offset: Annotated[int, Query(ge=0, le=1_000_000)] = 0,
+) -> ObservationsResponse:
+    thread = require_thread(runtime, caller, thread_id)
+    view = queries.observations_view(
+        runtime.db, thread, history_limit=history_limit, history_offset=history_offset
+    )
+    return ObservationsResponse(
+        thread_id=view.thread_id,
+        resource_id=view.resource_id,
+        active=ActiveLog(**vars(view.active)) if view.active is not None else None,
+        buffered_chunks=[
+            BufferedChunk(
+                cycle_id=c.cycle_id,
+                observations=c.observations,
+                observation_tokens=c.token_count,
+                message_tokens=c.message_tokens,
+                message_ids=c.message_ids,
+                from_seq=c.from_seq,
+                to_seq=c.to_seq,
+                created_at=c.created_at,
+                last_observed_at=c.last_observed_at,
+            )
+            for c in view.buffered_chunks
+        ],
+        buffered_reflection=(
+            BufferedReflection(**vars(view.buffered_reflection)) if view.buffered_reflection else None
+        ),
+        generations=[Generation(**vars(g)) for g in view.generations],
+        current_task=view.current_task,
+        suggested_response=view.suggested_response,
+        title=view.title,
+    )
+
+
+@router.get(
+    "/{thread_id}/messages",
+    response_model=MessagesResponse,
+    responses=COMMON_ERRORS,
+    summary="Stored messages, newest page first; page back with before_seq",
+)
+def get_messages(
+    thread_id: ThreadId,
+    runtime: Runtime,
+    caller: Caller,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    before_seq: Annotated[int | None, Query(ge=1, le=2**62, description="next_before_seq of a page")] = None,
+) -> MessagesResponse:
+    thread = require_thread(runtime, caller, thread_id)
+    page = queries.messages_page(runtime.db, thread.id, before_seq=before_seq, limit=limit)
+    return MessagesResponse(
+        thread_id=thread_id,
+        messages=[StoredMessage.of(m) for m in page.messages],
+        next_before_seq=page.next_before_seq,
+    )
+
+
+# -------------------------------------------------------------------------------------- operations
+
+
+def _require_enabled(runtime: ApiRuntime, thread: history.ThreadRow) -> None:
+    """Manual work on a thread with OM off is refused, not silently skipped: the caller asked for memory
+    work that cannot happen, and the fix is one config field."""
+    try:
+        runtime.engine.require_enabled(thread.id)
+    except MemoryDisabled:
+        thread_id = public_id(thread.id)
+        raise ApiError(
+            409,
+            "memory_disabled",
+            f"observational memory is off for thread {thread_id!r} (its effective config has enabled: "
+            f"false): PUT /v1/threads/{thread_id}/config with overrides.enabled true to observe or reflect",
+            field="overrides.enabled",
+        ) from None
+
+
+def _operate(
+    runtime: ApiRuntime, thread: history.ThreadRow, task: Task, wait: bool, operation: str
+) -> OperationResponse:
+    _require_enabled(runtime, thread)
+    first = last_event_id(runtime.db, thread.id)
+    runtime.require_broker()
+    completed = False
+    error: str | None = None
+    if wait:
+        try:
+            completed = runtime.engine.executor.run(task, runtime.settings.blocking_deadline_s)
+        except _INFRASTRUCTURE:
+            raise
+        except Exception as exc:  # a model failure: recorded as a failed event, reported here
+            completed, error = True, f"{type(exc).__name__}: {exc}"
+    else:
+        runtime.engine.executor.submit(task)
+    produced = list_events(runtime.db, thread_id=thread.id, after_id=first, limit=1_000)
+    applied = any(
+        e.type in (ev.OBSERVATION_END, ev.ACTIVATION) and e.payload.get("operationType") == operation
+        for e in produced
+    )
+    return OperationResponse(
+        thread_id=public_id(thread.id),
+        operation=operation,
+        cycle_id=task.cycle_id,
+        completed=completed,
+        applied=applied,
+        error=error,
+        events=[event_out(e) for e in produced],
+        status=_status_or_none(runtime, thread.id),
+    )
+
+
+@router.post(
+    "/{thread_id}/observe",
+    response_model=OperationResponse,
+    responses={**COMMON_ERRORS, **errors(409)},
+    summary="Observe the unobserved messages now (the manual observe API)",
+)
+def post_observe(
+    thread_id: ThreadId,
+    runtime: Runtime,
+    caller: Caller,
+    body: Annotated[ObserveRequest | None, Body()] = None,
+) -> OperationResponse:
+    thread = require_thread(runtime, caller, thread_id)
+    wait = body.wait if body is not None else True
+    task = Observe(thread.id, new_cycle_id("observe"), trigger="manual")
+    return _operate(runtime, thread, task, wait, "observation")
+
+
+@router.post(
+    "/{thread_id}/reflect",
+    response_model=OperationResponse,
+    responses={**COMMON_ERRORS, **errors(409)},
+    summary="Reflect the observation log now, optionally with guidance (the manual reflect API)",
+)
+def post_reflect(
+    thread_id: ThreadId,
+    runtime: Runtime,
+    caller: Caller,
+    body: Annotated[ReflectRequest | None, Body()] = None,
+) -> OperationResponse:
+    thread = require_thread(runtime, caller, thread_id)
+    request = body or ReflectRequest()
+    task = Reflect(thread.id, new_cycle_id("reflect"), trigger="manual", manual_prompt=request.prompt)
+    return _operate(runtime, thread, task, request.wait, "reflection")
+
+
+# ----------------------------------------------------------------------------------------- config
+
+
+@router.get(
+    "/{thread_id}/config",
+    response_model=ConfigResponse,
+    responses=COMMON_ERRORS,
+    summary="The thread's config overrides and the effective config",
+)
+def get_config(thread_id: ThreadId, runtime: Runtime, caller: Caller) -> ConfigResponse:
+    thread = require_thread(runtime, caller, thread_id)
+    return ConfigResponse(
+        thread_id=thread_id,
+        overrides=thread.config_overrides,
+        effective=queries.effective_config(runtime.engine, thread.config_overrides),
+    )
+
+
+@router.put(
+    "/{thread_id}/config",
+    response_model=ConfigResponse,
+    responses={**COMMON_ERRORS, **errors(409)},
+    summary="Replace the thread's config overrides (validated by the config model)",
+)
+def put_config(thread_id: ThreadId, body: ConfigRequest, runtime: Runtime, caller: Caller) -> ConfigResponse:
+    if body.resource_id is not None:
+        thread = _claim(runtime, caller, thread_id, body.resource_id)
+    else:
+        thread = require_thread(runtime, caller, thread_id)
+    try:
+        effective = queries.set_config_overrides(runtime.engine, thread.id, body.overrides)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        field = field_path(error["loc"], skip_source=False)
+        raise ApiError(
+            422, "invalid_config", f"overrides.{field}: {error['msg']}", field=f"overrides.{field}"
+        ) from None
+    except OMConfigError as exc:
+        field = f"overrides.{exc.field}" if exc.field else "overrides"
+        raise ApiError(422, "invalid_config", f"{exc} (fix {field})", field=field) from None
+    return ConfigResponse(
+        thread_id=thread_id, overrides=dict(body.overrides) if body.overrides else None, effective=effective
+    )
+
+
+# ----------------------------------------------------------------------------------------- delete
+
+
+@router.delete(
+    "/{thread_id}",
+    status_code=204,
+    response_class=Response,
+    responses=COMMON_ERRORS,
+    summary="Delete the thread: its messages, observations, chunks and events",
+)
+def delete_thread(thread_id: ThreadId, runtime: Runtime, caller: Caller) -> Response:
+    thread = require_thread(runtime, caller, thread_id)
+    if not queries.delete_thread(runtime.db, thread.id, runtime.engine.coordination):
+        raise thread_not_found(thread_id)
+    return Response(status_code=204)

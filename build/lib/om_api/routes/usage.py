@@ -1,0 +1,46 @@
+"""`GET /v1/usage`: what the calling key spent on actor models through the proxy.
+
+A tenant sees its own key's counters (the same ones `om keys list` shows the operator), so a chat backend
+can watch its spend without access to `/metrics`.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from om_api.auth import Caller, Runtime
+from om_api.errors import ApiError
+from om_api.routes.common import errors
+from om_api.schemas import KeyUsageResponse
+from om_core import tenancy
+
+router = APIRouter(tags=["usage"])
+
+
+@router.get(
+    "/v1/usage",
+    response_model=KeyUsageResponse,
+    responses=errors(401, 404, 503),
+    summary="The calling API key's actor-model usage through /v1/chat/completions",
+)
+def get_usage(runtime: Runtime, caller: Caller) -> KeyUsageResponse:
+    if caller.key_id is None or caller.tenant_id is None:
+        raise ApiError(
+            404,
+            "no_api_key",
+            "usage is counted per API key and this server runs without keys (OM_AUTH=none): read the "
+            "om_actor_model_* series of /metrics instead",
+        )
+    usage = tenancy.key_usage(runtime.db, caller.key_id)
+    if usage is None:  # revoked and deleted between authentication and now
+        raise ApiError(
+            401, "unauthorized", "the API key is unknown or revoked: check it, or create a new one"
+        )
+    return KeyUsageResponse(
+        key_id=caller.key_id,
+        tenant_id=caller.tenant_id,
+        calls=usage.calls,
+        prompt_tokens=usage.prompt_tokens,
+        completion_tokens=usage.completion_tokens,
+        cost_usd=usage.cost_usd,
+    )

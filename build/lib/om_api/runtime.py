@@ -1,0 +1,228 @@
+"""What one API process holds: the engine wired for the chosen executor, the event fan-out, metrics.
+
+`OM_EXECUTOR=inline` (the default, and the embedded mode) runs background work in this process;
+`OM_EXECUTOR=celery` hands it to `om_workers` queues and shares locks and counters through Redis, so any
+number of API replicas and workers cooperate on one thread. Either way the engine's model calls follow the
+one model-call policy (`om_core.models.call_policy`), with budgets in the workers' Redis bucket whenever
+this process has a Redis.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import importlib
+import logging
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import Engine
+
+from om_api.metrics import Metrics
+from om_api.settings import ApiSettings
+from om_api.sse import EventFanout
+from om_core import tenancy
+from om_core.coordination import Coordination
+from om_core.engine import Executor, MemoryEngine, Task
+from om_core.engine.engine import EventPublisher
+from om_core.models.rate_limit import RateLimiter
+from om_core.runtime import build_engine
+from om_core.store.types import StoredEvent
+
+log = logging.getLogger("om.api")
+
+#: Celery queues whose depth /metrics reports (om_workers routes tasks to these).
+QUEUES = ("om.observe", "om.buffer", "om.reflect", "om.extract", "om.index", "om.maintenance")
+
+
+class BackgroundExecutor:
+    """The in-process executor of a server: fire-and-forget work runs on a small thread pool, so a turn
+    never waits for buffering; blocking work (a turn waiting for its observation) runs on a pool of its
+    own, so it never queues behind background work, and is waited for at most its deadline.
+
+    (The engine's `InlineExecutor` runs everything in the caller's thread and remembers every task, which
+    suits tests, not a long-running server.)
+    """
+
+    def __init__(self, background_workers: int = 4, blocking_workers: int = 8) -> None:
+        self._background = ThreadPoolExecutor(background_workers, thread_name_prefix="om-background")
+        self._blocking = ThreadPoolExecutor(blocking_workers, thread_name_prefix="om-blocking")
+        self._runner: Callable[[Task], object] | None = None
+
+    def bind(self, runner: Callable[[Task], object]) -> None:
+        self._runner = runner
+
+    def _call(self, task: Task) -> object:
+        if self._runner is None:
+            raise RuntimeError("BackgroundExecutor is not bound to an engine")
+        return self._runner(task)
+
+    def _logged(self, task: Task) -> None:
+        try:
+            self._call(task)
+        except Exception:
+            log.exception("background task %s failed", type(task).__name__)
+
+    def submit(self, task: Task) -> None:
+        self._background.submit(self._logged, task)
+
+    def run(self, task: Task, deadline_s: float) -> bool:
+        # The caller waits for this work as if it ran inline, so it runs in the caller's context (the
+        # engine collects the events a turn produced in a context variable).
+        context = contextvars.copy_context()
+        future = self._blocking.submit(context.run, self._call, task)
+        try:
+            future.result(timeout=deadline_s)
+        except FutureTimeout:
+            return False
+        return True
+
+    def shutdown(self) -> None:
+        for pool in (self._blocking, self._background):
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+class _Publishers:
+    """Fans each batch of stored events out to several publishers; one failing does not stop the rest."""
+
+    def __init__(self, publishers: Sequence[EventPublisher]) -> None:
+        self.publishers = list(publishers)
+
+    def publish(self, events: Sequence[StoredEvent]) -> None:
+        for publisher in self.publishers:
+            try:
+                publisher.publish(events)
+            except Exception:
+                log.exception("publishing %d events with %s failed", len(events), type(publisher).__name__)
+
+
+@dataclass
+class ApiRuntime:
+    settings: ApiSettings
+    engine: MemoryEngine
+    fanout: EventFanout
+    metrics: Metrics
+    #: Redis client for the broker checks (celery mode only).
+    broker: Any | None = None
+    celery_app: Any | None = None
+    background: BackgroundExecutor | None = None
+    #: Redis client of the shared rate-limit bucket (inline mode with a Redis configured only).
+    rate_limit_redis: Any | None = None
+    keys: tenancy.KeyVerifier = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.keys = tenancy.KeyVerifier(self.engine.db, self.settings.auth_cache_s)
+
+    @property
+    def db(self) -> Engine:
+        return self.engine.db
+
+    @property
+    def distributed(self) -> bool:
+        return self.settings.executor == "celery"
+
+    def require_broker(self) -> None:
+        """Fail fast (503, nothing written) when the broker is down, instead of storing the messages and
+        then failing to enqueue their background work."""
+        if self.broker is not None:
+            self.broker.ping()
+
+    def queue_depths(self) -> dict[str, int]:
+        if self.broker is None:
+            return {}
+        depths: dict[str, int] = {}
+        for queue in QUEUES:
+            # kombu's Redis transport keeps one list per queue plus one per priority step.
+            names = [queue, *(f"{queue}\x06\x16{step}" for step in (3, 6, 9))]
+            depths[queue] = sum(int(self.broker.llen(name)) for name in names)
+        return depths
+
+    def close(self) -> None:
+        if self.background is not None:
+            self.background.shutdown()
+        closer = getattr(self.engine.coordination, "close", None)
+        if callable(closer):
+            closer()
+        self.engine.db.dispose()
+        for client in (self.broker, self.rate_limit_redis):
+            if client is not None:
+                client.close()
+
+
+def _load_celery_app() -> Any:
+    module = importlib.import_module("om_workers.app")
+    for name in ("app", "celery_app", "celery"):
+        candidate = getattr(module, name, None)
+        if candidate is not None and hasattr(candidate, "send_task"):
+            return candidate
+    if hasattr(module, "make_app"):
+        return module.make_app()
+    raise RuntimeError("om_workers.app defines no Celery app (expected an `app` attribute)")
+
+
+def _celery_parts(settings: ApiSettings) -> tuple[Executor, Coordination, EventPublisher, Any, Any]:
+    try:
+        from redis import Redis
+
+        from om_workers.coordination import RedisCoordination
+        from om_workers.events import RedisPublisher
+        from om_workers.executor import CeleryExecutor
+    except ImportError as exc:
+        raise RuntimeError(
+            f"OM_EXECUTOR=celery needs om_workers ({exc}); install it or set OM_EXECUTOR=inline"
+        ) from exc
+    redis = Redis.from_url(settings.redis_url, socket_timeout=5, socket_connect_timeout=2)
+    celery_app = _load_celery_app()
+    return CeleryExecutor(celery_app), RedisCoordination(redis), RedisPublisher(redis), redis, celery_app
+
+
+def _redis_bucket(client: Any) -> RateLimiter:
+    from om_workers.ratelimit import TokenBucket
+
+    return TokenBucket(client)
+
+
+def _inline_rate_limiter(settings: ApiSettings) -> tuple[RateLimiter | None, Any | None]:
+    """(the workers' Redis bucket, its client) when a Redis is configured and there are budgets to keep,
+    so an inline API next to workers, or several API replicas, spend one budget; else (None, None) and the
+    engine keeps an in-process bucket. A Redis left at its default URL is not assumed to exist."""
+    if not settings.redis_configured or not settings.model_call_policy().rate_limits:
+        return None, None
+    from redis import Redis
+
+    client = Redis.from_url(settings.redis_url, socket_timeout=5, socket_connect_timeout=2)
+    return _redis_bucket(client), client
+
+
+def import_plugins(settings: ApiSettings) -> None:
+    for name in settings.plugin_modules():
+        importlib.import_module(name)
+        log.info("loaded plugin module %s", name)
+
+
+def build_runtime(settings: ApiSettings) -> ApiRuntime:
+    import_plugins(settings)
+    fanout = EventFanout()
+    metrics = Metrics()
+    if settings.executor == "celery":
+        executor, coordination, redis_publisher, broker, celery_app = _celery_parts(settings)
+        engine = build_engine(
+            settings,
+            executor=executor,
+            coordination=coordination,
+            publisher=_Publishers([fanout, redis_publisher]),
+            rate_limiter=_redis_bucket(broker),
+        )
+        runtime = ApiRuntime(settings, engine, fanout, metrics, broker=broker, celery_app=celery_app)
+    else:
+        background = BackgroundExecutor()
+        limiter, limiter_redis = _inline_rate_limiter(settings)
+        engine = build_engine(settings, executor=background, publisher=fanout, rate_limiter=limiter)
+        background.bind(engine.run_task)
+        runtime = ApiRuntime(
+            settings, engine, fanout, metrics, background=background, rate_limit_redis=limiter_redis
+        )
+    metrics.bind(runtime.db, runtime.queue_depths)
+    return runtime

@@ -1,0 +1,443 @@
+"""Request and response bodies of the HTTP API, shared by the server and `om_api.client`.
+
+Conventions: the envelope fields are snake_case; the OM payloads (`data-om-status` and the event parts)
+keep the camelCase names of spec §10.1, which chat clients already read; messages and parts use the chat
+SDK shape of `om_core.messages` (camelCase, `toolCallId`, `createdAt`). Unknown fields in a request are
+refused (422 naming the field), so a typo never silently does nothing; responses ignore fields a newer
+server adds.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    StringConstraints,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
+from pydantic.alias_generators import to_camel
+
+from om_core.messages import Message, Part, Role
+
+#: Thread, resource and message ids: what chat backends use (uuids, slugs, `user:42`, emails), nothing that
+#: needs escaping in a URL path or cannot be stored.
+ID_PATTERN = r"^[A-Za-z0-9._:@+=~-]{1,255}$"
+Identifier = Annotated[str, StringConstraints(pattern=ID_PATTERN, min_length=1, max_length=255)]
+ModelName = Annotated[str, StringConstraints(pattern=r"^[^\s\x00-\x1f\x7f]{1,255}$", max_length=255)]
+
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def find_unstorable(value: object, path: str = "") -> str | None:
+    """The path of the first string Postgres cannot store (NUL, unpaired surrogate), or None."""
+    if isinstance(value, str):
+        return path if _UNSTORABLE.search(value) else None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found = find_unstorable(key, path) or find_unstorable(item, f"{path}.{key}" if path else str(key))
+            if found is not None:
+                return found
+    if isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            found = find_unstorable(item, f"{path}[{index}]")
+            if found is not None:
+                return found
+    return None
+
+
+class _Request(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class _Response(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class _CamelResponse(BaseModel):
+    model_config = ConfigDict(extra="ignore", alias_generator=to_camel, populate_by_name=True)
+
+
+# ------------------------------------------------------------------------------------------- messages
+
+
+class StoredPart(Part):
+    """A stored part as the API returns it: fields that do not apply to its kind are left out."""
+
+    @model_serializer(mode="wrap")
+    def _compact(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        return {k: v for k, v in data.items() if v is not None} if isinstance(data, dict) else data
+
+
+class StoredMessage(Message):
+    """A stored message; each part carries its storage sequence number `seq`."""
+
+    parts: list[StoredPart] = Field(default_factory=list)  # type: ignore[assignment]
+
+    @classmethod
+    def of(cls, message: Message) -> StoredMessage:
+        """The API copy of a stored message, without OM's own per-part bookkeeping (token estimates)."""
+        data = message.model_dump(mode="json", by_alias=True, exclude_none=True)
+        for part in data.get("parts", []):
+            provider = part.get("providerMetadata")
+            if isinstance(provider, dict) and "om" in provider:
+                rest = {k: v for k, v in provider.items() if k != "om"}
+                if rest:
+                    part["providerMetadata"] = rest
+                else:
+                    del part["providerMetadata"]
+        return cls.model_validate(data)
+
+
+class TurnMessage(_Request):
+    """A new message of a turn: `text` for the common case, or `parts` (chat SDK parts) for anything else.
+
+    `id` makes a retried request safe (a message already stored is not stored again); without it the server
+    assigns a random id.
+    """
+
+    id: Identifier | None = None
+    role: Role
+    text: str | None = None
+    parts: list[Part] | None = Field(default=None, min_length=1)
+    created_at: datetime | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _text_or_parts(self) -> TurnMessage:
+        if (self.text is None) == (self.parts is None):
+            raise ValueError("give exactly one of 'text' (a string) or 'parts' (a list of message parts)")
+        where = find_unstorable(self.model_dump(mode="python", exclude_none=True))
+        if where is not None:
+            raise ValueError(f"{where} contains a NUL character or an unpaired surrogate; remove it")
+        return self
+
+    def to_message(self) -> Message:
+        parts = self.parts if self.parts is not None else [Part(type="text", text=self.text)]
+        values: dict[str, Any] = {
+            "id": self.id or f"msg-{uuid.uuid4().hex}",
+            "role": self.role,
+            "parts": [p.model_copy(update={"seq": None}) for p in parts],
+            "metadata": self.metadata,
+        }
+        if self.created_at is not None:
+            values["created_at"] = self.created_at
+        return Message(**values)
+
+
+# ------------------------------------------------------------------------------------------- requests
+
+
+class TurnRequest(_Request):
+    resource_id: Identifier | None = Field(
+        default=None, description="The user or entity the thread belongs to; defaults to the thread id"
+    )
+    messages: list[TurnMessage] = Field(default_factory=list, description="New messages of this turn")
+    actor_model: ModelName | None = Field(
+        default=None, description="The chat model answering this turn (`provider/model`)"
+    )
+    step_number: int = Field(default=0, ge=0, le=1_000_000)
+    turn_end: bool | None = Field(
+        default=None, description="Whether the turn is finished; defaults to 'the last message is the reply'"
+    )
+
+
+class ObserveRequest(_Request):
+    wait: bool = Field(default=True, description="Wait (up to the blocking deadline) for the observation")
+
+
+class ReflectRequest(_Request):
+    prompt: str | None = Field(
+        default=None, max_length=20_000, description="Extra guidance for the Reflector"
+    )
+    wait: bool = Field(default=True, description="Wait (up to the blocking deadline) for the reflection")
+
+    @field_validator("prompt")
+    @classmethod
+    def _storable(cls, value: str | None) -> str | None:
+        if value is not None and find_unstorable(value) is not None:
+            raise ValueError("contains a NUL character or an unpaired surrogate; remove it")
+        return value
+
+
+class ConfigRequest(_Request):
+    overrides: dict[str, Any] | None = Field(
+        default=None, description="OM options for this thread (camelCase, as in the config); null clears"
+    )
+    resource_id: Identifier | None = Field(
+        default=None, description="Create the thread under this resource if it does not exist yet"
+    )
+
+
+# ------------------------------------------------------------------------------------------ status
+
+
+class TokenWindow(_Response):
+    tokens: int
+    threshold: int
+
+
+class ActiveWindows(_Response):
+    messages: TokenWindow
+    observations: TokenWindow
+
+
+RunStatus = Literal["idle", "running", "complete"]
+
+
+class BufferedObservationsStatus(_CamelResponse):
+    chunks: int
+    message_tokens: int
+    projected_message_removal: int
+    observation_tokens: int
+    status: RunStatus
+
+
+class BufferedReflectionStatus(_CamelResponse):
+    input_observation_tokens: int
+    observation_tokens: int
+    status: RunStatus
+
+
+class BufferedWindows(_Response):
+    observations: BufferedObservationsStatus
+    reflection: BufferedReflectionStatus
+
+
+class StatusWindows(_Response):
+    active: ActiveWindows
+    buffered: BufferedWindows
+
+
+class StatusPayload(_CamelResponse):
+    """The `data` of a `data-om-status` part (spec §10.1)."""
+
+    windows: StatusWindows
+    record_id: str
+    thread_id: str | None
+    step_number: int
+    generation_count: int
+
+
+class OMEvent(_Response):
+    """One `data-om-*` part from the thread's outbox; `id` is its outbox id (events are ordered by it).
+
+    `cursor` is set on events read from the live stream: pass the last one back as `last_event_id` to
+    resume after a disconnect without missing or repeating an event.
+    """
+
+    id: int
+    type: str
+    data: dict[str, Any]
+    cursor: str | None = None
+
+
+# ---------------------------------------------------------------------------------------- responses
+
+
+class TurnContext(_Response):
+    system_messages: list[str] = Field(
+        description="Memory messages to put before the conversation: stable log first, then hints"
+    )
+    continuation_reminder: str = Field(description="Goes right before the unobserved messages; may be empty")
+    messages: list[StoredMessage] = Field(description="The stored messages not yet covered by observations")
+    openai_messages: list[dict[str, Any]] = Field(
+        description="All of the above as chat-completions messages, ready to send to the actor model"
+    )
+
+
+class TurnResponse(_Response):
+    thread_id: str
+    resource_id: str
+    record_id: str
+    context: TurnContext
+    status: StatusPayload
+    events: list[OMEvent]
+    blocked: bool = Field(description="The turn waited for a synchronous observation or reflection")
+    degraded: bool = Field(description="The wait failed or passed its deadline: the context is uncompressed")
+    degraded_reason: str | None = None
+
+
+class ActiveLog(_Response):
+    record_id: str
+    generation_count: int
+    observations: str
+    observation_tokens: int
+    last_observed_at: datetime | None
+    observed_through_seq: int
+    total_tokens_observed: int
+
+
+class BufferedChunk(_Response):
+    cycle_id: str
+    observations: str
+    observation_tokens: int
+    message_tokens: int
+    message_ids: list[str]
+    from_seq: int
+    to_seq: int
+    created_at: datetime
+    last_observed_at: datetime | None
+
+
+class BufferedReflection(_Response):
+    observations: str
+    observation_tokens: int
+    input_observation_tokens: int
+    reflected_line_count: int
+    cycle_id: str | None
+
+
+class Generation(_Response):
+    record_id: str
+    generation_count: int
+    created_at: datetime
+    retired_at: datetime
+    observations: str
+    observation_tokens: int
+
+
+class ObservationsResponse(_Response):
+    thread_id: str
+    resource_id: str
+    active: ActiveLog | None
+    buffered_chunks: list[BufferedChunk]
+    buffered_reflection: BufferedReflection | None
+    generations: list[Generation] = Field(description="Retired generations, newest first")
+    current_task: str | None
+    suggested_response: str | None
+    title: str | None
+
+
+class MessagesResponse(_Response):
+    thread_id: str
+    messages: list[StoredMessage] = Field(description="In conversation order")
+    next_before_seq: int | None = Field(description="Pass as before_seq for the previous (older) page")
+
+
+class ThreadInfo(_Response):
+    thread_id: str
+    resource_id: str
+    title: str | None
+    created_at: datetime
+    updated_at: datetime
+    last_activity_at: datetime | None
+    last_actor_model: str | None
+    config_overrides: dict[str, Any] | None
+
+
+class ThreadsResponse(_Response):
+    resource_id: str
+    threads: list[ThreadInfo]
+
+
+class OperationResponse(_Response):
+    thread_id: str
+    operation: Literal["observation", "reflection"]
+    cycle_id: str
+    completed: bool = Field(
+        description="The work finished before the deadline (always false when wait=false)"
+    )
+    applied: bool = Field(description="The memory changed (an end event of this operation was written)")
+    error: str | None = None
+    events: list[OMEvent]
+    status: StatusPayload | None
+
+
+class ConfigResponse(_Response):
+    thread_id: str
+    overrides: dict[str, Any] | None
+    effective: dict[str, Any] = Field(description="The service config with the overrides applied")
+
+
+class HealthResponse(_Response):
+    status: Literal["ok"]
+
+
+class CheckResult(_Response):
+    ok: bool
+    detail: str | None = None
+
+
+class ReadinessResponse(_Response):
+    status: Literal["ready", "unavailable"]
+    checks: dict[str, CheckResult]
+
+
+class KeyUsageResponse(_Response):
+    """What the calling API key spent on actor models through `/v1/chat/completions`."""
+
+    key_id: str = Field(description="The key's public id (`omk_...`)")
+    tenant_id: str
+    calls: int = Field(description="Actor-model calls that returned an answer (streamed ones once complete)")
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float = Field(description="litellm's cost of those calls; 0 for models it has no price for")
+
+
+class FieldError(_Response):
+    field: str
+    message: str
+
+
+class ErrorDetail(_Response):
+    code: str
+    message: str
+    field: str | None = None
+    limit: int | None = None
+    errors: list[FieldError] | None = None
+
+
+class ErrorResponse(_Response):
+    error: ErrorDetail
+
+
+# ---------------------------------------------------------------------------------------------- proxy
+
+
+class ChatMessage(BaseModel):
+    """A chat-completions message; fields beyond these are passed through to the model unchanged."""
+
+    model_config = ConfigDict(extra="allow")
+
+    role: Literal["system", "developer", "user", "assistant", "tool", "function"]
+    content: str | list[dict[str, Any]] | None = None
+    name: str | None = None
+    tool_calls: list[dict[str, Any]] | None = None
+    tool_call_id: str | None = None
+
+
+class ChatCompletionRequest(BaseModel):
+    """A standard chat-completions request; OM reads `metadata.thread_id` / `metadata.resource_id` (or the
+    `X-OM-Thread-Id` / `X-OM-Resource-Id` headers). Extra fields are accepted here only to be checked
+    against the proxy's allow-list (`om_api.proxy_params.FORWARDED_FIELDS`): one not on it is a 422."""
+
+    model_config = ConfigDict(extra="allow")
+
+    model: ModelName
+    messages: list[ChatMessage] = Field(min_length=1)
+    stream: bool = False
+    metadata: dict[str, Any] | None = None
+    user: str | None = None
+
+
+class ChatCompletionResponse(BaseModel):
+    """A standard chat-completions response (OpenAI shape)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    id: str
+    object: str = "chat.completion"
+    created: int
+    model: str
+    choices: list[dict[str, Any]]
+    usage: dict[str, Any] | None = None

@@ -1,0 +1,61 @@
+"""The API process's own settings, on top of the service-wide `om_core.settings.Settings` (same `OM_` prefix).
+
+Only knobs that exist because there is an HTTP server live here; everything OM-related stays in the shared
+settings so the API, workers and CLI agree.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from om_core.settings import Settings
+
+
+class ApiSettings(Settings):
+    executor: Literal["inline", "celery"] = Field(
+        default="inline",
+        description="inline: background work runs in the API process; celery: it goes to om_workers queues",
+    )
+    plugins: str | None = Field(
+        default=None,
+        description="Comma-separated Python modules imported at start (e.g. to register litellm providers)",
+    )
+    actor_models: str | None = Field(
+        default=None,
+        description=(
+            "Comma-separated glob patterns of the models the proxy may call: the operator's spending guard "
+            "(unset: any hosted model; a self-hosted provider such as ollama only when a pattern names it)"
+        ),
+    )
+    auth_cache_s: float = Field(
+        default=5.0,
+        description="Seconds an API process trusts a verified key (a revoked key works this long); 0: none",
+    )
+    max_request_bytes: int = Field(default=8_000_000, description="Largest accepted request body (413 above)")
+    max_messages_per_turn: int = Field(default=1000, description="Most messages in one turn request")
+    sse_poll_s: float = Field(default=1.0, description="Longest wait between outbox reads of a live stream")
+    sse_heartbeat_s: float = Field(default=15.0, description="Keep-alive comment interval on idle streams")
+    sse_settle_s: float = Field(default=2.0, description="How long a stream re-reads recent outbox ids")
+    proxy_timeout_s: float = Field(default=600.0, description="Longest actor-model call of the proxy")
+    api_threads: int = Field(
+        default=40, ge=1, description="Requests served at once (a turn waiting on blocking work holds one)"
+    )
+
+    @classmethod
+    def from_base(cls, settings: Settings) -> ApiSettings:
+        """API settings that keep every value of `settings`; the API-only ones come from the environment."""
+        if isinstance(settings, ApiSettings):
+            return settings
+        api = cls(**settings.model_dump())
+        # Copied values are not set by the user unless they were in `settings` (`redis_configured` asks).
+        api_only = set(cls.model_fields) - set(Settings.model_fields)
+        api.__pydantic_fields_set__ = settings.model_fields_set | (api.model_fields_set & api_only)
+        return api
+
+    def plugin_modules(self) -> list[str]:
+        return [name.strip() for name in (self.plugins or "").split(",") if name.strip()]
+
+    def actor_model_patterns(self) -> list[str]:
+        return [p.strip() for p in (self.actor_models or "").split(",") if p.strip()]

@@ -1,0 +1,259 @@
+"""Builders for the `data-om-*` event payloads (spec §10.1), camelCase as clients expect.
+
+Events are written to the outbox in the transaction of the change they report; these functions only
+shape the payloads so every use-case reports the same fields.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from om_core.scoped_ids import public_id
+from om_core.store.types import ActivatedChunk, NewEvent
+
+STATUS = "data-om-status"
+OBSERVATION_START = "data-om-observation-start"
+OBSERVATION_END = "data-om-observation-end"
+OBSERVATION_FAILED = "data-om-observation-failed"
+BUFFERING_START = "data-om-buffering-start"
+BUFFERING_END = "data-om-buffering-end"
+BUFFERING_FAILED = "data-om-buffering-failed"
+ACTIVATION = "data-om-activation"
+THREAD_UPDATE = "data-om-thread-update"
+SYSTEM_REMINDER = "data-system-reminder"
+
+
+def _public(thread_id: str | None) -> str | None:
+    """Payloads are what clients read: they name the thread by the id its tenant chose."""
+    return public_id(thread_id) if thread_id is not None else None
+
+
+def iso(moment: datetime) -> str:
+    return moment.isoformat().replace("+00:00", "Z")
+
+
+def usage_fields(
+    input_tokens: int, output_tokens: int, cost: float | None, model: str | None
+) -> dict[str, Any]:
+    """Model usage and cost, attached to end and failed events so operators see what memory costs."""
+    return {
+        "usage": {
+            "inputTokens": input_tokens,
+            "outputTokens": output_tokens,
+            "totalTokens": input_tokens + output_tokens,
+        },
+        "cost": cost,
+        "model": model,
+    }
+
+
+def start(
+    kind: str,
+    *,
+    cycle_id: str,
+    operation: str,
+    started_at: datetime,
+    tokens: int,
+    record_id: str,
+    thread_id: str | None,
+    config: dict[str, Any],
+) -> NewEvent:
+    token_key = "tokensToBuffer" if kind == BUFFERING_START else "tokensToObserve"
+    return NewEvent(
+        kind,
+        {
+            "cycleId": cycle_id,
+            "operationType": operation,
+            "startedAt": iso(started_at),
+            token_key: tokens,
+            "recordId": record_id,
+            "threadId": _public(thread_id),
+            "threadIds": [public_id(thread_id)] if thread_id else [],
+            "config": config,
+        },
+        cycle_id,
+    )
+
+
+def observation_end(
+    *,
+    cycle_id: str,
+    operation: str,
+    started_at: datetime,
+    completed_at: datetime,
+    tokens_observed: int,
+    observation_tokens: int,
+    observations: str,
+    current_task: str | None,
+    suggested_response: str | None,
+    record_id: str,
+    thread_id: str | None,
+    usage: dict[str, Any],
+    seq_range: tuple[int, int] | None = None,
+) -> NewEvent:
+    payload: dict[str, Any] = {
+        "cycleId": cycle_id,
+        "operationType": operation,
+        "completedAt": iso(completed_at),
+        "durationMs": int((completed_at - started_at).total_seconds() * 1000),
+        "tokensObserved": tokens_observed,
+        "observationTokens": observation_tokens,
+        "observations": observations,
+        "recordId": record_id,
+        "threadId": _public(thread_id),
+        **usage,
+    }
+    if seq_range is not None:
+        payload["seqRange"] = list(seq_range)
+    if current_task:
+        payload["currentTask"] = current_task
+    if suggested_response:
+        payload["suggestedResponse"] = suggested_response
+    return NewEvent(OBSERVATION_END, payload, cycle_id)
+
+
+def buffering_end(
+    *,
+    cycle_id: str,
+    operation: str,
+    started_at: datetime,
+    completed_at: datetime,
+    tokens_buffered: int,
+    buffered_tokens: int,
+    observations: str,
+    record_id: str,
+    thread_id: str | None,
+    usage: dict[str, Any],
+) -> NewEvent:
+    return NewEvent(
+        BUFFERING_END,
+        {
+            "cycleId": cycle_id,
+            "operationType": operation,
+            "completedAt": iso(completed_at),
+            "durationMs": int((completed_at - started_at).total_seconds() * 1000),
+            "tokensBuffered": tokens_buffered,
+            "bufferedTokens": buffered_tokens,
+            "observations": observations,
+            "recordId": record_id,
+            "threadId": _public(thread_id),
+            **usage,
+        },
+        cycle_id,
+    )
+
+
+def failed(
+    kind: str,
+    *,
+    cycle_id: str,
+    operation: str,
+    started_at: datetime,
+    failed_at: datetime,
+    tokens_attempted: int,
+    error: str,
+    record_id: str,
+    thread_id: str | None,
+    usage: dict[str, Any] | None = None,
+    retrying: bool = False,
+) -> NewEvent:
+    payload: dict[str, Any] = {
+        "cycleId": cycle_id,
+        "operationType": operation,
+        "failedAt": iso(failed_at),
+        "durationMs": int((failed_at - started_at).total_seconds() * 1000),
+        "tokensAttempted": tokens_attempted,
+        "error": error,
+        "recordId": record_id,
+        "threadId": _public(thread_id),
+        **(usage or {}),
+    }
+    if retrying:
+        payload["retrying"] = True
+    return NewEvent(kind, payload, cycle_id)
+
+
+def chunk_activation(
+    chunk: ActivatedChunk,
+    *,
+    activated_at: datetime,
+    generation_count: int,
+    triggered_by: str,
+    record_id: str,
+    thread_id: str | None,
+    config: dict[str, Any],
+    trigger_details: dict[str, Any],
+) -> NewEvent:
+    return NewEvent(
+        ACTIVATION,
+        {
+            "cycleId": chunk.cycle_id,
+            "operationType": "observation",
+            "activatedAt": iso(activated_at),
+            "chunksActivated": 1,
+            "tokensActivated": chunk.message_tokens,
+            "observationTokens": chunk.observation_tokens,
+            "messagesActivated": chunk.message_count,
+            "generationCount": generation_count,
+            "observations": chunk.observations,
+            "triggeredBy": triggered_by,
+            "recordId": record_id,
+            "threadId": _public(thread_id),
+            "config": config,
+            # The stored parts this observation covers (sequence range), for audits and replay.
+            "seqRange": [chunk.from_seq, chunk.to_seq],
+            **trigger_details,
+        },
+        chunk.cycle_id,
+    )
+
+
+def reflection_activation(
+    *,
+    cycle_id: str,
+    activated_at: datetime,
+    tokens_before: int,
+    tokens_after: int,
+    generation_count: int,
+    observations: str,
+    triggered_by: str,
+    record_id: str,
+    thread_id: str | None,
+    config: dict[str, Any],
+    trigger_details: dict[str, Any],
+) -> NewEvent:
+    return NewEvent(
+        ACTIVATION,
+        {
+            "cycleId": cycle_id,
+            "operationType": "reflection",
+            "activatedAt": iso(activated_at),
+            "chunksActivated": 1,
+            "tokensActivated": tokens_before,
+            "observationTokens": tokens_after,
+            "messagesActivated": 0,
+            "generationCount": generation_count,
+            "observations": observations,
+            "triggeredBy": triggered_by,
+            "recordId": record_id,
+            "threadId": _public(thread_id),
+            "config": config,
+            **trigger_details,
+        },
+        f"activate-{cycle_id}",
+    )
+
+
+def thread_update(
+    *, cycle_id: str, thread_id: str, old_title: str | None, new_title: str, timestamp: datetime
+) -> NewEvent:
+    payload: dict[str, Any] = {
+        "cycleId": cycle_id,
+        "threadId": _public(thread_id),
+        "newTitle": new_title,
+        "timestamp": iso(timestamp),
+    }
+    if old_title:
+        payload["oldTitle"] = old_title
+    return NewEvent(THREAD_UPDATE, payload, f"title-{cycle_id}")

@@ -1,0 +1,109 @@
+"""Error types shared by configuration, model selection and the engine.
+
+They live in their own module so that `config`, `durations` and `models.selection` can all raise them
+without importing each other. Every error carries a stable `code` so callers (API layer, tests) can
+branch on the kind of failure without parsing message text.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+_NO_VALUE: Any = object()
+
+
+class OMError(Exception):
+    """Base of every error OM raises on purpose; `code` is the stable machine-readable kind."""
+
+    code: str
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+    def __reduce__(self) -> str | tuple[Any, ...]:
+        # Errors cross process boundaries (Celery results); a subclass with its own __init__ signature
+        # defines its own __reduce__.
+        if type(self).__init__ is OMError.__init__:
+            return (type(self), (self.code, str(self)))
+        return super().__reduce__()
+
+
+class OMConfigError(OMError, ValueError):
+    """A configuration value breaks a rule.
+
+    `field` is the dotted path of the offending option as the user would write it in camelCase
+    (`observation.bufferTokens`, `reflection.activateAfterIdle`); the message always names that path and
+    the offending value so a user can fix the config without reading code. Subclassing ValueError keeps
+    it catchable by generic "bad value" handlers.
+    """
+
+    field: str
+    value: Any
+    detail: str
+
+    def __init__(self, code: str, field: str, detail: str, value: Any = _NO_VALUE) -> None:
+        self.field = field
+        self.value = None if value is _NO_VALUE else value
+        self.detail = detail
+        self._has_value = value is not _NO_VALUE
+        shown = f"{field or '<config>'}={value!r}" if self._has_value else (field or "<config>")
+        super().__init__(code, f"[{code}] {shown}: {detail}")
+
+    def at(self, prefix: str) -> OMConfigError:
+        """The same error re-anchored under `prefix` (used when a nested validator only knew a relative
+        path and the full path is discovered by the caller)."""
+        if not prefix:
+            return self
+        if not self.field:
+            field = prefix
+        elif self.field.startswith("["):
+            field = f"{prefix}{self.field}"
+        else:
+            field = f"{prefix}.{self.field}"
+        value = self.value if self._has_value else _NO_VALUE
+        return OMConfigError(self.code, field, self.detail, value)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        if self._has_value:
+            return (OMConfigError, (self.code, self.field, self.detail, self.value))
+        return (OMConfigError, (self.code, self.field, self.detail))
+
+
+class OperationFailed(OMError, RuntimeError):
+    """A blocking observation or reflection failed, and the failure is already recorded (a `*-failed`
+    event, flags cleared, nothing committed).
+
+    Raised, with the original error's message and the original chained, so the turn waiting on the work
+    reports itself degraded. Workers declare it an expected outcome (Celery `throws`): it is logged
+    without a traceback, while any other exception escaping a task is still reported as a crash.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__("OPERATION_FAILED", message)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (OperationFailed, (str(self),))
+
+
+class OMModelTierExceeded(OMError, RuntimeError):
+    """`ModelByInputTokens.resolve(n)` got more input tokens than its largest tier allows.
+
+    A runtime error, not a config error: the config was valid, this one call is too big. The engine turns
+    it into a tripwire that aborts the actor turn (§11.1).
+    """
+
+    input_tokens: int
+    largest_threshold: int
+
+    def __init__(self, input_tokens: int, largest_threshold: int) -> None:
+        self.input_tokens = input_tokens
+        self.largest_threshold = largest_threshold
+        super().__init__(
+            "MODEL_TIER_EXCEEDED",
+            f"[MODEL_TIER_EXCEEDED] {input_tokens} input tokens exceed the largest ModelByInputTokens "
+            f"threshold ({largest_threshold}); add a larger tier to upTo",
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (OMModelTierExceeded, (self.input_tokens, self.largest_threshold))

@@ -1,0 +1,206 @@
+"""Read models and maintenance operations the HTTP API exposes, kept out of the HTTP layer.
+
+The API shell only translates HTTP to these calls; everything that knows how memory is stored (heads,
+generations, chunk rows, the outbox, coordination keys) lives here, next to the storage it reads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import Engine, update
+
+from om_core.coordination import Coordination, Keys
+from om_core.engine import MemoryEngine, lookup_key
+from om_core.messages import Message
+from om_core.scoped_ids import public_id
+from om_core.store import history, records, schema
+from om_core.store.types import Chunk, Record
+
+__all__ = [
+    "ActiveLog",
+    "BufferedReflection",
+    "Generation",
+    "MessagesPage",
+    "ObservationsView",
+    "delete_thread",
+    "effective_config",
+    "messages_page",
+    "observations_view",
+    "set_config_overrides",
+    "threads_of_resource",
+]
+
+
+@dataclass(frozen=True)
+class ActiveLog:
+    record_id: str
+    generation_count: int
+    observations: str
+    observation_tokens: int
+    last_observed_at: datetime | None
+    #: Parts with a sequence number up to this one are covered by the log.
+    observed_through_seq: int
+    total_tokens_observed: int
+
+
+@dataclass(frozen=True)
+class BufferedReflection:
+    observations: str
+    observation_tokens: int
+    input_observation_tokens: int
+    reflected_line_count: int
+    cycle_id: str | None
+
+
+@dataclass(frozen=True)
+class Generation:
+    """A retired generation: the log as it was before a reflection replaced it."""
+
+    record_id: str
+    generation_count: int
+    created_at: datetime
+    retired_at: datetime
+    observations: str
+    observation_tokens: int
+
+
+@dataclass(frozen=True)
+class ObservationsView:
+    thread_id: str
+    resource_id: str
+    active: ActiveLog | None
+    buffered_chunks: list[Chunk]
+    buffered_reflection: BufferedReflection | None
+    generations: list[Generation]
+    current_task: str | None
+    suggested_response: str | None
+    title: str | None
+
+
+@dataclass(frozen=True)
+class MessagesPage:
+    messages: list[Message]
+    #: Pass as `before_seq` to read the next (older) page; None when this page is the oldest.
+    next_before_seq: int | None = None
+
+
+def _active(head: Record) -> ActiveLog:
+    return ActiveLog(
+        record_id=head.id,
+        generation_count=head.generation_count,
+        observations=head.active_observations,
+        observation_tokens=head.observation_token_count,
+        last_observed_at=head.last_observed_at,
+        observed_through_seq=head.last_observed_seq,
+        total_tokens_observed=head.total_tokens_observed,
+    )
+
+
+def _buffered_reflection(head: Record) -> BufferedReflection | None:
+    if not head.buffered_reflection:
+        return None
+    return BufferedReflection(
+        observations=head.buffered_reflection,
+        observation_tokens=head.buffered_reflection_tokens or 0,
+        input_observation_tokens=head.buffered_reflection_input_tokens or 0,
+        reflected_line_count=head.reflected_observation_line_count or 0,
+        cycle_id=head.buffered_reflection_cycle_id,
+    )
+
+
+def observations_view(
+    db: Engine, thread: history.ThreadRow, *, history_limit: int = 20, history_offset: int = 0
+) -> ObservationsView:
+    """The active log, what is buffered for it, and the generations reflection retired (newest first)."""
+    key = lookup_key(thread.id)
+    head = records.get_head(db, key)
+    retired = records.history(db, key, limit=history_limit, offset=history_offset) if history_limit else []
+    meta = thread.om_metadata
+    return ObservationsView(
+        thread_id=public_id(thread.id),
+        resource_id=public_id(thread.resource_id),
+        active=_active(head) if head is not None else None,
+        buffered_chunks=list(head.chunks) if head is not None else [],
+        buffered_reflection=_buffered_reflection(head) if head is not None else None,
+        generations=[
+            Generation(
+                record_id=r.id,
+                generation_count=r.generation_count,
+                created_at=r.created_at,
+                retired_at=r.updated_at,
+                observations=r.active_observations,
+                observation_tokens=r.observation_token_count,
+            )
+            for r in retired
+        ],
+        current_task=meta.get("currentTask"),
+        suggested_response=meta.get("suggestedResponse"),
+        title=thread.title or meta.get("threadTitle"),
+    )
+
+
+def messages_page(
+    db: Engine, thread_id: str, *, before_seq: int | None = None, limit: int = 50
+) -> MessagesPage:
+    """One page of stored messages in conversation order, newest page first; page back with the cursor."""
+    page = history.page_messages(db, thread_id, before_seq=before_seq, limit=limit)
+    seqs = [p.seq for m in page for p in m.parts if p.seq is not None]
+    older = len(page) == limit and bool(seqs) and min(seqs) > 1
+    return MessagesPage(messages=page, next_before_seq=min(seqs) if older else None)
+
+
+def threads_of_resource(db: Engine, resource_id: str, tenant_id: str | None) -> list[history.ThreadRow]:
+    return history.list_threads(db, resource_id, tenant_id)
+
+
+def delete_thread(db: Engine, thread_id: str, coordination: Coordination | None = None) -> bool:
+    """Delete a thread and everything OM keeps for it, in one transaction. False if it did not exist.
+
+    Records go through `records.clear`, so a worker still running on the thread finds its head gone and
+    its commit fails as not-found instead of resurrecting the deleted memory (ids are never reused).
+    Coordination values (buffering boundaries, reflection suppression) are dropped too, so a new thread
+    with the same id starts clean.
+    """
+    key = lookup_key(thread_id)
+    with db.begin() as conn:
+        if history.get_thread(conn, thread_id) is None:
+            return False
+        records.clear(conn, key)
+        conn.execute(schema.chunks.delete().where(schema.chunks.c.thread_id == thread_id))
+        history.delete_thread(conn, thread_id)
+    if coordination is not None:
+        for name in (
+            Keys.buffer_boundary(key),
+            Keys.reflection_boundary(key),
+            Keys.reflection_suppressed(key),
+        ):
+            coordination.set_int(name, None)
+    return True
+
+
+def effective_config(engine: MemoryEngine, overrides: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The service config with `overrides` applied, as the public camelCase dict."""
+    config = engine.base_config.with_overrides(overrides) if overrides else engine.base_config
+    return config.to_public_dict()
+
+
+def set_config_overrides(
+    engine: MemoryEngine, thread_id: str, overrides: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """Replace a thread's overrides after validating them with the config model; returns the effective
+    config. Raises `OMConfigError` (or pydantic's `ValidationError` for a wrong type) and stores nothing
+    when the result would be invalid."""
+    stored = dict(overrides) if overrides else None
+    engine.config_for(stored)
+    effective = effective_config(engine, stored)
+    with engine.db.begin() as conn:
+        conn.execute(
+            update(schema.threads)
+            .where(schema.threads.c.id == thread_id)
+            .values(config_overrides=stored, updated_at=datetime.now(UTC))
+        )
+    return effective

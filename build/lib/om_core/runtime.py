@@ -1,0 +1,48 @@
+"""Building a ready engine from settings: the one place processes (API, worker, beat, CLI) wire things up."""
+
+from __future__ import annotations
+
+from om_core.coordination import Coordination
+from om_core.engine import EngineSettings, Executor, MemoryEngine
+from om_core.engine.engine import EventPublisher
+from om_core.models.call_policy import build_model_client
+from om_core.models.client import ModelClient
+from om_core.models.rate_limit import RateLimiter
+from om_core.settings import Settings
+from om_core.store.db import make_engine
+
+
+def engine_settings(settings: Settings) -> EngineSettings:
+    return EngineSettings(
+        timezone=settings.timezone,
+        observer_input_cap_tokens=settings.observer_input_cap_tokens,
+        blocking_deadline_s=settings.blocking_deadline_s,
+        failure_policy=settings.failure_policy,
+        part_cache_bytes=int(settings.part_cache_mb * 1024 * 1024),
+        rendered_log_cache_bytes=int(settings.rendered_log_cache_mb * 1024 * 1024),
+    )
+
+
+def build_engine(
+    settings: Settings,
+    *,
+    executor: Executor | None = None,
+    coordination: Coordination | None = None,
+    publisher: EventPublisher | None = None,
+    models: ModelClient | None = None,
+    rate_limiter: RateLimiter | None = None,
+) -> MemoryEngine:
+    """An engine on the configured database. Without an executor, background work runs inline.
+
+    Its model calls follow the one model-call policy of the settings (`build_model_client`) whatever the
+    executor; `rate_limiter` is where the budgets live: the shell passes the shared Redis bucket when it
+    has one, otherwise this process keeps its own."""
+    return MemoryEngine(
+        make_engine(settings.database_url),
+        models=models or build_model_client(settings.model_call_policy(), rate_limiter),
+        config=settings.om_config,
+        coordination=coordination,
+        executor=executor,
+        publisher=publisher,
+        settings=engine_settings(settings),
+    )

@@ -1,0 +1,469 @@
+"""Threads, messages and their append-only parts.
+
+Each new part gets the next value of its thread's sequence (`om_threads.last_seq`, bumped under the thread
+row lock), so sequence order is commit order and a cursor is one integer. A message sent twice with the same
+id (a retrying client) stores nothing new; a message that grew stores only its new parts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import Connection, Engine, bindparam, delete, func, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+
+from om_core.messages import Message, Part
+from om_core.scoped_ids import public_id
+from om_core.store import schema
+
+T = schema.threads
+M = schema.messages
+P = schema.parts
+
+#: (tokens, overhead_delta, extra_messages) of one part, per spec §7.2.
+PartCounter = Callable[[Part], tuple[float, float, int]]
+
+
+class MessageConflict(ValueError):
+    """A message id was reused with a different role: refused, nothing stored."""
+
+
+@dataclass(frozen=True)
+class ThreadRow:
+    id: str
+    resource_id: str
+    title: str | None
+    om_metadata: dict[str, Any]
+    config_overrides: dict[str, Any] | None
+    last_seq: int
+    last_actor_model: str | None
+    last_activity_at: datetime | None
+    created_at: datetime
+    updated_at: datetime
+    tenant_id: str | None = None
+
+
+@dataclass(frozen=True)
+class PartTokens:
+    """The stored token contribution of one unobserved part (no body loaded)."""
+
+    message_id: str
+    role: str
+    seq: int
+    type: str
+    tokens: float
+    overhead_delta: float
+    extra_messages: int
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _insert(conn: Connection) -> Any:
+    return postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
+
+
+def _thread_from_row(row: Any) -> ThreadRow:
+    return ThreadRow(
+        id=row["id"],
+        resource_id=row["resource_id"],
+        title=row["title"],
+        om_metadata=dict(row["om_metadata"] or {}),
+        config_overrides=dict(row["config_overrides"]) if row["config_overrides"] else None,
+        last_seq=row["last_seq"],
+        last_actor_model=row["last_actor_model"],
+        last_activity_at=row["last_activity_at"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        tenant_id=row["tenant_id"],
+    )
+
+
+def ensure_thread(conn: Connection, thread_id: str, resource_id: str, tenant_id: str | None = None) -> None:
+    now = _now()
+    insert = _insert(conn)
+    conn.execute(
+        insert(schema.resources)
+        .values(id=resource_id, tenant_id=tenant_id, metadata={}, created_at=now)
+        .on_conflict_do_nothing()
+    )
+    conn.execute(
+        insert(T)
+        .values(
+            id=thread_id,
+            resource_id=resource_id,
+            tenant_id=tenant_id,
+            om_metadata={},
+            last_seq=0,
+            created_at=now,
+            updated_at=now,
+        )
+        .on_conflict_do_nothing()
+    )
+
+
+def get_thread(engine_or_conn: Engine | Connection, thread_id: str) -> ThreadRow | None:
+    params = {"thread_id": thread_id}
+    if isinstance(engine_or_conn, Engine):
+        with engine_or_conn.connect() as conn:
+            row = conn.execute(_THREAD, params).mappings().first()
+    else:
+        row = engine_or_conn.execute(_THREAD, params).mappings().first()
+    return _thread_from_row(row) if row is not None else None
+
+
+def list_threads(engine: Engine, resource_id: str, tenant_id: str | None = None) -> list[ThreadRow]:
+    query = select(T).where(T.c.resource_id == resource_id).order_by(T.c.created_at)
+    if tenant_id is not None:
+        query = query.where(T.c.tenant_id == tenant_id)
+    with engine.connect() as conn:
+        return [_thread_from_row(row) for row in conn.execute(query).mappings()]
+
+
+# Statements every turn runs, built once with bind parameters (no expression building per call).
+_THREAD = select(T).where(T.c.id == bindparam("thread_id"))
+_LOCK_THREAD = _THREAD.with_for_update()
+_KNOWN_MESSAGES = select(M.c.id, M.c.role, M.c.part_count).where(
+    M.c.thread_id == bindparam("thread_id"), M.c.id.in_(bindparam("ids", expanding=True))
+)
+_UNOBSERVED = (
+    select(
+        P.c.message_id,
+        P.c.seq,
+        P.c.type,
+        P.c.tokens,
+        P.c.overhead_delta,
+        P.c.extra_messages,
+        M.c.role,
+        M.c.created_at,
+        M.c.first_seq,
+        M.c.resource_id,
+        M.c.metadata,
+    )
+    .join(M, (M.c.thread_id == P.c.thread_id) & (M.c.id == P.c.message_id))
+    .where(P.c.thread_id == bindparam("thread_id"), P.c.seq > bindparam("after_seq"))
+    .order_by(P.c.seq)
+)
+_BODIES = select(P.c.seq, P.c.body).where(
+    P.c.thread_id == bindparam("thread_id"), P.c.seq.in_(bindparam("seqs", expanding=True))
+)
+
+
+def lock_thread(conn: Connection, thread_id: str) -> ThreadRow | None:
+    """Read the thread row under its lock (held to commit): the state every append builds on."""
+    row = conn.execute(_LOCK_THREAD, {"thread_id": thread_id}).mappings().first()
+    return _thread_from_row(row) if row is not None else None
+
+
+def append_messages(
+    conn: Connection,
+    *,
+    thread_id: str,
+    resource_id: str,
+    incoming: Sequence[Message],
+    count_part: PartCounter,
+    actor_model: str | None = None,
+    tenant_id: str | None = None,
+) -> list[Message]:
+    """Store new messages and new parts of known messages; return the stored copies with `seq` set.
+
+    Returns only what was newly stored (an exact retry returns an empty list).
+    """
+    ensure_thread(conn, thread_id, resource_id, tenant_id)
+    thread = lock_thread(conn, thread_id)
+    assert thread is not None, "ensure_thread created the row in this transaction"
+    return append_to_locked(conn, thread, incoming, count_part=count_part, actor_model=actor_model)
+
+
+def append_to_locked(
+    conn: Connection,
+    thread: ThreadRow,
+    incoming: Sequence[Message],
+    *,
+    count_part: PartCounter,
+    actor_model: str | None = None,
+) -> list[Message]:
+    """`append_messages` for a thread row this transaction already holds (`lock_thread`): the turn path
+    locks the row first, so it reads the thread and appends with no extra statement."""
+    thread_id, resource_id = thread.id, thread.resource_id
+    seq = thread.last_seq
+    ids = [m.id for m in incoming]
+    found = conn.execute(_KNOWN_MESSAGES, {"thread_id": thread_id, "ids": ids}).mappings()
+    known = {row["id"]: row for row in found}
+    stored: list[Message] = []
+    message_rows: list[dict[str, Any]] = []
+    part_rows: list[dict[str, Any]] = []
+    latest_activity: datetime | None = None
+    for message in incoming:
+        previous = known.get(message.id)
+        if previous is not None and previous["role"] != message.role:
+            raise MessageConflict(
+                f"message {message.id!r} is already stored with role {previous['role']!r}; "
+                f"a message id cannot change role (got {message.role!r})"
+            )
+        start = int(previous["part_count"]) if previous is not None else 0
+        new_parts = message.parts[start:]
+        if previous is not None and not new_parts:
+            continue
+        first_seq = seq + 1
+        stamped: list[Part] = []
+        for offset, part in enumerate(new_parts):
+            seq += 1
+            tokens, overhead, extra = count_part(part)
+            stamped_part = part.model_copy(update={"seq": seq})
+            body = stamped_part.model_dump(mode="json", exclude_none=True, by_alias=True)
+            # The copy returned is the stored body read back, exactly what a later read will produce.
+            stamped.append(Part.model_validate(body))
+            part_rows.append(
+                {
+                    "thread_id": thread_id,
+                    "seq": seq,
+                    "message_id": message.id,
+                    "part_index": start + offset,
+                    "type": part.type,
+                    "body": body,
+                    "created_at": part.created_at,
+                    "tokens": float(tokens),
+                    "overhead_delta": float(overhead),
+                    "extra_messages": int(extra),
+                }
+            )
+        if previous is None:
+            message_rows.append(
+                {
+                    "thread_id": thread_id,
+                    "id": message.id,
+                    "resource_id": resource_id,
+                    "role": message.role,
+                    "created_at": message.created_at,
+                    "metadata": message.metadata,
+                    "first_seq": first_seq,
+                    "part_count": len(message.parts),
+                }
+            )
+        else:
+            conn.execute(
+                update(M)
+                .where(M.c.thread_id == thread_id, M.c.id == message.id)
+                .values(part_count=start + len(new_parts))
+            )
+        stored.append(
+            message.model_copy(
+                update={
+                    "parts": stamped,
+                    "thread_id": public_id(thread_id),
+                    "resource_id": public_id(resource_id),
+                }
+            )
+        )
+        if message.role == "assistant":
+            times = [p.created_at for p in new_parts if p.created_at is not None and not p.is_data]
+            candidate = max(times) if times else message.created_at
+            latest_activity = max(latest_activity, candidate) if latest_activity else candidate
+    if message_rows:
+        conn.execute(M.insert(), message_rows)
+    if part_rows:
+        conn.execute(P.insert(), part_rows)
+    values: dict[str, Any] = {"last_seq": seq, "updated_at": _now()}
+    if latest_activity is not None:
+        values["last_activity_at"] = latest_activity
+    if actor_model:
+        values["last_actor_model"] = actor_model
+    conn.execute(update(T).where(T.c.id == thread_id).values(**values))
+    return stored
+
+
+def _assemble(rows: Sequence[Any], message_rows: dict[str, Any], thread_id: str) -> list[Message]:
+    grouped: dict[str, list[Part]] = {}
+    for row in rows:
+        part = Part.model_validate(row["body"])
+        grouped.setdefault(row["message_id"], []).append(part)
+    ordered = sorted(
+        grouped.items(),
+        key=lambda item: (message_rows[item[0]]["created_at"], message_rows[item[0]]["first_seq"]),
+    )
+    out: list[Message] = []
+    for message_id, message_parts in ordered:
+        meta = message_rows[message_id]
+        out.append(
+            Message(
+                id=message_id,
+                role=meta["role"],
+                parts=message_parts,
+                created_at=meta["created_at"],
+                thread_id=public_id(thread_id),
+                resource_id=public_id(meta["resource_id"]),
+                metadata=dict(meta["metadata"] or {}),
+            )
+        )
+    return out
+
+
+def load_parts(
+    conn: Connection, thread_id: str, *, after_seq: int = 0, upto_seq: int | None = None
+) -> list[Message]:
+    """Messages holding the parts with after_seq < seq <= upto_seq, each with only those parts.
+
+    This is how "unobserved" is read: by sequence, so per-turn reads depend on the unobserved window only.
+    """
+    query = select(P.c.message_id, P.c.body, P.c.seq).where(P.c.thread_id == thread_id, P.c.seq > after_seq)
+    if upto_seq is not None:
+        query = query.where(P.c.seq <= upto_seq)
+    rows = conn.execute(query.order_by(P.c.seq)).mappings().all()
+    if not rows:
+        return []
+    ids = sorted({row["message_id"] for row in rows})
+    message_rows = {
+        row["id"]: row
+        for row in conn.execute(select(M).where(M.c.thread_id == thread_id, M.c.id.in_(ids))).mappings()
+    }
+    return _assemble(rows, message_rows, thread_id)
+
+
+def part_tokens_after(conn: Connection, thread_id: str, after_seq: int) -> list[PartTokens]:
+    """Stored token contributions of the parts after the cursor (no bodies: cheap on the turn path)."""
+    query = (
+        select(
+            P.c.message_id, M.c.role, P.c.seq, P.c.type, P.c.tokens, P.c.overhead_delta, P.c.extra_messages
+        )
+        .join(M, (M.c.thread_id == P.c.thread_id) & (M.c.id == P.c.message_id))
+        .where(P.c.thread_id == thread_id, P.c.seq > after_seq)
+        .order_by(P.c.seq)
+    )
+    return [_part_tokens(row) for row in conn.execute(query).mappings()]
+
+
+def part_tokens_newest_first(
+    conn: Connection, thread_id: str, *, before_seq: int | None, limit: int
+) -> list[PartTokens]:
+    """Stored token contributions of up to `limit` parts before `before_seq` (None: the newest), newest
+    first: a page of the history read backwards, so finding the recent tail costs the tail, not the
+    thread."""
+    query = (
+        select(
+            P.c.message_id, M.c.role, P.c.seq, P.c.type, P.c.tokens, P.c.overhead_delta, P.c.extra_messages
+        )
+        .join(M, (M.c.thread_id == P.c.thread_id) & (M.c.id == P.c.message_id))
+        .where(P.c.thread_id == thread_id)
+        .order_by(P.c.seq.desc())
+        .limit(limit)
+    )
+    if before_seq is not None:
+        query = query.where(P.c.seq < before_seq)
+    return [_part_tokens(row) for row in conn.execute(query).mappings()]
+
+
+@dataclass(frozen=True)
+class Unobserved:
+    """The window after the cursor, read once: its weights (for the policy) and its messages (for the
+    actor). `fetched` holds the bodies that had to be read from the database, for the caller to cache
+    once its transaction has committed."""
+
+    rows: list[PartTokens]
+    messages: list[Message]
+    fetched: dict[int, Part]
+
+
+def read_unobserved(
+    conn: Connection, thread_id: str, after_seq: int, *, known: Callable[[int], Part | None]
+) -> Unobserved:
+    """Weights and messages of the parts after `after_seq`, reading bodies only for parts `known` does not
+    have (a turn usually knows every part but the ones it just stored)."""
+    rows = conn.execute(_UNOBSERVED, {"thread_id": thread_id, "after_seq": after_seq}).mappings().all()
+    bodies: dict[int, Part] = {}
+    missing: list[int] = []
+    for row in rows:
+        part = known(int(row["seq"]))
+        if part is None:
+            missing.append(int(row["seq"]))
+        else:
+            bodies[int(row["seq"])] = part
+    fetched: dict[int, Part] = {}
+    if missing:
+        body_rows = conn.execute(_BODIES, {"thread_id": thread_id, "seqs": missing}).mappings()
+        for body_row in body_rows:
+            seq = int(body_row["seq"])
+            bodies[seq] = fetched[seq] = Part.model_validate(body_row["body"])
+    return Unobserved([_part_tokens(row) for row in rows], _messages_from(rows, bodies, thread_id), fetched)
+
+
+def _part_tokens(row: Any) -> PartTokens:
+    return PartTokens(
+        message_id=row["message_id"],
+        role=row["role"],
+        seq=int(row["seq"]),
+        type=row["type"],
+        tokens=float(row["tokens"]),
+        overhead_delta=float(row["overhead_delta"]),
+        extra_messages=int(row["extra_messages"]),
+    )
+
+
+def _messages_from(rows: Sequence[Any], bodies: dict[int, Part], thread_id: str) -> list[Message]:
+    """Group parts (in sequence order) by message, messages in (created_at, first_seq) order; each part a
+    shallow copy, so callers may treat the result as theirs without touching cached parts."""
+    grouped: dict[str, list[Part]] = {}
+    meta: dict[str, Any] = {}
+    for row in rows:
+        grouped.setdefault(row["message_id"], []).append(bodies[int(row["seq"])].model_copy())
+        meta.setdefault(row["message_id"], row)
+    ordered = sorted(grouped, key=lambda mid: (meta[mid]["created_at"], meta[mid]["first_seq"]))
+    return [
+        Message(
+            id=message_id,
+            role=meta[message_id]["role"],
+            parts=grouped[message_id],
+            created_at=meta[message_id]["created_at"],
+            thread_id=public_id(thread_id),
+            resource_id=public_id(meta[message_id]["resource_id"]),
+            metadata=dict(meta[message_id]["metadata"] or {}),
+        )
+        for message_id in ordered
+    ]
+
+
+def page_messages(
+    engine: Engine, thread_id: str, *, before_seq: int | None = None, limit: int = 50
+) -> list[Message]:
+    """Messages of a thread, newest page first by first sequence (for the API's paged reads)."""
+    with engine.connect() as conn:
+        return last_messages(conn, thread_id, before_seq=before_seq, limit=limit)
+
+
+def last_messages(
+    conn: Connection, thread_id: str, *, before_seq: int | None = None, limit: int = 50
+) -> list[Message]:
+    query = select(M).where(M.c.thread_id == thread_id)
+    if before_seq is not None:
+        query = query.where(M.c.first_seq < before_seq)
+    query = query.order_by(M.c.first_seq.desc()).limit(limit)
+    message_rows = {row["id"]: row for row in conn.execute(query).mappings()}
+    if not message_rows:
+        return []
+    rows = (
+        conn.execute(
+            select(P.c.message_id, P.c.body, P.c.seq)
+            .where(P.c.thread_id == thread_id, P.c.message_id.in_(list(message_rows)))
+            .order_by(P.c.seq)
+        )
+        .mappings()
+        .all()
+    )
+    return _assemble(rows, message_rows, thread_id)
+
+
+def max_seq(conn: Connection, thread_id: str) -> int:
+    value = conn.execute(select(func.max(P.c.seq)).where(P.c.thread_id == thread_id)).scalar()
+    return int(value or 0)
+
+
+def delete_thread(conn: Connection, thread_id: str) -> None:
+    conn.execute(delete(P).where(P.c.thread_id == thread_id))
+    conn.execute(delete(M).where(M.c.thread_id == thread_id))
+    conn.execute(delete(schema.events).where(schema.events.c.thread_id == thread_id))
+    conn.execute(delete(schema.triggers).where(schema.triggers.c.thread_id == thread_id))
+    conn.execute(delete(T).where(T.c.id == thread_id))

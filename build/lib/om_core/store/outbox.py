@@ -1,0 +1,123 @@
+"""The event outbox: every `data-om-*` event is a row written in the transaction of the change it reports.
+
+Publishing (Redis pub/sub, SSE) reads rows after commit, so a client that reconnects can replay from the
+last id it saw and miss nothing. A `(lookup_key, type, cycle_id)` unique index makes a redelivered task's
+events no-ops, like the marker rule "same type and cycleId → skip" of spec §10.2.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import Connection, Engine, bindparam, func, select
+from sqlalchemy.dialects import postgresql, sqlite
+
+from om_core.store import schema
+from om_core.store.types import NewEvent, StoredEvent
+
+# Built once per dialect with bind parameters: workers write events on every cycle.
+_INSERT_EVENT = {
+    "postgresql": postgresql.insert(schema.events).on_conflict_do_nothing().returning(schema.events.c.id),
+    "sqlite": sqlite.insert(schema.events).on_conflict_do_nothing().returning(schema.events.c.id),
+}
+_CYCLE_EVENT = (
+    select(schema.events.c.id)
+    .where(
+        schema.events.c.lookup_key == bindparam("lookup_key"),
+        schema.events.c.type.in_(bindparam("types", expanding=True)),
+        schema.events.c.cycle_id == bindparam("cycle_id"),
+    )
+    .limit(1)
+)
+
+
+def write_events(
+    conn: Connection,
+    *,
+    lookup_key: str,
+    thread_id: str | None,
+    resource_id: str | None,
+    record_id: str | None,
+    events: Sequence[NewEvent],
+) -> list[StoredEvent]:
+    """Insert `events`; an event whose (type, cycle_id) is already stored for the key is skipped."""
+    stored: list[StoredEvent] = []
+    statement = _INSERT_EVENT["postgresql" if conn.dialect.name == "postgresql" else "sqlite"]
+    for event in events:
+        now = datetime.now(UTC)
+        values: dict[str, Any] = {
+            "thread_id": thread_id,
+            "resource_id": resource_id,
+            "lookup_key": lookup_key,
+            "record_id": record_id,
+            "type": event.type,
+            "cycle_id": event.cycle_id,
+            "payload": event.payload,
+            "created_at": now,
+        }
+        row = conn.execute(statement, values).first()
+        if row is None:
+            continue
+        stored.append(
+            StoredEvent(
+                id=int(row[0]),
+                type=event.type,
+                thread_id=thread_id,
+                lookup_key=lookup_key,
+                record_id=record_id,
+                cycle_id=event.cycle_id,
+                payload=event.payload,
+                created_at=now,
+            )
+        )
+    return stored
+
+
+def list_events(
+    engine: Engine, *, thread_id: str, after_id: int = 0, limit: int = 500, types: Sequence[str] = ()
+) -> list[StoredEvent]:
+    """Events of a thread in commit order, for replay (`Last-Event-ID`) and for tests."""
+    query = (
+        select(schema.events)
+        .where(schema.events.c.thread_id == thread_id, schema.events.c.id > after_id)
+        .order_by(schema.events.c.id)
+        .limit(limit)
+    )
+    if types:
+        query = query.where(schema.events.c.type.in_(list(types)))
+    with engine.connect() as conn:
+        rows = conn.execute(query).mappings().all()
+    return [
+        StoredEvent(
+            id=int(row["id"]),
+            type=row["type"],
+            thread_id=row["thread_id"],
+            lookup_key=row["lookup_key"],
+            record_id=row["record_id"],
+            cycle_id=row["cycle_id"],
+            payload=dict(row["payload"]),
+            created_at=row["created_at"],
+        )
+        for row in rows
+    ]
+
+
+def last_event_id(engine: Engine, thread_id: str) -> int:
+    with engine.connect() as conn:
+        value = conn.execute(
+            select(func.max(schema.events.c.id)).where(schema.events.c.thread_id == thread_id)
+        ).scalar()
+    return int(value or 0)
+
+
+def has_event(
+    engine_or_conn: Engine | Connection, *, lookup_key: str, cycle_id: str, types: Sequence[str]
+) -> bool:
+    """Whether a cycle already reported one of `types` (uses the (lookup_key, type, cycle_id) index)."""
+    params = {"lookup_key": lookup_key, "types": list(types), "cycle_id": cycle_id}
+    if isinstance(engine_or_conn, Connection):
+        return engine_or_conn.execute(_CYCLE_EVENT, params).first() is not None
+    with engine_or_conn.connect() as conn:
+        return conn.execute(_CYCLE_EVENT, params).first() is not None

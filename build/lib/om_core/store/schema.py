@@ -1,0 +1,282 @@
+"""Table definitions shared by Postgres and SQLite (the embedded mode).
+
+Design notes (why the schema looks like this):
+
+- Every stored message part has `seq`, a per-thread sequence handed out by the database (a counter on the
+  thread row, bumped under that row's lock). Cursors are sequence numbers, never client clocks, so clock
+  skew between writers cannot make a message look observed (spec §4.10, §12.2 smaller notes).
+- Parts are append-only rows; a message that grows gets new rows with new sequence numbers.
+- Records are one row per (lookup key, generation); `superseded_by IS NULL` marks the live head.
+- Chunks are rows, never a JSON list rewritten by read-modify-write: a unique `(lookup_key, cycle_id)` makes
+  a redelivered append impossible to store twice, even across generations and after activation (activated
+  chunks keep their row with `state = 'activated'`).
+- Events are an outbox written in the same transaction as the change they report.
+- `lookup_key`, `scope` and `resource_id` columns everywhere leave room for resource scope and recall.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    Column,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    TypeDecorator,
+    UniqueConstraint,
+    text,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.engine import Dialect
+
+metadata = MetaData()
+
+#: Thread and resource ids as stored: `<tenant>/<id>` (`om_core.scoped_ids`), a 255-character tenant and a
+#: 255-character public id at most.
+ID_LENGTH = 512
+#: Lookup keys: `thread:` or `resource:` and a stored id.
+KEY_LENGTH = 600
+
+#: JSONB on Postgres, JSON text on SQLite.
+Json = JSON().with_variant(JSONB(), "postgresql")
+
+
+class UtcDateTime(TypeDecorator[datetime]):
+    """timestamptz on Postgres; on SQLite (no time zones) UTC stored naive and read back aware.
+
+    Never a naive datetime in our code: the reference lost messages across DST with bare timestamps (F1).
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime given to storage; use an aware (UTC) datetime")
+        value = value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+Timestamp = UtcDateTime()
+
+resources = Table(
+    "om_resources",
+    metadata,
+    Column("id", String(ID_LENGTH), primary_key=True),
+    Column("tenant_id", String(255), nullable=True),
+    Column("metadata", Json, nullable=False, server_default=text("'{}'")),
+    Column("created_at", Timestamp, nullable=False),
+)
+
+threads = Table(
+    "om_threads",
+    metadata,
+    Column("id", String(ID_LENGTH), primary_key=True),
+    Column("resource_id", String(ID_LENGTH), nullable=False),
+    Column("tenant_id", String(255), nullable=True),
+    Column("title", Text, nullable=True),
+    # OM's per-thread metadata: currentTask, suggestedResponse, threadTitle, extracted, cursors (§3.3).
+    Column("om_metadata", Json, nullable=False, server_default=text("'{}'")),
+    Column("config_overrides", Json, nullable=True),
+    # The last sequence number handed out in this thread. Bumped under the thread row lock.
+    Column("last_seq", BigInteger, nullable=False, server_default=text("0")),
+    Column("last_actor_model", String(255), nullable=True),
+    Column("last_activity_at", Timestamp, nullable=True),
+    Column("created_at", Timestamp, nullable=False),
+    Column("updated_at", Timestamp, nullable=False),
+    Index("ix_om_threads_resource", "resource_id"),
+)
+
+messages = Table(
+    "om_messages",
+    metadata,
+    Column("thread_id", String(ID_LENGTH), ForeignKey("om_threads.id", ondelete="CASCADE"), primary_key=True),
+    Column("id", String(255), primary_key=True),
+    Column("resource_id", String(ID_LENGTH), nullable=False),
+    Column("role", String(16), nullable=False),
+    Column("created_at", Timestamp, nullable=False),
+    Column("metadata", Json, nullable=False, server_default=text("'{}'")),
+    Column("first_seq", BigInteger, nullable=False),
+    Column("part_count", Integer, nullable=False),
+    Index("ix_om_messages_thread_seq", "thread_id", "first_seq"),
+)
+
+parts = Table(
+    "om_parts",
+    metadata,
+    Column("thread_id", String(ID_LENGTH), ForeignKey("om_threads.id", ondelete="CASCADE"), primary_key=True),
+    Column("seq", BigInteger, primary_key=True),
+    Column("message_id", String(255), nullable=False),
+    Column("part_index", Integer, nullable=False),
+    Column("type", String(64), nullable=False),
+    Column("body", Json, nullable=False),
+    Column("created_at", Timestamp, nullable=True),
+    # Token contribution of this part (spec §7.2), computed once at insert: counting never repeats.
+    Column("tokens", Float, nullable=False, server_default=text("0")),
+    Column("overhead_delta", Float, nullable=False, server_default=text("0")),
+    Column("extra_messages", Integer, nullable=False, server_default=text("0")),
+    UniqueConstraint("thread_id", "message_id", "part_index", name="uq_om_parts_message_index"),
+)
+
+records = Table(
+    "om_records",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("lookup_key", String(KEY_LENGTH), nullable=False),
+    Column("scope", String(16), nullable=False),
+    Column("thread_id", String(ID_LENGTH), nullable=True),
+    Column("resource_id", String(ID_LENGTH), nullable=False),
+    Column("created_at", Timestamp, nullable=False),
+    Column("updated_at", Timestamp, nullable=False),
+    Column("origin_type", String(16), nullable=False),
+    Column("generation_count", Integer, nullable=False),
+    Column("superseded_by", String(64), nullable=True),
+    Column("active_observations", Text, nullable=False, server_default=text("''")),
+    Column("observation_token_count", Integer, nullable=False, server_default=text("0")),
+    # The cursor: parts with seq <= last_observed_seq are observed. last_observed_at is for display.
+    Column("last_observed_seq", BigInteger, nullable=False, server_default=text("0")),
+    Column("last_observed_at", Timestamp, nullable=True),
+    # The buffer cursor: how far buffered chunks reach.
+    Column("last_buffered_seq", BigInteger, nullable=False, server_default=text("0")),
+    Column("last_buffered_at_time", Timestamp, nullable=True),
+    Column("last_buffered_at_tokens", Integer, nullable=False, server_default=text("0")),
+    Column("buffered_reflection", Text, nullable=True),
+    Column("buffered_reflection_tokens", Integer, nullable=True),
+    Column("buffered_reflection_input_tokens", Integer, nullable=True),
+    Column("reflected_observation_line_count", Integer, nullable=True),
+    Column("buffered_reflection_cycle_id", String(128), nullable=True),
+    Column("pending_message_tokens", Integer, nullable=False, server_default=text("0")),
+    Column("total_tokens_observed", BigInteger, nullable=False, server_default=text("0")),
+    Column("is_observing", Boolean, nullable=False, server_default=text("false")),
+    Column("is_reflecting", Boolean, nullable=False, server_default=text("false")),
+    Column("is_buffering_observation", Boolean, nullable=False, server_default=text("false")),
+    Column("is_buffering_reflection", Boolean, nullable=False, server_default=text("false")),
+    Column("config", Json, nullable=False, server_default=text("'{}'")),
+    Column("observed_timezone", String(64), nullable=False, server_default=text("'UTC'")),
+    Column("metadata", Json, nullable=False, server_default=text("'{}'")),
+    Index("ix_om_records_lookup", "lookup_key", "generation_count", "created_at", "id"),
+    # At most one live head per key, enforced by the database (invariant 5).
+    Index(
+        "uq_om_records_live",
+        "lookup_key",
+        unique=True,
+        postgresql_where=text("superseded_by IS NULL"),
+        sqlite_where=text("superseded_by IS NULL"),
+    ),
+)
+
+chunks = Table(
+    "om_chunks",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("lookup_key", String(KEY_LENGTH), nullable=False),
+    Column("record_id", String(64), ForeignKey("om_records.id", ondelete="CASCADE"), nullable=False),
+    # Order inside the list; assigned at append from a counter, never reused.
+    Column("position", BigInteger, nullable=False),
+    Column("state", String(16), nullable=False),  # buffered | activated | superseded
+    Column("cycle_id", String(128), nullable=False),
+    Column("observations", Text, nullable=False),
+    Column("token_count", Integer, nullable=False),
+    Column("message_ids", Json, nullable=False),
+    Column("message_tokens", Integer, nullable=False),
+    # Covered parts: thread_id's parts with from_seq < seq <= to_seq.
+    Column("thread_id", String(ID_LENGTH), nullable=True),
+    Column("from_seq", BigInteger, nullable=False),
+    Column("to_seq", BigInteger, nullable=False),
+    Column("last_observed_at", Timestamp, nullable=True),
+    Column("created_at", Timestamp, nullable=False),
+    Column("activated_at", Timestamp, nullable=True),
+    Column("current_task", Text, nullable=True),
+    Column("suggested_continuation", Text, nullable=True),
+    Column("thread_title", Text, nullable=True),
+    UniqueConstraint("lookup_key", "cycle_id", name="uq_om_chunks_cycle"),
+    Index("ix_om_chunks_record_state", "record_id", "state", "position"),
+)
+
+events = Table(
+    "om_events",
+    metadata,
+    Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+    Column("thread_id", String(ID_LENGTH), nullable=True),
+    Column("resource_id", String(ID_LENGTH), nullable=True),
+    Column("lookup_key", String(KEY_LENGTH), nullable=False),
+    Column("record_id", String(64), nullable=True),
+    Column("type", String(64), nullable=False),
+    Column("cycle_id", String(128), nullable=True),
+    Column("payload", Json, nullable=False),
+    Column("created_at", Timestamp, nullable=False),
+    Column("published", Boolean, nullable=False, server_default=text("false")),
+    Index("ix_om_events_thread", "thread_id", "id"),
+    Index(
+        "uq_om_events_type_cycle",
+        "lookup_key",
+        "type",
+        "cycle_id",
+        unique=True,
+        postgresql_where=text("cycle_id IS NOT NULL"),
+        sqlite_where=text("cycle_id IS NOT NULL"),
+    ),
+)
+
+#: Conditions celery-beat evaluates (idle TTL, provider change, stale work). One row per key and kind.
+triggers = Table(
+    "om_triggers",
+    metadata,
+    Column("lookup_key", String(KEY_LENGTH), primary_key=True),
+    Column("kind", String(32), primary_key=True),
+    Column("thread_id", String(ID_LENGTH), nullable=True),
+    Column("resource_id", String(ID_LENGTH), nullable=True),
+    Column("due_at", Timestamp, nullable=True),
+    Column("payload", Json, nullable=False, server_default=text("'{}'")),
+    Column("updated_at", Timestamp, nullable=False),
+    Index("ix_om_triggers_due", "due_at"),
+)
+
+
+__all__ = [
+    "Integer",
+    "chunks",
+    "events",
+    "messages",
+    "metadata",
+    "parts",
+    "records",
+    "resources",
+    "threads",
+    "triggers",
+]
+
+#: API keys of the HTTP service: only a SHA-256 of each key's secret is kept, found by the key's public id.
+api_keys = Table(
+    "om_api_keys",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("tenant_id", String(255), nullable=False),
+    Column("name", String(255), nullable=False),
+    Column("secret_sha256", String(64), nullable=False),
+    Column("created_at", Timestamp, nullable=False),
+    Column("revoked_at", Timestamp, nullable=True),
+    # What the key spent on actor models through the proxy; only ever bumped by `UPDATE ... SET x = x + n`.
+    Column("actor_calls", BigInteger, nullable=False, server_default=text("0")),
+    Column("actor_prompt_tokens", BigInteger, nullable=False, server_default=text("0")),
+    Column("actor_completion_tokens", BigInteger, nullable=False, server_default=text("0")),
+    Column("actor_cost_usd", Float, nullable=False, server_default=text("0")),
+    Index("ix_om_api_keys_tenant", "tenant_id"),
+)

@@ -1,0 +1,89 @@
+"""The engine's `Executor` on Celery: task values go to their own queue, by a readable task name.
+
+`submit` is fire-and-forget (buffering, background reflection). `run` is for work a chat turn waits for
+(a blocking observation or reflection): it enqueues on the task's queue and waits at most the turn's
+deadline. Synchronous observations travel on `om.observe`, a queue no buffering task ever uses, so a
+waiting chat never queues behind a backlog of background work. After the deadline the task keeps running
+and its result lands for a later turn; the turn itself goes on with the uncompressed context.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from celery import Celery
+from celery.exceptions import TimeoutError as ResultTimeout
+from celery.result import AsyncResult
+
+from om_core.engine.tasks import Task, task_to_dict
+
+#: Celery task name per task kind (what Flower lists).
+TASK_NAMES: dict[str, str] = {
+    "BufferObservation": "om.buffer_observation",
+    "BufferReflection": "om.buffer_reflection",
+    "Observe": "om.observe",
+    "Reflect": "om.reflect",
+}
+
+
+def task_name(task: Task) -> str:
+    return TASK_NAMES[type(task).__name__]
+
+
+class CeleryExecutor:
+    """Implements `om_core.engine.tasks.Executor` by sending tasks to Celery workers.
+
+    `on_sent(task, result)` is called for every task sent (tests use it to wait for a thread's work).
+    Without it, fire-and-forget work keeps no result: nobody would read it, and the Redis result backend
+    would otherwise subscribe to every task's result channel.
+    """
+
+    def __init__(self, app: Celery, *, on_sent: Callable[[Task, AsyncResult], None] | None = None) -> None:
+        self.app = app
+        self.on_sent = on_sent
+
+    def send(self, task: Task, *, keep_result: bool = True) -> AsyncResult:
+        result = self.app.send_task(
+            task_name(task),
+            args=[task_to_dict(task)],
+            queue=task.queue,
+            routing_key=task.queue,
+            ignore_result=not keep_result,
+        )
+        if self.on_sent is not None:
+            self.on_sent(task, result)
+        return result
+
+    def submit(self, task: Task) -> None:
+        self.send(task, keep_result=self.on_sent is not None)
+
+    def run(self, task: Task, deadline_s: float) -> bool:
+        """True when the task finished within `deadline_s`; its exception is raised if it failed."""
+        result = self.send(task)
+        try:
+            result.get(timeout=max(deadline_s, 0.001), propagate=True, disable_sync_subtasks=False)
+        except ResultTimeout:
+            return False
+        return True
+
+
+class WorkerExecutor(CeleryExecutor):
+    """The executor of an engine that itself runs inside a worker.
+
+    Background work is still enqueued, but blocking work (beat's idle check may start a reflection) runs
+    right here: waiting on another worker from inside a worker would hold two slots for one job and can
+    deadlock a deployment that runs every queue on a single worker process.
+    """
+
+    def __init__(self, app: Celery, runner: Callable[[Task], object] | None = None) -> None:
+        super().__init__(app)
+        self.runner = runner
+
+    def bind(self, runner: Callable[[Task], object]) -> None:
+        self.runner = runner
+
+    def run(self, task: Task, deadline_s: float) -> bool:
+        if self.runner is None:
+            raise RuntimeError("WorkerExecutor is not bound to an engine; call bind(engine.run_task)")
+        self.runner(task)
+        return True

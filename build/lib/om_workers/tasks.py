@@ -1,0 +1,247 @@
+"""Celery tasks: one per kind of engine work, each a thin call into `MemoryEngine.run_task`.
+
+Every task takes the task value as a dict (`task_to_dict`), so Flower shows the thread id and cycle id it
+works on. What a task adds on top of the engine is delivery hygiene only:
+
+- **Poison protection.** Deliveries are counted per `cycle_id` in Redis. A task whose every delivery
+  kills its worker process (and is therefore redelivered by `reject_on_worker_lost`) would loop forever;
+  past `max_deliveries` it is recorded as failed (a `*-failed` event) and dropped.
+- **Redelivery after a crash.** The dead process may still hold the thread's lock for up to one lease;
+  a redelivered task waits that long for it instead of mistaking its own predecessor for concurrent work
+  and doing nothing.
+
+Each worker process builds one engine lazily (after the fork, so no connection or thread crosses it).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import redis
+from celery.signals import worker_init, worker_process_init
+
+from om_core.coordination import Keys
+from om_core.engine import MemoryEngine, lookup_key
+from om_core.engine import events as ev
+from om_core.engine.tasks import BufferObservation, BufferReflection, Observe, Reflect, Task, task_from_dict
+from om_core.errors import OperationFailed
+from om_core.models.client import load_litellm
+from om_core.runtime import build_engine
+from om_core.settings import Settings
+from om_core.startup_heap import freeze_startup_heap
+from om_core.store import records
+from om_core.store.outbox import write_events
+from om_core.tokens import TokenCounter
+from om_workers.app import WorkerSettings, app
+from om_workers.coordination import RedisCoordination
+from om_workers.events import RedisPublisher
+from om_workers.executor import WorkerExecutor
+from om_workers.ratelimit import TokenBucket
+
+log = logging.getLogger("om.workers.tasks")
+
+
+@dataclass(frozen=True)
+class WorkerRuntime:
+    """What one worker process shares between its tasks."""
+
+    engine: MemoryEngine
+    coordination: RedisCoordination
+    redis: redis.Redis
+    settings: WorkerSettings
+    pid: int
+
+
+_runtime: WorkerRuntime | None = None
+_runtime_guard = threading.Lock()
+
+
+def build_runtime(settings: Settings | None = None, worker: WorkerSettings | None = None) -> WorkerRuntime:
+    """An engine wired for a worker: Celery executor, Redis locks and events, and the model-call policy
+    every process follows with its budgets in the shared Redis bucket."""
+    settings = settings or Settings()
+    worker = worker or WorkerSettings()
+    client = redis.Redis.from_url(settings.redis_url)
+    coordination = RedisCoordination(client, lease_s=worker.lock_lease_s)
+    executor = WorkerExecutor(app)
+    engine = build_engine(
+        settings,
+        executor=executor,
+        coordination=coordination,
+        publisher=RedisPublisher(client),
+        rate_limiter=TokenBucket(client),
+    )
+    executor.bind(engine.run_task)
+    return WorkerRuntime(engine, coordination, client, worker, os.getpid())
+
+
+def worker_runtime() -> WorkerRuntime:
+    """This process's runtime, built on first use (and again in a forked child); shared by the threads
+    of a `threads` pool."""
+    global _runtime
+    with _runtime_guard:
+        if _runtime is None or _runtime.pid != os.getpid():
+            _runtime = build_runtime()
+        return _runtime
+
+
+def _warm_up_before_serving(**_: Any) -> None:
+    """Load the tokenizer and litellm once in the parent, so every pool child (also one restarted after a
+    crash) starts with them instead of spending seconds on its first task; then take what start-up made out
+    of the garbage collector's sight (`freeze_startup_heap`)."""
+    TokenCounter().count_string("warm up")
+    load_litellm()
+    freeze_startup_heap()
+
+
+def _build_runtime_in_child(**_: Any) -> None:
+    worker_runtime()
+
+
+worker_init.connect(_warm_up_before_serving, weak=False)
+worker_process_init.connect(_build_runtime_in_child, weak=False)
+
+
+#: How much longer than two visibility timeouts a delivery count is kept. The broker makes a dead worker's
+#: message visible again only on a restore scan (kombu runs one about every 100 s at most), and a
+#: replacement worker takes time to start: with a short visibility timeout, a count kept only twice that
+#: long expired before the redelivery and the poison-task bound started again from one.
+DELIVERY_COUNT_SLACK_S = 600.0
+
+
+def delivery_key(cycle_id: str) -> str:
+    return f"om:deliveries:{cycle_id}"
+
+
+def lock_of(task: Task) -> str:
+    """The lock the engine takes for `task` (mirrors the engine's use of `Keys`)."""
+    key = lookup_key(task.thread_id)
+    if isinstance(task, BufferObservation):
+        return Keys.buffer_lock(key)
+    if isinstance(task, BufferReflection):
+        return Keys.buffered_reflection_lock(key)
+    if isinstance(task, Observe):
+        return Keys.observe_lock(key)
+    return Keys.reflect_lock(key)
+
+
+def failure_kind(task: Task) -> tuple[str, str]:
+    """(event type, operationType) of a failed run of `task`."""
+    if isinstance(task, BufferObservation):
+        return ev.BUFFERING_FAILED, "observation"
+    if isinstance(task, BufferReflection):
+        return ev.BUFFERING_FAILED, "reflection"
+    if isinstance(task, Observe):
+        return ev.OBSERVATION_FAILED, "observation"
+    return ev.OBSERVATION_FAILED, "reflection"
+
+
+def record_dropped(engine: MemoryEngine, task: Task, deliveries: int) -> bool:
+    """Write the `*-failed` event of a task dropped as poison. False when the thread has no record."""
+    head = records.get_head(engine.db, lookup_key(task.thread_id))
+    if head is None:
+        return False
+    kind, operation = failure_kind(task)
+    now = datetime.now(UTC)
+    draft = ev.failed(
+        kind,
+        cycle_id=task.cycle_id,
+        operation=operation,
+        started_at=now,
+        failed_at=now,
+        tokens_attempted=0,
+        error=(
+            f"[WORKER_LOST] delivered {deliveries} times and every delivery ended with its worker process "
+            "dying; dropped so it cannot loop forever"
+        ),
+        record_id=head.id,
+        thread_id=task.thread_id,
+        usage=ev.usage_fields(0, 0, None, None),
+    )
+    with engine.db.begin() as conn:
+        stored = write_events(
+            conn,
+            lookup_key=head.lookup_key,
+            thread_id=head.thread_id,
+            resource_id=head.resource_id,
+            record_id=head.id,
+            events=[draft],
+        )
+    engine.publisher.publish(stored)
+    return True
+
+
+def wait_for_dead_holder(runtime: WorkerRuntime, task: Task) -> bool:
+    """Wait up to one lease (plus a heartbeat's slack) for the lock a crashed predecessor may hold.
+
+    True when the lock is free. A lock still held after that belongs to a live worker doing the same
+    work; the engine then skips this run, as it should.
+    """
+    name = lock_of(task)
+    deadline = time.monotonic() + runtime.settings.lock_lease_s * 1.5 + 1.0
+    while runtime.coordination.is_locked(name):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def deliver(payload: dict[str, Any]) -> bool:
+    """Run one delivery of a task value. Returns what the engine returned (True: something stored)."""
+    task = task_from_dict(payload)
+    runtime = worker_runtime()
+    ttl = runtime.settings.visibility_timeout_s * 2 + DELIVERY_COUNT_SLACK_S
+    deliveries = runtime.coordination.incr(delivery_key(task.cycle_id), ttl_s=ttl)
+    if deliveries > runtime.settings.max_deliveries:
+        log.error(
+            "%s %s: delivery %d is past the bound; dropped", type(task).__name__, task.cycle_id, deliveries
+        )
+        record_dropped(runtime.engine, task, deliveries - 1)
+        return False
+    if deliveries > 1:
+        log.warning("%s %s: redelivery %d", type(task).__name__, task.cycle_id, deliveries)
+        wait_for_dead_holder(runtime, task)
+    return runtime.engine.run_task(task)
+
+
+def _check_kind(payload: dict[str, Any], expected: type[Task]) -> None:
+    if payload.get("kind") != expected.__name__:
+        raise ValueError(f"task {payload.get('kind')!r} sent to the {expected.__name__} task")
+
+
+def buffer_observation(task: dict[str, Any]) -> bool:
+    _check_kind(task, BufferObservation)
+    return deliver(task)
+
+
+def buffer_reflection(task: dict[str, Any]) -> bool:
+    _check_kind(task, BufferReflection)
+    return deliver(task)
+
+
+def observe(task: dict[str, Any]) -> bool:
+    _check_kind(task, Observe)
+    return deliver(task)
+
+
+def reflect(task: dict[str, Any]) -> bool:
+    _check_kind(task, Reflect)
+    return deliver(task)
+
+
+# Registered by name (what Flower shows); the producer side sends by name too (`CeleryExecutor`). A
+# failure the engine recorded (`OperationFailed`) reaches a waiting turn through the result and is logged
+# without a traceback; any other exception escaping a task is a crash and logged as one.
+for _name, _function in (
+    ("om.buffer_observation", buffer_observation),
+    ("om.buffer_reflection", buffer_reflection),
+    ("om.observe", observe),
+    ("om.reflect", reflect),
+):
+    app.task(name=_name, throws=(OperationFailed,))(_function)
