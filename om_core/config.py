@@ -46,6 +46,7 @@ from om_core.models.selection import (
     parse_model_spec,
     resolve_default_alias,
 )
+from om_core.tokens.rounding import round_half_up
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -592,7 +593,7 @@ def _resolve_previous_observer_tokens(value: float | bool) -> int | None:
             "must be a finite number >= 0 (0 omits previous observations) or false (no truncation)",
             value,
         )
-    return _round_half_away(value)
+    return round_half_up(value)
 
 
 def _explicit_async_options(config: ObservationalMemoryConfig) -> list[str]:
@@ -694,7 +695,7 @@ def _resolve_buffering(config: ObservationalMemoryConfig, message_tokens: int | 
 
 def _resolve_buffer_tokens(raw: float, message_tokens: int) -> int:
     """A ratio in (0, 1) is a share of the message window; anything else is taken as absolute tokens."""
-    resolved = _round_half_away(message_tokens * raw) if 0 < raw < 1 else _round_half_away(raw)
+    resolved = round_half_up(message_tokens * raw) if 0 < raw < 1 else round_half_up(raw)
     if resolved <= 0:
         raise OMConfigError(
             "BUFFER_TOKENS_NOT_POSITIVE",
@@ -753,7 +754,7 @@ def _resolve_block_after(raw: float, threshold: int, *, field: str, threshold_na
     """`[1, 100)` multiplies the threshold (1.0 = exactly the threshold); `>= 100` is absolute and must
     exceed the threshold; below 1 the value is taken literally as tokens, which is always too low."""
     if raw >= BLOCK_AFTER_ABSOLUTE_FROM:
-        absolute = _round_half_away(raw)
+        absolute = round_half_up(raw)
         if absolute <= threshold:
             raise OMConfigError(
                 code,
@@ -764,7 +765,7 @@ def _resolve_block_after(raw: float, threshold: int, *, field: str, threshold_na
             )
         return absolute
     if raw >= 1:
-        return _round_half_away(threshold * raw)
+        return round_half_up(threshold * raw)
     raise OMConfigError(
         code,
         field,
@@ -824,8 +825,3 @@ def _option_value(config: ObservationalMemoryConfig, dotted: str) -> Any:
 
 def _snake(camel: str) -> str:
     return "".join(f"_{ch.lower()}" if ch.isupper() else ch for ch in camel)
-
-
-def _round_half_away(value: float) -> int:
-    """Half away from zero (Python's round() rounds half to even, which the spec's numbers do not)."""
-    return int(math.copysign(math.floor(abs(value) + 0.5), value))

@@ -11,8 +11,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Protocol
@@ -129,17 +128,6 @@ class LocalCoordination:
 
     def now(self) -> datetime:
         return datetime.now(UTC)  # one process: its own clock is the shared one
-
-
-@contextmanager
-def held(coordination: Coordination, name: str, ttl_s: float) -> Iterator[str | None]:
-    """Hold `name` for the block if it is free; yields None (and holds nothing) when it is taken."""
-    token = coordination.try_lock(name, ttl_s)
-    try:
-        yield token
-    finally:
-        if token is not None:
-            coordination.release(name, token)
 
 
 class Keys:

@@ -13,6 +13,7 @@ import re
 from typing import Literal
 
 from om_core.errors import OMConfigError
+from om_core.tokens.rounding import round_half_up
 
 DurationInput = int | float | str | bool | None
 """What a user may put in an `activateAfterIdle` option (`True` is accepted by the type but rejected)."""
@@ -54,7 +55,7 @@ def parse_duration_ms(value: object, field: str) -> int | Literal["auto"] | None
 def _milliseconds_from_number(value: float, field: str) -> int:
     if not math.isfinite(value) or value < 0:
         raise OMConfigError(_ERROR_CODE, field, "milliseconds must be a finite number >= 0", value)
-    return _half_up(value)
+    return round_half_up(value)
 
 
 def _milliseconds_from_text(value: str, field: str) -> int:
@@ -67,9 +68,4 @@ def _milliseconds_from_text(value: str, field: str) -> int:
         raise OMConfigError(
             _ERROR_CODE, field, f"unknown unit {unit!r}; use ms, s, m or h (or their long forms)", value
         )
-    return _half_up(float(amount) * factor)
-
-
-def _half_up(value: float) -> int:
-    """Half-up rounding for the non-negative values durations are (Python's round() rounds to even)."""
-    return math.floor(value + 0.5)
+    return round_half_up(float(amount) * factor)

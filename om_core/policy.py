@@ -18,6 +18,7 @@ from typing import Any, Literal, Protocol
 
 from om_core.messages import TOOL_KIND, Message
 from om_core.scoped_ids import public_id
+from om_core.tokens.rounding import round_half_up
 
 
 class TokenBounds(Protocol):
@@ -51,14 +52,6 @@ RAMP_INTERVALS = 1.1
 ABSOLUTE_ACTIVATION_MIN = 1000
 #: Buffer cursors sit one millisecond after the newest buffered message.
 ONE_MS = timedelta(milliseconds=1)
-
-
-def round_half_up(value: float) -> int:
-    """Half away from zero, the way the reference's token arithmetic rounds (not banker's rounding)."""
-    magnitude = abs(value)
-    whole = math.floor(magnitude)
-    rounded = whole + 1 if magnitude - whole >= 0.5 else whole  # exact: no 0.49999999999999994 + 0.5
-    return rounded if value >= 0 else -rounded
 
 
 def _bounds(budget: tuple[int, int] | TokenBounds) -> tuple[int, int]:

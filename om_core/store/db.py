@@ -8,8 +8,6 @@ takes the database write lock up front, the SQLite equivalent of locking the row
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import pydantic_core
@@ -67,19 +65,6 @@ def _configure_sqlite(engine: Engine) -> None:
 
 def is_postgres(conn: Connection) -> bool:
     return conn.dialect.name == "postgresql"
-
-
-@contextmanager
-def write_transaction(engine: Engine) -> Iterator[Connection]:
-    """One short write transaction: commit on success, roll back on any error."""
-    with engine.begin() as conn:
-        yield conn
-
-
-@contextmanager
-def read_connection(engine: Engine) -> Iterator[Connection]:
-    with engine.connect() as conn:
-        yield conn
 
 
 def key_lock(conn: Connection, key: str) -> None:

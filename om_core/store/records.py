@@ -711,14 +711,6 @@ def set_buffering_boundary(conn: Connection, record_id: str, tokens: int) -> boo
     return True
 
 
-def set_pending_message_tokens(conn: Connection, record_id: str, tokens: int) -> bool:
-    head, _ = lock_live(conn, record_id, redirect=True)
-    if head is None:
-        return False
-    conn.execute(update(R).where(R.c.id == head.id).values(pending_message_tokens=max(0, tokens)))
-    return True
-
-
 def update_record_config(conn: Connection, record_id: str, partial: Mapping[str, Any]) -> Record | None:
     """Deep-merge `partial` into `config._overrides`, on the head even when given a retired id."""
     head, _ = lock_live(conn, record_id, redirect=True)

@@ -125,10 +125,34 @@ def test_conversation_adds_24_once_and_empty_is_zero(counter: TokenCounter) -> N
 
 @pytest.mark.parametrize(
     ("value", "expected"),
-    [(14.5, 15), (14.4, 14), (14.6, 15), (15.5, 16), (0.5, 1), (0.0, 0), (2.5, 3), (-14.5, -15), (-0.4, 0)],
+    [
+        (14.5, 15),
+        (14.4, 14),
+        (14.6, 15),
+        (15.5, 16),
+        (0.5, 1),
+        (0.0, 0),
+        (2.5, 3),
+        (-14.5, -15),
+        (-0.4, 0),
+        # the largest double below 0.5: adding 0.5 first rounds it up to 1.0 (one of the old helpers did)
+        (0.49999999999999994, 0),
+        (-0.49999999999999994, 0),
+        (1.4999999999999998, 1),
+        (4503599627370495.5, 4503599627370496),
+    ],
 )
 def test_round_half_up_rounds_ties_away_from_zero(value: float, expected: int) -> None:
     assert round_half_up(value) == expected
+
+
+def test_configuration_policy_and_durations_round_with_the_one_helper() -> None:
+    """Three helpers once disagreed at 0.49999999999999994; every rounding now goes through one."""
+    from om_core import config, durations, policy
+    from om_core.tokens import rounding
+
+    assert config.round_half_up is durations.round_half_up is policy.round_half_up is rounding.round_half_up
+    assert durations.parse_duration_ms("0.0005s", field="activateAfterIdle") == 1
 
 
 def test_round_half_up_differs_from_builtin_round_on_even_ties() -> None:
