@@ -37,7 +37,10 @@ class ApiSettings(Settings):
     max_messages_per_turn: int = Field(default=1000, description="Most messages in one turn request")
     sse_poll_s: float = Field(default=1.0, description="Longest wait between outbox reads of a live stream")
     sse_heartbeat_s: float = Field(default=15.0, description="Keep-alive comment interval on idle streams")
-    sse_settle_s: float = Field(default=2.0, description="How long a stream re-reads recent outbox ids")
+    # Outbox ids come from a sequence at insert, so an event can commit after one with a higher id; a
+    # stream keeps re-reading the ids it sent for this long to find such an event. It must outlast the
+    # longest gap between an event's insert and its commit: 2 s was exceeded on a loaded 2-core machine.
+    sse_settle_s: float = Field(default=10.0, description="How long a stream re-reads recent outbox ids")
     proxy_timeout_s: float = Field(default=600.0, description="Longest actor-model call of the proxy")
     api_threads: int = Field(
         default=40, ge=1, description="Requests served at once (a turn waiting on blocking work holds one)"
