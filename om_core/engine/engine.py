@@ -556,7 +556,8 @@ class MemoryEngine:
             before = history.lock_thread(conn, thread_id)
             thread = before or tenancy.create_thread_for(conn, tenant_id, thread_id, resource_id or thread_id)
             tenancy.check_turn_access(thread, tenant_id, resource_id)
-            if self.config_for(thread.config_overrides).temporal_markers:
+            cfg = self.config_for(thread.config_overrides)
+            if cfg.temporal_markers:
                 incoming = self._with_temporal_markers(conn, thread_id, incoming)
             fresh = history.append_to_locked(
                 conn, thread, incoming, count_part=self._count_part(actor_model), actor_model=actor_model
@@ -574,20 +575,21 @@ class MemoryEngine:
             unobserved = history.read_unobserved(
                 conn,
                 thread_id,
-                self._context_start(conn, thread, head),
+                self._context_start(conn, thread, head, cfg),
                 known=lambda seq: fresh_parts.get(seq) or self._cached_part(thread, seq),
             )
         self._remember_parts(thread, unobserved, fresh_parts)
         return _Stored(before, thread, head, build_window(unobserved.rows, self.counter), unobserved.messages)
 
-    def _context_start(self, conn: Connection, thread: history.ThreadRow, head: Record) -> int:
+    def _context_start(
+        self, conn: Connection, thread: history.ThreadRow, head: Record, cfg: ResolvedConfig
+    ) -> int:
         """Where the actor's raw messages start: after the cursor while OM is on.
 
         With OM off (`enabled: false`) nothing is compressed, so the raw history is all the actor has:
         the newest messages within the thread's message budget (`observation.messageTokens`, the most
         raw history OM itself shows before compressing), wherever a cursor left by an earlier enabled
         period stands. Bounded so that neither the context nor the turn's reads grow with the thread."""
-        cfg = self.config_for(thread.config_overrides)
         if cfg.enabled:
             return head.last_observed_seq
         budget = message_threshold_max(cfg)
