@@ -184,7 +184,7 @@ class Metrics:
                     return
 
     def _count(self, kind_type: str, payload: Mapping[str, Any]) -> None:
-        kind, outcome = _KIND[kind_type]
+        kind, outcome = _KIND[ev.EventType(kind_type)]
         operation = str(payload.get("operationType") or "observation")
         self.cycles.labels(kind, operation, outcome).inc()
         if kind == "activation":

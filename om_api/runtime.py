@@ -25,8 +25,7 @@ from om_api.settings import ApiSettings
 from om_api.sse import EventFanout
 from om_core import tenancy
 from om_core.coordination import Coordination
-from om_core.engine import Executor, MemoryEngine, Task
-from om_core.engine.engine import EventPublisher
+from om_core.engine import QUEUES, EventPublisher, Executor, MemoryEngine, Task
 from om_core.models.rate_limit import RateLimiter
 from om_core.runtime import build_engine
 from om_core.store.types import StoredEvent
@@ -34,7 +33,6 @@ from om_core.store.types import StoredEvent
 log = logging.getLogger("om.api")
 
 #: Celery queues whose depth /metrics reports (om_workers routes tasks to these).
-QUEUES = ("om.observe", "om.buffer", "om.reflect", "om.extract", "om.index", "om.maintenance")
 
 
 class BackgroundExecutor:

@@ -15,11 +15,15 @@ from typing import Annotated, NoReturn, TypeVar
 import typer
 from pydantic_settings import BaseSettings
 
+from om_core.engine.tasks import QUEUES
 from om_core.settings import Settings, env_help
 
 SettingsT = TypeVar("SettingsT", bound=BaseSettings)
 
 ENV_NOTE = "Reads the OM_* environment variables (and .env): run `om env` to list them."
+
+#: Every queue of the engine's task table: one worker consumes them all unless told otherwise.
+ALL_QUEUES = ",".join(QUEUES)
 
 app = typer.Typer(
     name="om",
@@ -173,8 +177,8 @@ def serve(
 @app.command("worker")
 def worker(
     queues: Annotated[
-        str, typer.Option(help="Comma-separated queues: om.observe,om.buffer,om.reflect,om.extract,om.index")
-    ] = "om.observe,om.buffer,om.reflect,om.extract,om.index,om.maintenance",
+        str, typer.Option(help=f"Comma-separated queues: {ALL_QUEUES}")
+    ] = ALL_QUEUES,
     concurrency: Annotated[int, typer.Option(help="Worker processes or threads")] = 2,
     pool: Annotated[str, typer.Option(help="prefork, threads or solo")] = "threads",
 ) -> None:

@@ -27,7 +27,9 @@ from typing import IO, Any
 
 import httpx
 
-ALL_QUEUES = "om.observe,om.buffer,om.reflect,om.extract,om.index,om.maintenance"
+from om_core.engine.tasks import QUEUES
+
+ALL_QUEUES = ",".join(QUEUES)
 
 #: The offline model the embedded stack runs unless OM_MODEL says otherwise.
 EMBEDDED_MODEL = "om-local/extractive"

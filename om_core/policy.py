@@ -14,7 +14,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol, TypedDict
 
 from om_core.messages import TOOL_KIND, Message
 from om_core.scoped_ids import public_id
@@ -297,7 +297,54 @@ def must_block(*, async_enabled: bool, pending: int, threshold: int, block_after
 # --------------------------------------------------------------------------------------------------
 
 
-def _run_status(running: bool, has_content: bool) -> str:
+RunStatus = Literal["running", "complete", "idle"]
+
+
+class TokensAgainstThreshold(TypedDict):
+    tokens: int
+    threshold: int
+
+
+class ActiveWindows(TypedDict):
+    messages: TokensAgainstThreshold
+    observations: TokensAgainstThreshold
+
+
+class BufferedObservations(TypedDict):
+    chunks: int
+    messageTokens: int
+    projectedMessageRemoval: int
+    observationTokens: int
+    status: RunStatus
+
+
+class BufferedReflection(TypedDict):
+    inputObservationTokens: int
+    observationTokens: int
+    status: RunStatus
+
+
+class BufferedWindows(TypedDict):
+    observations: BufferedObservations
+    reflection: BufferedReflection
+
+
+class StatusWindows(TypedDict):
+    active: ActiveWindows
+    buffered: BufferedWindows
+
+
+class StatusPayload(TypedDict):
+    """The `data` object of a `data-om-status` part (§10.1), camelCase as clients expect."""
+
+    windows: StatusWindows
+    recordId: str
+    threadId: str | None
+    stepNumber: int
+    generationCount: int
+
+
+def _run_status(running: bool, has_content: bool) -> RunStatus:
     if running:
         return "running"
     return "complete" if has_content else "idle"
@@ -332,8 +379,8 @@ class Status:
 
     def to_status_payload(
         self, record_id: str, thread_id: str | None, step_number: int, generation_count: int
-    ) -> dict[str, Any]:
-        """The `data` object of a `data-om-status` part (§10.1), camelCase as clients expect."""
+    ) -> StatusPayload:
+        """The status as clients read it (`StatusPayload`)."""
         return {
             "windows": {
                 "active": {

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from om_core.coordination import Coordination
-from om_core.engine import EngineSettings, Executor, MemoryEngine
-from om_core.engine.engine import EventPublisher
+from om_core.engine import EngineSettings, EventPublisher, Executor, MemoryEngine
 from om_core.models.call_policy import build_model_client
 from om_core.models.client import ModelClient
 from om_core.models.rate_limit import RateLimiter

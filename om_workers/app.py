@@ -25,24 +25,14 @@ from kombu.entity import Exchange, Queue
 from pydantic import BaseModel, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from om_core.engine import MAINTENANCE_QUEUE, MAINTENANCE_TASK, QUEUES, TASKS
 from om_core.settings import Settings
 from om_workers.broker import transport_for
 
-OBSERVE_QUEUE = "om.observe"
-BUFFER_QUEUE = "om.buffer"
-REFLECT_QUEUE = "om.reflect"
-EXTRACT_QUEUE = "om.extract"
-INDEX_QUEUE = "om.index"
-MAINTENANCE_QUEUE = "om.maintenance"
-QUEUES = (OBSERVE_QUEUE, BUFFER_QUEUE, REFLECT_QUEUE, EXTRACT_QUEUE, INDEX_QUEUE, MAINTENANCE_QUEUE)
-
-#: Task names as Flower shows them, and the queue each one runs on.
+#: Task names as Flower shows them, and the queue each one runs on (from the engine's task table).
 TASK_QUEUES: dict[str, str] = {
-    "om.observe": OBSERVE_QUEUE,
-    "om.reflect": REFLECT_QUEUE,
-    "om.buffer_observation": BUFFER_QUEUE,
-    "om.buffer_reflection": REFLECT_QUEUE,
-    "om.maintenance": MAINTENANCE_QUEUE,
+    **{kind.name: kind.queue for kind in TASKS},
+    MAINTENANCE_TASK: MAINTENANCE_QUEUE,
 }
 
 
@@ -133,9 +123,9 @@ def create_app(settings: Settings | None = None, worker: WorkerSettings | None =
     transport: dict[str, Any] = {"visibility_timeout": worker.visibility_timeout_s}
     app.conf.update(
         task_queues=_queues(),
-        task_default_queue=BUFFER_QUEUE,
-        task_default_exchange=BUFFER_QUEUE,
-        task_default_routing_key=BUFFER_QUEUE,
+        task_default_queue=MAINTENANCE_QUEUE,
+        task_default_exchange=MAINTENANCE_QUEUE,
+        task_default_routing_key=MAINTENANCE_QUEUE,
         task_routes={name: {"queue": queue, "routing_key": queue} for name, queue in TASK_QUEUES.items()},
         task_acks_late=True,
         task_reject_on_worker_lost=True,
@@ -164,7 +154,7 @@ def create_app(settings: Settings | None = None, worker: WorkerSettings | None =
         include=["om_workers.tasks", "om_workers.beat", *worker.import_modules()],
         beat_schedule={
             "om-maintenance": {
-                "task": "om.maintenance",
+                "task": MAINTENANCE_TASK,
                 "schedule": worker.beat_interval_s,
                 # No `expires`: each worker would judge it by its own clock, and one running ahead would
                 # discard every pass. A backlog is thinned by the pass itself (`MaintenancePolicy.min_gap_s`).

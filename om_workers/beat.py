@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from om_core.engine import MAINTENANCE_TASK
 from om_core.maintenance import MaintenancePolicy, run_maintenance
 from om_workers.app import WorkerSettings, app
 from om_workers.tasks import worker_runtime
@@ -29,7 +30,7 @@ def maintenance() -> dict[str, Any]:
     return run_maintenance(runtime.engine, maintenance_policy(runtime.settings)).as_dict()
 
 
-app.task(name="om.maintenance")(maintenance)
+app.task(name=MAINTENANCE_TASK)(maintenance)
 
 
 __all__ = ["maintenance", "maintenance_policy"]

@@ -13,8 +13,9 @@ import os
 import sys
 from collections.abc import Sequence
 
+from om_core.engine import QUEUES
 from om_core.malloc_arenas import cap_malloc_arenas
-from om_workers.app import QUEUES, WorkerSettings
+from om_workers.app import WorkerSettings
 
 POOLS = ("prefork", "threads", "solo", "gevent", "eventlet")
 

@@ -15,19 +15,7 @@ from celery import Celery
 from celery.exceptions import TimeoutError as ResultTimeout
 from celery.result import AsyncResult
 
-from om_core.engine.tasks import Task, task_to_dict
-
-#: Celery task name per task kind (what Flower lists).
-TASK_NAMES: dict[str, str] = {
-    "BufferObservation": "om.buffer_observation",
-    "BufferReflection": "om.buffer_reflection",
-    "Observe": "om.observe",
-    "Reflect": "om.reflect",
-}
-
-
-def task_name(task: Task) -> str:
-    return TASK_NAMES[type(task).__name__]
+from om_core.engine import Task, kind_of, task_to_dict
 
 
 class CeleryExecutor:
@@ -43,11 +31,12 @@ class CeleryExecutor:
         self.on_sent = on_sent
 
     def send(self, task: Task, *, keep_result: bool = True) -> AsyncResult:
+        kind = kind_of(task)
         result = self.app.send_task(
-            task_name(task),
+            kind.name,
             args=[task_to_dict(task)],
-            queue=task.queue,
-            routing_key=task.queue,
+            queue=kind.queue,
+            routing_key=kind.queue,
             ignore_result=not keep_result,
         )
         if self.on_sent is not None:

@@ -19,24 +19,19 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 import redis
 from celery.signals import worker_init, worker_process_init
 
-from om_core.coordination import Keys
-from om_core.engine import MemoryEngine, lookup_key
-from om_core.engine import events as ev
-from om_core.engine.tasks import BufferObservation, BufferReflection, Observe, Reflect, Task, task_from_dict
+from om_core.engine import TASKS, MemoryEngine, Task, TaskKind, kind_of, task_from_dict
 from om_core.errors import OperationFailed
 from om_core.models.client import load_litellm
 from om_core.runtime import build_engine
 from om_core.settings import Settings
 from om_core.startup_heap import freeze_startup_heap
-from om_core.store import records
-from om_core.store.outbox import write_events
 from om_core.tokens import TokenCounter
 from om_workers.app import WorkerSettings, app
 from om_workers.coordination import RedisCoordination
@@ -119,71 +114,13 @@ def delivery_key(cycle_id: str) -> str:
     return f"om:deliveries:{cycle_id}"
 
 
-def lock_of(task: Task) -> str:
-    """The lock the engine takes for `task` (mirrors the engine's use of `Keys`)."""
-    key = lookup_key(task.thread_id)
-    if isinstance(task, BufferObservation):
-        return Keys.buffer_lock(key)
-    if isinstance(task, BufferReflection):
-        return Keys.buffered_reflection_lock(key)
-    if isinstance(task, Observe):
-        return Keys.observe_lock(key)
-    return Keys.reflect_lock(key)
-
-
-def failure_kind(task: Task) -> tuple[str, str]:
-    """(event type, operationType) of a failed run of `task`."""
-    if isinstance(task, BufferObservation):
-        return ev.BUFFERING_FAILED, "observation"
-    if isinstance(task, BufferReflection):
-        return ev.BUFFERING_FAILED, "reflection"
-    if isinstance(task, Observe):
-        return ev.OBSERVATION_FAILED, "observation"
-    return ev.OBSERVATION_FAILED, "reflection"
-
-
-def record_dropped(engine: MemoryEngine, task: Task, deliveries: int) -> bool:
-    """Write the `*-failed` event of a task dropped as poison. False when the thread has no record."""
-    head = records.get_head(engine.db, lookup_key(task.thread_id))
-    if head is None:
-        return False
-    kind, operation = failure_kind(task)
-    now = datetime.now(UTC)
-    draft = ev.failed(
-        kind,
-        cycle_id=task.cycle_id,
-        operation=operation,
-        started_at=now,
-        failed_at=now,
-        tokens_attempted=0,
-        error=(
-            f"[WORKER_LOST] delivered {deliveries} times and every delivery ended with its worker process "
-            "dying; dropped so it cannot loop forever"
-        ),
-        record_id=head.id,
-        thread_id=task.thread_id,
-        usage=ev.usage_fields(0, 0, None, None),
-    )
-    with engine.db.begin() as conn:
-        stored = write_events(
-            conn,
-            lookup_key=head.lookup_key,
-            thread_id=head.thread_id,
-            resource_id=head.resource_id,
-            record_id=head.id,
-            events=[draft],
-        )
-    engine.publisher.publish(stored)
-    return True
-
-
 def wait_for_dead_holder(runtime: WorkerRuntime, task: Task) -> bool:
     """Wait up to one lease (plus a heartbeat's slack) for the lock a crashed predecessor may hold.
 
     True when the lock is free. A lock still held after that belongs to a live worker doing the same
     work; the engine then skips this run, as it should.
     """
-    name = lock_of(task)
+    name = kind_of(task).lock_of(task)
     deadline = time.monotonic() + runtime.settings.lock_lease_s * 1.5 + 1.0
     while runtime.coordination.is_locked(name):
         if time.monotonic() >= deadline:
@@ -202,7 +139,7 @@ def deliver(payload: dict[str, Any]) -> bool:
         log.error(
             "%s %s: delivery %d is past the bound; dropped", type(task).__name__, task.cycle_id, deliveries
         )
-        record_dropped(runtime.engine, task, deliveries - 1)
+        runtime.engine.record_dropped(task, deliveries - 1)
         return False
     if deliveries > 1:
         log.warning("%s %s: redelivery %d", type(task).__name__, task.cycle_id, deliveries)
@@ -210,38 +147,18 @@ def deliver(payload: dict[str, Any]) -> bool:
     return runtime.engine.run_task(task)
 
 
-def _check_kind(payload: dict[str, Any], expected: type[Task]) -> None:
-    if payload.get("kind") != expected.__name__:
-        raise ValueError(f"task {payload.get('kind')!r} sent to the {expected.__name__} task")
+def _task_of(kind: TaskKind) -> Callable[[dict[str, Any]], bool]:
+    def run(task: dict[str, Any]) -> bool:
+        if task.get("kind") != kind.value.__name__:
+            raise ValueError(f"task {task.get('kind')!r} sent to the {kind.name} task")
+        return deliver(task)
 
-
-def buffer_observation(task: dict[str, Any]) -> bool:
-    _check_kind(task, BufferObservation)
-    return deliver(task)
-
-
-def buffer_reflection(task: dict[str, Any]) -> bool:
-    _check_kind(task, BufferReflection)
-    return deliver(task)
-
-
-def observe(task: dict[str, Any]) -> bool:
-    _check_kind(task, Observe)
-    return deliver(task)
-
-
-def reflect(task: dict[str, Any]) -> bool:
-    _check_kind(task, Reflect)
-    return deliver(task)
+    run.__name__ = run.__qualname__ = kind.handler
+    return run
 
 
 # Registered by name (what Flower shows); the producer side sends by name too (`CeleryExecutor`). A
 # failure the engine recorded (`OperationFailed`) reaches a waiting turn through the result and is logged
 # without a traceback; any other exception escaping a task is a crash and logged as one.
-for _name, _function in (
-    ("om.buffer_observation", buffer_observation),
-    ("om.buffer_reflection", buffer_reflection),
-    ("om.observe", observe),
-    ("om.reflect", reflect),
-):
-    app.task(name=_name, throws=(OperationFailed,))(_function)
+for _kind in TASKS:
+    app.task(name=_kind.name, throws=(OperationFailed,))(_task_of(_kind))

@@ -36,12 +36,10 @@ from om_api.schemas import (
 from om_api.settings import ApiSettings
 from om_api.turn_body import turn_json_response
 from om_core import queries, tenancy
-from om_core.engine import MemoryDisabled, Observe, Reflect, Task, TurnResult, new_cycle_id
-from om_core.engine import events as ev
+from om_core.engine import MemoryDisabled, Observe, Reflect, Task, TurnResult, kind_of, new_cycle_id
 from om_core.errors import OMConfigError
 from om_core.scoped_ids import public_id, scoped_id
 from om_core.store import history
-from om_core.store.outbox import last_event_id, list_events
 
 router = APIRouter(prefix="/v1/threads", tags=["threads"])
 
@@ -282,10 +280,10 @@ def _require_enabled(runtime: ApiRuntime, thread: history.ThreadRow) -> None:
 
 
 def _operate(
-    runtime: ApiRuntime, thread: history.ThreadRow, task: Task, wait: bool, operation: str
+    runtime: ApiRuntime, thread: history.ThreadRow, task: Task, wait: bool
 ) -> OperationResponse:
     _require_enabled(runtime, thread)
-    first = last_event_id(runtime.db, thread.id)
+    first = runtime.engine.event_mark(thread.id)
     runtime.require_broker()
     completed = False
     error: str | None = None
@@ -298,19 +296,15 @@ def _operate(
             completed, error = True, f"{type(exc).__name__}: {exc}"
     else:
         runtime.engine.executor.submit(task)
-    produced = list_events(runtime.db, thread_id=thread.id, after_id=first, limit=1_000)
-    applied = any(
-        e.type in (ev.OBSERVATION_END, ev.ACTIVATION) and e.payload.get("operationType") == operation
-        for e in produced
-    )
+    outcome = runtime.engine.operation_outcome(task, first)
     return OperationResponse(
         thread_id=public_id(thread.id),
-        operation=operation,
+        operation=kind_of(task).operation.value,
         cycle_id=task.cycle_id,
         completed=completed,
-        applied=applied,
+        applied=outcome.applied,
         error=error,
-        events=[event_out(e) for e in produced],
+        events=[event_out(e) for e in outcome.events],
         status=_status_or_none(runtime, thread.id),
     )
 
@@ -330,7 +324,7 @@ def post_observe(
     thread = require_thread(runtime, caller, thread_id)
     wait = body.wait if body is not None else True
     task = Observe(thread.id, new_cycle_id("observe"), trigger="manual")
-    return _operate(runtime, thread, task, wait, "observation")
+    return _operate(runtime, thread, task, wait)
 
 
 @router.post(
@@ -348,7 +342,7 @@ def post_reflect(
     thread = require_thread(runtime, caller, thread_id)
     request = body or ReflectRequest()
     task = Reflect(thread.id, new_cycle_id("reflect"), trigger="manual", manual_prompt=request.prompt)
-    return _operate(runtime, thread, task, request.wait, "reflection")
+    return _operate(runtime, thread, task, request.wait)
 
 
 # ----------------------------------------------------------------------------------------- config

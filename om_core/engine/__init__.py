@@ -1,14 +1,23 @@
-"""The OM use-cases (`MemoryEngine`) and the task values executors run."""
+"""The OM use-cases behind one facade (`MemoryEngine`), the task values executors run, and the one task
+table that says how each kind runs."""
 
-from om_core.engine.engine import (
+from om_core.engine.core import EngineCore, resolve_model
+from om_core.engine.cycle import Cycle
+from om_core.engine.engine import MemoryEngine, OperationOutcome
+from om_core.engine.ports import (
+    Completion,
     EngineSettings,
+    EventPublisher,
     MemoryDisabled,
-    MemoryEngine,
-    TurnResult,
-    lookup_key,
-    resolve_model,
+    ModelCaller,
+    ObserverDegenerateError,
+    ThreadIdRequired,
 )
 from om_core.engine.tasks import (
+    MAINTENANCE_QUEUE,
+    MAINTENANCE_TASK,
+    QUEUES,
+    TASKS,
     BufferObservation,
     BufferReflection,
     Executor,
@@ -16,23 +25,41 @@ from om_core.engine.tasks import (
     Observe,
     Reflect,
     Task,
+    TaskKind,
+    kind_of,
+    lookup_key,
     new_cycle_id,
     task_from_dict,
     task_to_dict,
 )
+from om_core.engine.turn import TurnResult
 
 __all__ = [
+    "MAINTENANCE_QUEUE",
+    "MAINTENANCE_TASK",
+    "QUEUES",
+    "TASKS",
     "BufferObservation",
     "BufferReflection",
+    "Completion",
+    "Cycle",
+    "EngineCore",
     "EngineSettings",
+    "EventPublisher",
     "Executor",
     "InlineExecutor",
     "MemoryDisabled",
     "MemoryEngine",
+    "ModelCaller",
     "Observe",
+    "ObserverDegenerateError",
+    "OperationOutcome",
     "Reflect",
     "Task",
+    "TaskKind",
+    "ThreadIdRequired",
     "TurnResult",
+    "kind_of",
     "lookup_key",
     "new_cycle_id",
     "resolve_model",

@@ -6,22 +6,59 @@ shape the payloads so every use-case reports the same fields.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
 from om_core.scoped_ids import public_id
 from om_core.store.types import ActivatedChunk, NewEvent
 
-STATUS = "data-om-status"
-OBSERVATION_START = "data-om-observation-start"
-OBSERVATION_END = "data-om-observation-end"
-OBSERVATION_FAILED = "data-om-observation-failed"
-BUFFERING_START = "data-om-buffering-start"
-BUFFERING_END = "data-om-buffering-end"
-BUFFERING_FAILED = "data-om-buffering-failed"
-ACTIVATION = "data-om-activation"
-THREAD_UPDATE = "data-om-thread-update"
-SYSTEM_REMINDER = "data-system-reminder"
+
+class EventType(StrEnum):
+    """The `type` of every event OM writes (spec §10.1)."""
+
+    STATUS = "data-om-status"
+    OBSERVATION_START = "data-om-observation-start"
+    OBSERVATION_END = "data-om-observation-end"
+    OBSERVATION_FAILED = "data-om-observation-failed"
+    BUFFERING_START = "data-om-buffering-start"
+    BUFFERING_END = "data-om-buffering-end"
+    BUFFERING_FAILED = "data-om-buffering-failed"
+    ACTIVATION = "data-om-activation"
+    THREAD_UPDATE = "data-om-thread-update"
+    SYSTEM_REMINDER = "data-system-reminder"
+
+
+class Operation(StrEnum):
+    """What a cycle does to the log: its `operationType`."""
+
+    OBSERVATION = "observation"
+    REFLECTION = "reflection"
+
+
+@dataclass(frozen=True)
+class Phase:
+    """How a cycle reports itself: in the background (buffering) or while a turn may wait (blocking)."""
+
+    start: EventType
+    end: EventType
+    failed: EventType
+
+
+BUFFERED = Phase(EventType.BUFFERING_START, EventType.BUFFERING_END, EventType.BUFFERING_FAILED)
+BLOCKING = Phase(EventType.OBSERVATION_START, EventType.OBSERVATION_END, EventType.OBSERVATION_FAILED)
+
+STATUS = EventType.STATUS
+OBSERVATION_START = EventType.OBSERVATION_START
+OBSERVATION_END = EventType.OBSERVATION_END
+OBSERVATION_FAILED = EventType.OBSERVATION_FAILED
+BUFFERING_START = EventType.BUFFERING_START
+BUFFERING_END = EventType.BUFFERING_END
+BUFFERING_FAILED = EventType.BUFFERING_FAILED
+ACTIVATION = EventType.ACTIVATION
+THREAD_UPDATE = EventType.THREAD_UPDATE
+SYSTEM_REMINDER = EventType.SYSTEM_REMINDER
 
 
 def _public(thread_id: str | None) -> str | None:
@@ -49,10 +86,10 @@ def usage_fields(
 
 
 def start(
-    kind: str,
+    kind: EventType,
     *,
     cycle_id: str,
-    operation: str,
+    operation: Operation,
     started_at: datetime,
     tokens: int,
     record_id: str,
@@ -61,10 +98,10 @@ def start(
 ) -> NewEvent:
     token_key = "tokensToBuffer" if kind == BUFFERING_START else "tokensToObserve"
     return NewEvent(
-        kind,
+        kind.value,
         {
             "cycleId": cycle_id,
-            "operationType": operation,
+            "operationType": operation.value,
             "startedAt": iso(started_at),
             token_key: tokens,
             "recordId": record_id,
@@ -79,7 +116,7 @@ def start(
 def observation_end(
     *,
     cycle_id: str,
-    operation: str,
+    operation: Operation,
     started_at: datetime,
     completed_at: datetime,
     tokens_observed: int,
@@ -94,7 +131,7 @@ def observation_end(
 ) -> NewEvent:
     payload: dict[str, Any] = {
         "cycleId": cycle_id,
-        "operationType": operation,
+        "operationType": operation.value,
         "completedAt": iso(completed_at),
         "durationMs": int((completed_at - started_at).total_seconds() * 1000),
         "tokensObserved": tokens_observed,
@@ -110,13 +147,13 @@ def observation_end(
         payload["currentTask"] = current_task
     if suggested_response:
         payload["suggestedResponse"] = suggested_response
-    return NewEvent(OBSERVATION_END, payload, cycle_id)
+    return NewEvent(OBSERVATION_END.value, payload, cycle_id)
 
 
 def buffering_end(
     *,
     cycle_id: str,
-    operation: str,
+    operation: Operation,
     started_at: datetime,
     completed_at: datetime,
     tokens_buffered: int,
@@ -127,10 +164,10 @@ def buffering_end(
     usage: dict[str, Any],
 ) -> NewEvent:
     return NewEvent(
-        BUFFERING_END,
+        BUFFERING_END.value,
         {
             "cycleId": cycle_id,
-            "operationType": operation,
+            "operationType": operation.value,
             "completedAt": iso(completed_at),
             "durationMs": int((completed_at - started_at).total_seconds() * 1000),
             "tokensBuffered": tokens_buffered,
@@ -145,10 +182,10 @@ def buffering_end(
 
 
 def failed(
-    kind: str,
+    kind: EventType,
     *,
     cycle_id: str,
-    operation: str,
+    operation: Operation,
     started_at: datetime,
     failed_at: datetime,
     tokens_attempted: int,
@@ -160,7 +197,7 @@ def failed(
 ) -> NewEvent:
     payload: dict[str, Any] = {
         "cycleId": cycle_id,
-        "operationType": operation,
+        "operationType": operation.value,
         "failedAt": iso(failed_at),
         "durationMs": int((failed_at - started_at).total_seconds() * 1000),
         "tokensAttempted": tokens_attempted,
@@ -171,7 +208,7 @@ def failed(
     }
     if retrying:
         payload["retrying"] = True
-    return NewEvent(kind, payload, cycle_id)
+    return NewEvent(kind.value, payload, cycle_id)
 
 
 def chunk_activation(
@@ -186,7 +223,7 @@ def chunk_activation(
     trigger_details: dict[str, Any],
 ) -> NewEvent:
     return NewEvent(
-        ACTIVATION,
+        ACTIVATION.value,
         {
             "cycleId": chunk.cycle_id,
             "operationType": "observation",
@@ -224,7 +261,7 @@ def reflection_activation(
     trigger_details: dict[str, Any],
 ) -> NewEvent:
     return NewEvent(
-        ACTIVATION,
+        ACTIVATION.value,
         {
             "cycleId": cycle_id,
             "operationType": "reflection",
@@ -256,4 +293,4 @@ def thread_update(
     }
     if old_title:
         payload["oldTitle"] = old_title
-    return NewEvent(THREAD_UPDATE, payload, f"title-{cycle_id}")
+    return NewEvent(THREAD_UPDATE.value, payload, f"title-{cycle_id}")

@@ -1,9 +1,12 @@
-"""Background work as plain, serialisable task values, and the executors that run them.
+"""Background work as plain, serialisable task values, the one table that says how each kind runs, and the
+executors that run them.
 
 A task names the thread it works on and carries a `cycle_id`; running it twice has the effect of running
 it once, because the storage rules dedupe by cycle (chunk rows, event rows) and refuse stale commits.
-`InlineExecutor` runs tasks in the calling thread (tests, embedded mode); `om_workers` provides the Celery
-executor, which enqueues the same values on per-kind queues and calls the same engine methods.
+`TASKS` is the only place a task kind's Celery name, queue, lock, failure event and engine handler are
+written: the engine, the Celery app and its executor, the embedded stack, the `om` command, readiness and
+the deploy test all read it. `InlineExecutor` runs tasks in the calling thread (tests, embedded mode);
+`om_workers` provides the Celery executor, which enqueues the same values on their queues.
 """
 
 from __future__ import annotations
@@ -14,6 +17,9 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any, Literal, Protocol
 
+from om_core.coordination import Keys
+from om_core.engine.events import BLOCKING, BUFFERED, Operation, Phase
+
 Trigger = Literal["manual", "turn-sync", "async-buffer"]
 
 
@@ -22,13 +28,17 @@ def new_cycle_id(kind: str) -> str:
     return f"{kind}-{int(time.time() * 1000)}-{secrets.token_hex(5)}"
 
 
+def lookup_key(thread_id: str) -> str:
+    """The key of a thread's record chain (thread scope), its locks and its triggers."""
+    return f"thread:{thread_id}"
+
+
 @dataclass(frozen=True)
 class BufferObservation:
     thread_id: str
     cycle_id: str
     pending_tokens: int
     skip_minimum: bool = False
-    queue: str = "om.buffer"
 
 
 @dataclass(frozen=True)
@@ -36,7 +46,6 @@ class BufferReflection:
     thread_id: str
     record_id: str
     cycle_id: str
-    queue: str = "om.reflect"
 
 
 @dataclass(frozen=True)
@@ -46,7 +55,6 @@ class Observe:
     thread_id: str
     cycle_id: str
     trigger: Trigger = "turn-sync"
-    queue: str = "om.observe"
 
 
 @dataclass(frozen=True)
@@ -55,14 +63,76 @@ class Reflect:
     cycle_id: str
     trigger: Trigger = "turn-sync"
     manual_prompt: str | None = None
-    queue: str = "om.reflect"
 
 
 Task = BufferObservation | BufferReflection | Observe | Reflect
 
-TASK_TYPES: dict[str, type[Task]] = {
-    cls.__name__: cls for cls in (BufferObservation, BufferReflection, Observe, Reflect)
-}
+
+@dataclass(frozen=True)
+class TaskKind:
+    """How one kind of task runs, everywhere.
+
+    `queue` keeps a chat's blocking observation (`om.observe`) from ever waiting behind background
+    buffering; `lock` is the per-thread lock its cycle holds (a redelivered task waits for a dead holder's
+    lease on it); `phase` names the start, end and failed events it reports; `handler` is the
+    `MemoryEngine` method that runs it.
+    """
+
+    value: type[Task]
+    name: str
+    queue: str
+    lock: Callable[[str], str]
+    operation: Operation
+    phase: Phase
+    handler: str
+
+    def lock_of(self, task: Task) -> str:
+        return self.lock(lookup_key(task.thread_id))
+
+
+OBSERVE_QUEUE = "om.observe"
+BUFFER_QUEUE = "om.buffer"
+REFLECT_QUEUE = "om.reflect"
+#: Periodic maintenance (idle and stale triggers), scheduled by celery-beat; not a `Task` value.
+MAINTENANCE_QUEUE = "om.maintenance"
+MAINTENANCE_TASK = "om.maintenance"
+
+TASKS: tuple[TaskKind, ...] = (
+    TaskKind(
+        BufferObservation,
+        "om.buffer_observation",
+        BUFFER_QUEUE,
+        Keys.buffer_lock,
+        Operation.OBSERVATION,
+        BUFFERED,
+        "buffer_observation",
+    ),
+    TaskKind(
+        BufferReflection,
+        "om.buffer_reflection",
+        REFLECT_QUEUE,
+        Keys.buffered_reflection_lock,
+        Operation.REFLECTION,
+        BUFFERED,
+        "buffer_reflection",
+    ),
+    TaskKind(
+        Observe, "om.observe", OBSERVE_QUEUE, Keys.observe_lock, Operation.OBSERVATION, BLOCKING, "observe"
+    ),
+    TaskKind(
+        Reflect, "om.reflect", REFLECT_QUEUE, Keys.reflect_lock, Operation.REFLECTION, BLOCKING, "reflect"
+    ),
+)
+
+#: Every queue a worker may consume, in the order the `om` command lists them.
+QUEUES: tuple[str, ...] = (*dict.fromkeys(kind.queue for kind in TASKS), MAINTENANCE_QUEUE)
+
+_BY_VALUE: dict[type[Task], TaskKind] = {kind.value: kind for kind in TASKS}
+_BY_NAME: dict[str, TaskKind] = {kind.value.__name__: kind for kind in TASKS}
+
+
+def kind_of(task: Task | type[Task]) -> TaskKind:
+    return _BY_VALUE[task if isinstance(task, type) else type(task)]
 
 
 def task_to_dict(task: Task) -> dict[str, Any]:
@@ -70,9 +140,12 @@ def task_to_dict(task: Task) -> dict[str, Any]:
 
 
 def task_from_dict(data: dict[str, Any]) -> Task:
+    """The task value of a payload. A `queue` field, which payloads sent by older versions carried, is
+    ignored: the table says where each kind runs."""
     fields = dict(data)
-    cls = TASK_TYPES[fields.pop("kind")]
-    return cls(**fields)
+    fields.pop("queue", None)
+    kind = _BY_NAME[fields.pop("kind")]
+    return kind.value(**fields)
 
 
 class Executor(Protocol):

@@ -15,7 +15,7 @@ from sqlalchemy import Connection, Engine, bindparam, func, select
 from sqlalchemy.dialects import postgresql, sqlite
 
 from om_core.store import schema
-from om_core.store.types import NewEvent, StoredEvent
+from om_core.store.types import NewEvent, Record, StoredEvent
 
 # Built once per dialect with bind parameters: workers write events on every cycle.
 _INSERT_EVENT = {
@@ -73,6 +73,18 @@ def write_events(
             )
         )
     return stored
+
+
+def write_record_events(conn: Connection, record: Record, events: Sequence[NewEvent]) -> list[StoredEvent]:
+    """`write_events` for the thread, resource and key of `record`: what every change to a record reports."""
+    return write_events(
+        conn,
+        lookup_key=record.lookup_key,
+        thread_id=record.thread_id,
+        resource_id=record.resource_id,
+        record_id=record.id,
+        events=events,
+    )
 
 
 def list_events(

@@ -19,7 +19,7 @@ from sqlalchemy.exc import IntegrityError
 
 from om_core.store import schema
 from om_core.store.db import key_lock
-from om_core.store.outbox import write_events
+from om_core.store.outbox import write_record_events
 from om_core.store.types import (
     ActivatedChunk,
     ActivationResult,
@@ -218,14 +218,7 @@ def _finish(conn: Connection, record: Record, events: EventBuilder | None, resul
     drafts = list(events(result))
     if not drafts:
         return []
-    return write_events(
-        conn,
-        lookup_key=record.lookup_key,
-        thread_id=record.thread_id,
-        resource_id=record.resource_id,
-        record_id=record.id,
-        events=drafts,
-    )
+    return write_record_events(conn, record, drafts)
 
 
 # --------------------------------------------------------------------------------------- operations

@@ -196,8 +196,8 @@ def _why(bench: Bench, data: dict[str, Any], single: dict[str, Any]) -> str:
 #: Phases of a call in the API process, named after the frame that spans each (py-spy `--gil` profile).
 _PHASES = (
     ("ingest_turn", "MemoryEngine.ingest_turn"),
-    ("of which store+read", "MemoryEngine._store_and_read"),
-    ("of which context read", "MemoryEngine._turn_result"),
+    ("of which store+read", "store_and_read"),
+    ("of which context read", "turn_result"),
     ("response body", "turn_body"),
     ("claim/auth", "_claim"),
     ("request parsing and validation", "solve_dependencies"),

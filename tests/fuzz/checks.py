@@ -27,8 +27,8 @@ from typing import Any
 
 from sqlalchemy import Engine, select
 
+from om_core.engine import TurnResult
 from om_core.engine import events as ev
-from om_core.engine.engine import TurnResult
 from om_core.store import history, records, schema
 from om_core.store.outbox import list_events
 from om_core.store.types import Record, StoredEvent

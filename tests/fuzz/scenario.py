@@ -33,8 +33,13 @@ from sqlalchemy import Engine
 
 from om_core.config import ObservationalMemoryConfig
 from om_core.coordination import LocalCoordination
-from om_core.engine import BufferObservation, EngineSettings, MemoryEngine
-from om_core.engine.engine import ObserverDegenerateError, TurnResult
+from om_core.engine import (
+    BufferObservation,
+    EngineSettings,
+    MemoryEngine,
+    ObserverDegenerateError,
+    TurnResult,
+)
 from om_core.engine.tasks import Observe, Reflect, Task, Trigger, new_cycle_id
 from om_core.errors import OperationFailed
 from om_core.messages import Message, Part

@@ -27,8 +27,7 @@ import pytest
 from sqlalchemy import Connection, Engine, func, select, text, update
 
 from om_core.config import ObservationalMemoryConfig
-from om_core.engine import MemoryEngine
-from om_core.engine.engine import ObserverDegenerateError
+from om_core.engine import MemoryEngine, ObserverDegenerateError
 from om_core.engine.tasks import Observe
 from om_core.errors import OperationFailed
 from om_core.reflector import append_tail_after_reflection, replace_leading_lines

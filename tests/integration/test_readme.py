@@ -45,9 +45,10 @@ from om_api.client import OMClient
 from om_api.settings import ApiSettings
 from om_core.cli import app
 from om_core.config import ObservationalMemoryConfig, ObservationConfig, ReflectionConfig
+from om_core.engine import QUEUES
 from om_core.errors import OMConfigError
 from om_core.settings import Settings
-from om_workers.app import QUEUES, WorkerSettings
+from om_workers.app import WorkerSettings
 from tests.support.api_server import ApiServer, api_server, new_id, tenant_key
 
 __all__ = ["api_server", "tenant_key"]  # fixtures used below

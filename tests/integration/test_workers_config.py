@@ -17,10 +17,10 @@ import pytest
 from celery.exceptions import TimeoutError as ResultTimeout
 from pydantic import ValidationError
 
-from om_core.engine import BufferObservation, BufferReflection, Observe, Reflect, Task, task_from_dict
+from om_core.engine import QUEUES, BufferObservation, BufferReflection, Observe, Reflect, Task, task_from_dict
 from om_core.errors import OperationFailed
 from om_core.settings import Settings
-from om_workers.app import QUEUES, TASK_QUEUES, WorkerSettings, create_app
+from om_workers.app import TASK_QUEUES, WorkerSettings, create_app
 from om_workers.cli import worker_argv
 from om_workers.executor import CeleryExecutor, WorkerExecutor, task_name
 from tests.support.workers import REPO, redis_db_url, wait_until

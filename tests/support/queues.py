@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 
-from om_workers.app import QUEUES
+from om_core.engine import QUEUES
 from tests.support.workers import WorkerCluster
 
 #: The queues must stay empty this long to count as drained: kombu moves a delivered message from its list

@@ -34,13 +34,13 @@ from celery.result import AsyncResult
 from pydantic import AliasChoices
 from sqlalchemy import update
 
-from om_core.engine import MemoryEngine, Task
+from om_core.engine import QUEUES, MemoryEngine, Task
 from om_core.models.client import ModelClient
 from om_core.runtime import engine_settings
 from om_core.settings import Settings
 from om_core.store import history, schema
 from om_core.store.db import make_engine
-from om_workers.app import QUEUES, WorkerSettings, create_app
+from om_workers.app import WorkerSettings, create_app
 from om_workers.coordination import RedisCoordination
 from om_workers.events import RedisPublisher
 from om_workers.executor import CeleryExecutor

@@ -1,0 +1,194 @@
+"""Activation: buffered chunks join the observation log with no model call (spec §4.5, §4.7).
+
+A turn activates at the threshold, or earlier when the actor's provider changed or the thread was idle
+past its TTL (the prompt cache is cold either way); beat's idle check does the same for quiet threads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from om_core import policy
+from om_core.config import ResolvedConfig
+from om_core.coordination import Keys
+from om_core.engine import events as ev
+from om_core.engine import reflection
+from om_core.engine.core import Activity, EngineCore, early_trigger, policy_tokens
+from om_core.engine.tasks import lookup_key
+from om_core.engine.window import Window
+from om_core.store import history, records
+from om_core.store.types import ActivationResult, NewEvent, Record
+
+
+def step_zero_activation(
+    core: EngineCore,
+    thread_id: str,
+    cfg: ResolvedConfig,
+    head: Record,
+    window: Window,
+    activity: Activity,
+    now: datetime,
+) -> Record:
+    """Early activation before the threshold: provider change, then idle TTL (spec §4.7). `window` is
+    the unobserved window of `head`. Returns `head` itself when nothing was activated."""
+    if not head.chunks:
+        return head
+    if head.last_buffered_at_tokens:
+        reset = policy.stale_boundary_reset(head.last_buffered_at_tokens, window.tokens)
+        if reset != head.last_buffered_at_tokens:
+            with core.db.begin() as conn:
+                records.set_buffering_boundary(conn, head.id, reset)
+            core.coordination.set_int(Keys.buffer_boundary(head.lookup_key), None)
+    trigger, details = early_trigger(cfg, activity, now, reflection=False)
+    if trigger is None:
+        return head
+    result = activate(core, thread_id, triggered_by=trigger, trigger_details=details)
+    return result if result is not None else head
+
+
+def threshold_activation(
+    core: EngineCore,
+    thread_id: str,
+    cfg: ResolvedConfig,
+    head: Record,
+    window: Window,
+    status: policy.Status,
+) -> tuple[Record, Window, policy.Status]:
+    """At the threshold: activate ready chunks until under it or nothing is left (spec §4.5)."""
+    while status.should_observe and status.can_activate:
+        activated = activate(core, thread_id, pending_tokens=status.pending, triggered_by="threshold")
+        if activated is None:
+            break
+        head = activated
+        window = core.window(thread_id, head.last_observed_seq)
+        status = core.status_of(head, window, cfg)
+    return head, window, status
+
+
+class _Choice:
+    """How many of the stored chunks one activation takes (spec §4.5's boundary selection)."""
+
+    def __init__(self, pending: int, floor: float, force: bool, take_all: bool) -> None:
+        self.pending, self.floor, self.force, self.take_all = pending, floor, force, take_all
+
+    def __call__(self, chunks: Sequence[Any]) -> int:
+        if self.take_all:
+            return len(chunks)
+        return policy.select_activation_boundary(
+            [c.message_tokens for c in chunks], self.pending, self.floor, self.force
+        )
+
+
+class _ActivationEvents:
+    """One activation marker per activated chunk, built in the committing transaction."""
+
+    def __init__(
+        self,
+        thread_id: str,
+        now: datetime,
+        triggered_by: str,
+        config: dict[str, Any],
+        details: Mapping[str, Any],
+    ) -> None:
+        self.thread_id, self.now, self.triggered_by = thread_id, now, triggered_by
+        self.config, self.details = config, dict(details)
+
+    def __call__(self, result: ActivationResult) -> list[NewEvent]:
+        generation = result.record.generation_count if result.record else 0
+        return [
+            ev.chunk_activation(
+                chunk,
+                activated_at=self.now,
+                generation_count=generation,
+                triggered_by=self.triggered_by,
+                record_id=result.record.id if result.record else "",
+                thread_id=self.thread_id,
+                config=self.config,
+                trigger_details=self.details,
+            )
+            for chunk in result.per_chunk
+        ]
+
+
+def activate(
+    core: EngineCore,
+    thread_id: str,
+    *,
+    pending_tokens: int | None = None,
+    triggered_by: str = "threshold",
+    trigger_details: Mapping[str, Any] | None = None,
+    activate_all: bool = False,
+) -> Record | None:
+    """Move a prefix of the stored chunks into the log; None when nothing was activated.
+
+    Retries on the new head when a rollover retired the one it read (at most 3 times, spec §3.5(4)).
+    """
+    cfg = core.thread_config(thread_id)
+    key = lookup_key(thread_id)
+    for _attempt in range(3):
+        head = records.get_head(core.db, key)
+        if head is None or not head.chunks:
+            return None
+        window = core.window(thread_id, head.last_observed_seq)
+        pending = pending_tokens if pending_tokens is not None else window.tokens
+        threshold = policy.dynamic_threshold(
+            policy_tokens(cfg.observation.message_tokens), head.observation_token_count
+        )
+        buffer_activation = cfg.observation.buffer_activation
+        floor = policy.retention_floor(buffer_activation, threshold) if buffer_activation is not None else 0.0
+        choose = _Choice(
+            pending, floor, policy.force_activation(pending, cfg.observation.block_after), activate_all
+        )
+        events = _ActivationEvents(
+            thread_id, core.clock(), triggered_by, core.marker_config(cfg), trigger_details or {}
+        )
+        with core.db.begin() as conn:
+            result, stored = records.activate(
+                conn,
+                head.id,
+                choose_count=choose,
+                pending_tokens=pending,
+                thread_metadata_patch=lambda r: {
+                    "currentTask": r.current_task,
+                    "suggestedResponse": r.suggested_continuation,
+                },
+                events=events,
+            )
+        if result.retired:
+            continue
+        core.publish(stored)
+        if not result.activated:
+            return None
+        core.coordination.set_int(Keys.buffer_boundary(key), None)
+        if cfg.observation.thread_title and result.thread_title:
+            core.update_title(thread_id, head, result.thread_title, result.activated_cycle_ids[-1])
+        return result.record
+    return None
+
+
+def on_idle(core: EngineCore, thread_id: str, *, actor_model: str | None, now: datetime | None) -> bool:
+    """Beat's idle check: activate buffered observations (and a buffered reflection) whose idle TTL
+    expired, so the next, uncached prompt is the compressed one. True if anything was activated."""
+    thread = history.get_thread(core.db, thread_id)
+    head = records.get_head(core.db, lookup_key(thread_id))
+    if thread is None or head is None:
+        return False
+    cfg = core.config_for(thread.config_overrides)
+    if not cfg.enabled:
+        return False  # OM off: an idle trigger armed before it was switched off activates nothing
+    moment = now or core.clock()
+    activity = Activity(
+        previous_model=thread.last_actor_model,
+        last_activity_at=thread.last_activity_at,
+        actor_model=actor_model or thread.last_actor_model,
+    )
+    activated = False
+    trigger, details = early_trigger(cfg, activity, moment, reflection=False)
+    if trigger == "ttl" and head.chunks:
+        activated = activate(core, thread_id, triggered_by="ttl", trigger_details=details) is not None
+    generation = head.generation_count
+    reflection.maybe_reflect(core, thread_id, activity=activity, now=moment)
+    after = records.get_head(core.db, lookup_key(thread_id))
+    return activated or (after is not None and after.generation_count != generation)

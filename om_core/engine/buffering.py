@@ -1,0 +1,177 @@
+"""Buffered observation: the Observer runs in the background into a chunk while the chat goes on
+(spec §4.3 `buffer()`); activation later swaps chunks into the log with no model call.
+
+A buffering cycle never raises to the turn: a failure becomes a `data-om-buffering-failed` event and
+the next interval (or the blocking fallback) covers the same messages.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+
+from sqlalchemy import Connection
+
+from om_core import policy
+from om_core.config import ResolvedConfig
+from om_core.coordination import Keys
+from om_core.engine import events as ev
+from om_core.engine.core import EngineCore
+from om_core.engine.cycle import Cycle, holding_lock
+from om_core.engine.observer_call import observe_messages
+from om_core.engine.ports import ObserverDegenerateError
+from om_core.engine.tasks import BufferObservation, lookup_key, new_cycle_id
+from om_core.engine.window import Window, build_window, cut_for_budget
+from om_core.messages import Message
+from om_core.store import history, records
+from om_core.store.outbox import has_event
+from om_core.store.types import AppendResult, ChunkInput, Record, StoredEvent
+
+log = logging.getLogger("om.engine")
+
+
+def launch_buffering(core: EngineCore, thread_id: str, head: Record, pending: int) -> None:
+    """Record the interval boundary before anything else (so the next step does not re-trigger), then
+    hand the work to the executor."""
+    core.coordination.set_int(Keys.buffer_boundary(head.lookup_key), pending, ttl_s=3600)
+    with core.db.begin() as conn:
+        records.set_buffering_boundary(conn, head.id, pending)
+    core.executor.submit(BufferObservation(thread_id, new_cycle_id("buffer-obs"), pending))
+
+
+def buffer_observation(core: EngineCore, task: BufferObservation) -> bool:
+    """Observe unbuffered messages into a chunk. True when a chunk was stored."""
+    with holding_lock(core, task) as held:
+        if not held:
+            return False  # another buffering op for this thread is running: no parallel Observer (H8)
+        return _buffer_locked(core, task)
+
+
+@dataclass(frozen=True)
+class _Snapshot:
+    thread: history.ThreadRow
+    cfg: ResolvedConfig
+    head: Record
+    unobserved: history.Unobserved
+
+
+def _snapshot(core: EngineCore, task: BufferObservation) -> _Snapshot | None:
+    """One read for a buffering op: the thread and its config, the head, whether this cycle already
+    ended (a redelivered task does nothing, not even a model call), and everything after the buffer
+    cursor. One connection: each checkout costs a ping and a rollback, and workers run many of these."""
+    key = lookup_key(task.thread_id)
+    with core.db.connect() as conn:
+        thread = history.get_thread(conn, task.thread_id)
+        if thread is None:
+            return None
+        cfg = core.config_for(thread.config_overrides)
+        if not cfg.enabled or not cfg.async_observation_enabled:
+            return None  # OM off (a task queued before it was switched off) or buffering off
+        head = records.read_head(conn, key)
+        if head is None or has_event(
+            conn,
+            lookup_key=key,
+            cycle_id=task.cycle_id,
+            types=[ev.BUFFERING_END, ev.OBSERVATION_END, ev.BUFFERING_FAILED, ev.OBSERVATION_FAILED],
+        ):
+            return None
+        unobserved = history.read_unobserved(
+            conn, task.thread_id, head.buffer_cursor, known=lambda seq: core.cached_part(thread, seq)
+        )
+    core.remember_parts(thread, unobserved, {})
+    return _Snapshot(thread, cfg, head, unobserved)
+
+
+def _safe_buffer_cut(candidates: Sequence[Message], from_seq: int, window: Window) -> int:
+    """The last sequence number safe to buffer: stop before an open tool call on the newest message."""
+    safe = policy.select_safe_buffer_prefix(candidates)
+    if len(safe) == len(candidates):
+        return window.max_seq
+    if not safe:
+        return from_seq
+    kept = {m.id for m in safe}
+    excluded_seqs = [p.seq for m in candidates if m.id not in kept for p in m.parts if p.seq is not None]
+    return min(excluded_seqs) - 1 if excluded_seqs else window.max_seq
+
+
+def _parts_upto(messages: Sequence[Message], to_seq: int) -> list[Message]:
+    """Each message with only its parts at or before `to_seq`; messages left with none are dropped."""
+    out: list[Message] = []
+    for message in messages:
+        parts = [p for p in message.parts if p.seq is not None and p.seq <= to_seq]
+        if len(parts) == len(message.parts):
+            out.append(message)
+        elif parts:
+            out.append(message.model_copy(update={"parts": parts}))
+    return out
+
+
+def _set_buffering(conn: Connection, key: str, flag: bool) -> None:
+    records.set_live_head_fields(conn, key, {"is_buffering_observation": flag})
+
+
+def _buffer_locked(core: EngineCore, task: BufferObservation) -> bool:
+    snapshot = _snapshot(core, task)
+    if snapshot is None:
+        return False
+    thread, cfg, head = snapshot.thread, snapshot.cfg, snapshot.head
+    key = head.lookup_key
+    from_seq = head.buffer_cursor
+    window = build_window(snapshot.unobserved.rows, core.counter)
+    if not window.messages:
+        return False
+    candidates = [m for m in snapshot.unobserved.messages if m.has_visible_content]
+    to_seq = _safe_buffer_cut(candidates, from_seq, window)
+    if to_seq <= from_seq:
+        return False  # deferred: a tool exchange is still open; the next step retries
+    to_seq = min(to_seq, cut_for_budget(window, core.settings.observer_input_cap_tokens))
+    batch_tokens = window.tokens_upto(to_seq)
+    if not policy.meets_minimum(batch_tokens, cfg.observation.buffer_tokens or 0, task.skip_minimum):
+        return False
+    batch = [m for m in _parts_upto(candidates, to_seq) if m.has_visible_content]
+    if not batch:
+        return False
+    cycle = Cycle.of(core, task, head, batch_tokens)
+    cycle.start(core.marker_config(cfg), with_change=lambda conn: _set_buffering(conn, key, True))
+    try:
+        output = observe_messages(core, cfg, head, batch, cycle.usage, thread=thread)
+        text = output.observations.strip()
+        if not text:  # a failure like any other: the cycle ends, a redelivery calls no model
+            raise ObserverDegenerateError("the Observer returned no observations for the messages")
+    except Exception as exc:
+        log.warning("buffering %s failed: %s", task.cycle_id, exc)
+        cycle.fail(exc)
+        with core.db.begin() as conn:
+            _set_buffering(conn, key, False)
+        return False
+    chunk = ChunkInput(
+        cycle_id=task.cycle_id,
+        observations=text,
+        token_count=core.counter.count_string(text),
+        message_ids=[m.id for m in batch],
+        message_tokens=batch_tokens,
+        from_seq=from_seq,
+        to_seq=to_seq,
+        last_observed_at=max(m.created_at for m in batch) + timedelta(milliseconds=1),
+        thread_id=task.thread_id,
+        current_task=output.current_task,
+        suggested_continuation=output.suggested_response,
+        thread_title=output.thread_title,
+    )
+    end = cycle.ending(tokens_buffered=batch_tokens, buffered_tokens=chunk.token_count, observations=text)
+
+    def write(conn: Connection) -> tuple[AppendResult, list[StoredEvent]]:
+        appended, stored = records.append_chunk(conn, head.id, chunk, events=end)
+        finished = {"is_buffering_observation": False, "last_buffered_at_tokens": max(0, batch_tokens)}
+        records.set_live_head_fields(conn, key, finished)
+        return appended, stored
+
+    appended = cycle.commit(write)
+    core.coordination.set_int(Keys.buffer_boundary(key), batch_tokens, ttl_s=3600)
+    if appended.persisted and cfg.observation.thread_title and output.thread_title:
+        core.update_title(task.thread_id, head, output.thread_title, task.cycle_id)
+    if not appended.persisted:
+        log.info("chunk %s not stored: %s", task.cycle_id, appended.reason)
+    return appended.persisted

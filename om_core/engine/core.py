@@ -1,0 +1,321 @@
+"""The engine's collaborators and the small reads and writes every use-case shares.
+
+`EngineCore` holds what one process shares between calls (database, model caller, coordination,
+executor, publisher, caches) and nothing about any one thread. The use-case modules (`turn`,
+`activation`, `buffering`, `observation`, `reflection`) are functions of it; `MemoryEngine` is the facade
+the shells call.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import Engine, update
+
+from om_core import policy
+from om_core.config import ObservationalMemoryConfig, ResolvedConfig, TokenRange
+from om_core.context import RenderedLogCache
+from om_core.coordination import Coordination, Keys, LocalCoordination, Peek
+from om_core.early_activation import provider_changed, resolve_ttl_ms, ttl_expired
+from om_core.engine import events as ev
+from om_core.engine.ports import EngineSettings, EventPublisher, ModelCaller, NullPublisher
+from om_core.engine.tasks import Executor, InlineExecutor, Task, kind_of
+from om_core.engine.window import Window, build_window
+from om_core.messages import Part
+from om_core.models.selection import DEFAULT_MODEL, ModelByInputTokens, ModelSpec
+from om_core.store import history, records, schema
+from om_core.store.outbox import last_event_id, list_events, write_record_events
+from om_core.store.part_cache import PartCache
+from om_core.store.types import NewEvent, Record, StoredEvent
+from om_core.tokens import TokenCounter
+from om_core.tokens.memo import RememberedCounts
+
+log = logging.getLogger("om.engine")
+
+#: Events written during the current `ingest_turn` (inline background work included), returned to the caller.
+EVENT_SINK: ContextVar[list[StoredEvent] | None] = ContextVar("om_event_sink", default=None)
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def max_threshold(value: int | TokenRange) -> int:
+    return value.max if isinstance(value, TokenRange) else value
+
+
+def policy_tokens(value: int | TokenRange) -> policy.MessageTokens:
+    return (value.min, value.max) if isinstance(value, TokenRange) else value
+
+
+def resolve_model(spec: ModelSpec, input_tokens: int) -> str | list[str]:
+    """A concrete model (or fallback chain) for one call: tiers resolved by input size, "default" mapped."""
+    if isinstance(spec, ModelByInputTokens):
+        return resolve_model(spec.resolve(input_tokens), input_tokens)
+    if isinstance(spec, list):
+        chain: list[str] = []
+        for item in spec:
+            resolved = resolve_model(item, input_tokens)
+            chain.extend(resolved if isinstance(resolved, list) else [resolved])
+        return chain
+    return DEFAULT_MODEL if spec in ("default", "", None) else str(spec)
+
+
+def primary_model(model: str | list[str]) -> str:
+    return model[0] if isinstance(model, list) else model
+
+
+def buffering_boundary(record: Record, view: Peek) -> int:
+    """Tokens at the last buffering launch: the stored boundary or a newer one another process shared."""
+    shared = view.get_int(Keys.buffer_boundary(record.lookup_key)) or 0
+    return max(record.last_buffered_at_tokens or 0, shared)
+
+
+@dataclass(frozen=True)
+class Activity:
+    """What early activation needs about the thread, read once per turn before new messages land."""
+
+    previous_model: str | None = None
+    last_activity_at: datetime | None = None
+    actor_model: str | None = None
+
+
+class EngineCore:
+    """One per process; stateless between calls apart from its collaborators and caches."""
+
+    def __init__(
+        self,
+        db: Engine,
+        *,
+        models: ModelCaller,
+        config: ObservationalMemoryConfig | None = None,
+        counter: TokenCounter | None = None,
+        coordination: Coordination | None = None,
+        executor: Executor | None = None,
+        publisher: EventPublisher | None = None,
+        settings: EngineSettings | None = None,
+        clock: Callable[[], datetime] = utc_now,
+    ) -> None:
+        self.db = db
+        self.models = models
+        self.base_config = config or ObservationalMemoryConfig.parse(True)
+        self.counter = counter or TokenCounter()
+        self.coordination = coordination or LocalCoordination()
+        self.settings = settings or EngineSettings()
+        self.publisher = publisher or NullPublisher()
+        self.clock = clock
+        if executor is None:
+            executor = InlineExecutor()
+        if isinstance(executor, InlineExecutor) and executor.runner is None:
+            executor.bind(self.run_task)
+        self.executor = executor
+        self._resolved_cache: dict[str, ResolvedConfig] = {}
+        #: Bodies of unobserved parts this process has stored or read (see `store.part_cache`).
+        self.part_cache = PartCache(self.settings.part_cache_bytes)
+        #: Rendered observation logs (see `context.RenderedLogCache`).
+        self.rendered_logs = RenderedLogCache(self.settings.rendered_log_cache_bytes)
+        #: Token counts of observation lines, which every Observer call shows again (see `tokens.memo`).
+        self.line_counts = RememberedCounts(self.counter.count_string)
+
+    def run_task(self, task: Task) -> bool:
+        """Run one task value: the single entry point executors (inline or Celery) call."""
+        handler: Callable[[Any], bool] = getattr(self, kind_of(task).handler)
+        return handler(task)
+
+    # ---------------------------------------------------------------------------------- config
+
+    def config_for(self, overrides: Mapping[str, Any] | None) -> ResolvedConfig:
+        """The resolved config of a thread: service config plus its validated overrides."""
+        if not overrides:
+            return self.base_config.resolve()
+        cache_key = repr(sorted(overrides.items()))
+        cached = self._resolved_cache.get(cache_key)
+        if cached is None:
+            cached = self.base_config.with_overrides(overrides).resolve()
+            self._resolved_cache[cache_key] = cached
+        return cached
+
+    def thread_config(self, thread_id: str) -> ResolvedConfig:
+        thread = history.get_thread(self.db, thread_id)
+        return self.config_for(thread.config_overrides if thread is not None else None)
+
+    def marker_config(self, cfg: ResolvedConfig) -> dict[str, Any]:
+        """The `config` field of start and activation markers."""
+        marker: dict[str, Any] = {
+            "messageTokens": max_threshold(cfg.observation.message_tokens),
+            "observationTokens": cfg.reflection.observation_tokens,
+            "scope": cfg.scope,
+        }
+        if cfg.observation.activate_after_idle is not None:
+            marker["activateAfterIdle"] = cfg.observation.activate_after_idle
+        return marker
+
+    # ----------------------------------------------------------------------------------- reads
+
+    def window(self, thread_id: str, after_seq: int) -> Window:
+        with self.db.connect() as conn:
+            rows = history.part_tokens_after(conn, thread_id, after_seq)
+        return build_window(rows, self.counter)
+
+    def peek(self, key: str) -> Peek:
+        """The coordination state a turn's decisions read (status and reflection), in one round trip."""
+        return self.coordination.peek(
+            [Keys.buffer_lock(key), Keys.buffered_reflection_lock(key), Keys.reflect_lock(key)],
+            [Keys.buffer_boundary(key), Keys.reflection_boundary(key)],
+        )
+
+    def status_of(
+        self, record: Record, window: Window, cfg: ResolvedConfig, view: Peek | None = None
+    ) -> policy.Status:
+        key = record.lookup_key
+        view = view or self.peek(key)
+        buffering = view.is_locked(Keys.buffer_lock(key))
+        return policy.compute_status(
+            pending=window.tokens,
+            message_tokens=policy_tokens(cfg.observation.message_tokens),
+            observation_token_count=record.observation_token_count,
+            reflection_threshold=cfg.reflection.observation_tokens,
+            async_observation_enabled=cfg.async_observation_enabled,
+            async_reflection_enabled=cfg.async_reflection_enabled,
+            block_after=cfg.observation.block_after,
+            buffer_tokens=cfg.observation.buffer_tokens,
+            last_boundary=buffering_boundary(record, view),
+            buffering_in_flight=buffering,
+            chunk_message_tokens=[c.message_tokens for c in record.chunks],
+            chunk_observation_tokens=[c.token_count for c in record.chunks],
+            buffer_activation=cfg.observation.buffer_activation,
+            buffering_observation=buffering,
+            buffering_reflection=view.is_locked(Keys.buffered_reflection_lock(key)),
+            has_buffered_reflection=bool(record.buffered_reflection),
+            buffered_reflection_tokens=record.buffered_reflection_tokens,
+            buffered_reflection_input_tokens=record.buffered_reflection_input_tokens,
+        )
+
+    def cached_part(self, thread: history.ThreadRow, seq: int) -> Part | None:
+        return self.part_cache.get((thread.id, thread.created_at, seq))
+
+    def remember_parts(
+        self, thread: history.ThreadRow, unobserved: history.Unobserved, fresh: Mapping[int | None, Part]
+    ) -> None:
+        """After commit only: a rolled-back insert's sequence numbers are reused by the next append."""
+        stored = {row.seq for row in unobserved.rows}
+        for seq, part in fresh.items():
+            if seq is not None and seq in stored:
+                self.part_cache.remember((thread.id, thread.created_at, seq), part)
+        for seq, part in unobserved.fetched.items():
+            self.part_cache.remember((thread.id, thread.created_at, seq), part)
+
+    # ---------------------------------------------------------------------------------- writes
+
+    def publish(self, stored: Sequence[StoredEvent]) -> None:
+        sink = EVENT_SINK.get()
+        if sink is not None:
+            sink.extend(stored)
+        if stored:
+            try:
+                self.publisher.publish(stored)
+            except Exception:  # publishing is best effort: the outbox row is the durable copy
+                log.exception(
+                    "publishing %d events failed; they stay replayable from the outbox", len(stored)
+                )
+
+    def write_events(self, record: Record, drafts: Sequence[NewEvent]) -> None:
+        """Events that report no change of their own, in a transaction of their own."""
+        with self.db.begin() as conn:
+            stored = write_record_events(conn, record, drafts)
+        self.publish(stored)
+
+    @contextmanager
+    def holding(self, lock: str) -> Iterator[bool]:
+        """Hold `lock` for the block if it is free (yields False, holding nothing, when it is not)."""
+        token = self.coordination.try_lock(lock, self.settings.lock_ttl_s)
+        try:
+            yield token is not None
+        finally:
+            if token is not None:
+                self.coordination.release(lock, token)
+
+    def update_title(self, thread_id: str, head: Record, title: str, cycle_id: str) -> None:
+        clean = title.strip()
+        if len(clean) < 3:
+            return
+        thread = history.get_thread(self.db, thread_id)
+        old = thread.title if thread is not None else None
+        if old == clean:
+            return
+        with self.db.begin() as conn:
+            conn.execute(update(schema.threads).where(schema.threads.c.id == thread_id).values(title=clean))
+            records.patch_thread_metadata(conn, thread_id, {"threadTitle": clean})
+        self.write_events(
+            head,
+            [
+                ev.thread_update(
+                    cycle_id=cycle_id,
+                    thread_id=thread_id,
+                    old_title=old,
+                    new_title=clean,
+                    timestamp=self.clock(),
+                )
+            ],
+        )
+
+    # -------------------------------------------------------------------------------- blocking
+
+    def run_blocking(self, task: Task, thread_id: str) -> str | None:
+        """Run blocking work within the deadline. Returns a reason when the turn goes on uncompressed.
+
+        Events the work wrote in another process (a Celery worker) are added to this turn's events."""
+        mark = last_event_id(self.db, thread_id)
+        try:
+            return self._run_within_deadline(task)
+        finally:
+            sink = EVENT_SINK.get()
+            if sink is not None:
+                known = {event.id for event in sink}
+                remote = list_events(self.db, thread_id=thread_id, after_id=mark, limit=1000)
+                sink.extend(event for event in remote if event.id not in known)
+
+    def _run_within_deadline(self, task: Task) -> str | None:
+        try:
+            finished = self.executor.run(task, self.settings.blocking_deadline_s)
+        except Exception as exc:
+            if self.settings.failure_policy == "raise":
+                raise
+            log.warning(
+                "blocking %s failed (%s); the turn goes on with the uncompressed context",
+                type(task).__name__,
+                exc,
+            )
+            return f"{type(task).__name__.lower()}-failed: {exc}"
+        if not finished:
+            if self.settings.failure_policy == "raise":
+                raise TimeoutError(f"{type(task).__name__} did not finish within the turn deadline")
+            return f"{type(task).__name__.lower()}-deadline"
+        return None
+
+
+def early_trigger(
+    cfg: ResolvedConfig, activity: Activity, now: datetime, *, reflection: bool
+) -> tuple[str | None, dict[str, Any]]:
+    """Provider change beats idle TTL (spec §4.7). Reads the thread's stored activity, not messages."""
+    phase = cfg.reflection if reflection else cfg.observation
+    if phase.activate_on_provider_change and provider_changed(activity.actor_model, activity.previous_model):
+        return "provider_change", {
+            "previousModel": activity.previous_model,
+            "currentModel": activity.actor_model,
+        }
+    ttl = resolve_ttl_ms(phase.activate_after_idle, activity.actor_model, None)
+    if ttl is not None and activity.last_activity_at is not None:
+        expired, idle_ms = ttl_expired(ttl, activity.last_activity_at, now)
+        if expired:
+            return "ttl", {
+                "lastActivityAt": int(activity.last_activity_at.timestamp() * 1000),
+                "ttlExpiredMs": idle_ms,
+            }
+    return None, {}

@@ -1,0 +1,173 @@
+"""One background operation's lifecycle, written once.
+
+Observation and reflection, buffered or blocking, all run the same way: hold the thread's lock for the
+task kind, report a start event, call the model outside any transaction, then either report a typed
+failure (which never changes the record) or commit the result and its end event in one transaction, and
+publish what was written. `Cycle` is that sequence; the use-cases supply only what differs (what to
+send to the model, what to commit).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, TypeVar
+
+from sqlalchemy import Connection
+
+from om_core.config import ResolvedConfig
+from om_core.engine import events as ev
+from om_core.engine.core import EngineCore
+from om_core.engine.ports import Completion
+from om_core.engine.tasks import Task, TaskKind, kind_of, lookup_key
+from om_core.store.outbox import write_record_events
+from om_core.store.types import NewEvent, Record, StoredEvent
+
+T = TypeVar("T")
+
+
+@dataclass
+class Usage:
+    """Model usage of one cycle, reported on its end or failed event."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: float | None = None
+    model: str | None = None
+
+    def add(self, completion: Completion) -> None:
+        self.input_tokens += completion.input_tokens
+        self.output_tokens += completion.output_tokens
+        if completion.cost is not None:
+            self.cost = (self.cost or 0.0) + completion.cost
+        self.model = completion.model
+
+    def fields(self) -> dict[str, Any]:
+        return ev.usage_fields(self.input_tokens, self.output_tokens, self.cost, self.model)
+
+
+@contextmanager
+def holding_lock(core: EngineCore, task: Task) -> Iterator[bool]:
+    """The lock of `task`'s kind on its thread, for the block (False: another run holds it)."""
+    with core.holding(kind_of(task).lock(lookup_key(task.thread_id))) as held:
+        yield held
+
+
+def run_if_enabled(core: EngineCore, task: Task, body: Callable[[ResolvedConfig], bool]) -> bool:
+    """`body(config)` while holding `task`'s lock. False without running it when OM is off for the thread
+    (work queued before it was switched off calls no model) or another run holds the lock."""
+    cfg = core.thread_config(task.thread_id)
+    if not cfg.enabled:
+        return False
+    with holding_lock(core, task) as held:
+        return held and body(cfg)
+
+
+@dataclass
+class Cycle:
+    """One run of one task kind on one record: its events and its commit.
+
+    `tokens` is what the start event announces (tokens to observe or buffer) and the failed event
+    reports as attempted.
+    """
+
+    core: EngineCore
+    kind: TaskKind
+    cycle_id: str
+    head: Record
+    thread_id: str
+    tokens: int
+    usage: Usage = field(default_factory=Usage)
+    started: datetime = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.started = self.core.clock()
+
+    @classmethod
+    def of(
+        cls, core: EngineCore, task: Task, head: Record, tokens: int, *, cycle_id: str | None = None
+    ) -> Cycle:
+        return cls(core, kind_of(task), cycle_id or task.cycle_id, head, task.thread_id, tokens)
+
+    @property
+    def operation(self) -> ev.Operation:
+        return self.kind.operation
+
+    def start(
+        self, config: dict[str, Any], *, with_change: Callable[[Connection], None] | None = None
+    ) -> None:
+        """Report the start (with `with_change` in the same transaction, when the start changes state)."""
+        draft = ev.start(
+            self.kind.phase.start,
+            cycle_id=self.cycle_id,
+            operation=self.operation,
+            started_at=self.started,
+            tokens=self.tokens,
+            record_id=self.head.id,
+            thread_id=self.thread_id,
+            config=config,
+        )
+
+        def write(conn: Connection) -> tuple[None, list[StoredEvent]]:
+            if with_change is not None:
+                with_change(conn)
+            return None, write_record_events(conn, self.head, [draft])
+
+        self.commit(write)
+
+    def fail(self, error: BaseException, *, retrying: bool = False) -> None:
+        """Report the failure; the record is untouched, so nothing leaves the actor's context."""
+        self.core.write_events(
+            self.head,
+            [
+                ev.failed(
+                    self.kind.phase.failed,
+                    cycle_id=self.cycle_id,
+                    operation=self.operation,
+                    started_at=self.started,
+                    failed_at=self.core.clock(),
+                    tokens_attempted=self.tokens,
+                    error=str(error) or type(error).__name__,
+                    record_id=self.head.id,
+                    thread_id=self.thread_id,
+                    usage=self.usage.fields(),
+                    retrying=retrying,
+                )
+            ],
+        )
+
+    def restart(self, reason: str, cycle_id: str, config: dict[str, Any]) -> None:
+        """A retry within the same run: this cycle is reported failed (retrying) and a new one starts."""
+        self.fail(RuntimeError(reason), retrying=True)
+        self.cycle_id = cycle_id
+        self.start(config)
+
+    def ending(self, **fields: Any) -> Callable[[object], list[NewEvent]]:
+        """The end event, built by the store inside the committing transaction from what it wrote (a new
+        generation's record id when the commit made one)."""
+        completed = self.core.clock()
+
+        def build(result: object) -> list[NewEvent]:
+            record_id = result.id if isinstance(result, Record) else self.head.id
+            common: dict[str, Any] = {
+                "cycle_id": self.cycle_id,
+                "operation": self.operation,
+                "started_at": self.started,
+                "completed_at": completed,
+                "record_id": record_id,
+                "thread_id": self.thread_id,
+                "usage": self.usage.fields(),
+            }
+            end = ev.buffering_end if self.kind.phase is ev.BUFFERED else ev.observation_end
+            return [end(**common, **fields)]
+
+        return build
+
+    def commit(self, write: Callable[[Connection], tuple[T, list[StoredEvent]]]) -> T:
+        """One transaction (the store re-checks everything under the row lock), then publish."""
+        with self.core.db.begin() as conn:
+            result, stored = write(conn)
+        self.core.publish(stored)
+        return result

@@ -1,0 +1,98 @@
+"""What the engine needs from outside, as protocols, and the service knobs it runs with.
+
+The shells provide these: `om_workers` a Redis publisher and a Celery executor, `om_api` the same plus
+the model-call policy. Keeping them protocols keeps the engine free of any shell.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+from om_core.errors import OMError
+from om_core.store.types import StoredEvent
+
+FailurePolicy = Literal["bypass", "raise"]
+
+
+class Completion(Protocol):
+    @property
+    def text(self) -> str: ...
+    @property
+    def input_tokens(self) -> int: ...
+    @property
+    def output_tokens(self) -> int: ...
+    @property
+    def cost(self) -> float | None: ...
+    @property
+    def model(self) -> str: ...
+    @property
+    def finish_reason(self) -> str | None: ...
+
+
+class ModelCaller(Protocol):
+    def complete(
+        self,
+        model: str | list[str],
+        *,
+        system: str,
+        user: str,
+        temperature: float | None,
+        max_output_tokens: int | None,
+        provider_options: dict[str, Any] | None,
+    ) -> Completion: ...
+
+
+class EventPublisher(Protocol):
+    def publish(self, events: Sequence[StoredEvent]) -> None: ...
+
+
+class NullPublisher:
+    def publish(self, events: Sequence[StoredEvent]) -> None:
+        return None
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """Service-level knobs that are not OM options."""
+
+    timezone: str = "UTC"
+    #: Largest Observer input per call; a larger backlog is split (never sent whole and failed forever).
+    observer_input_cap_tokens: int = 64_000
+    #: How long a turn waits for a blocking observation or reflection before going on uncompressed.
+    blocking_deadline_s: float = 30.0
+    failure_policy: FailurePolicy = "bypass"
+    #: Lock lifetimes; locks only de-duplicate work, so an expiry costs duplicate work, never data.
+    lock_ttl_s: float = 300.0
+    #: Memory for parsed unobserved parts kept between turns (0 turns the cache off; see
+    #: `store.part_cache`). A full 30k-token window takes ~0.3 MB.
+    part_cache_bytes: int = 8 * 1024 * 1024
+    #: Memory for rendered observation logs (see `context.RenderedLogCache`); a 15k-token log takes ~0.2 MB.
+    rendered_log_cache_bytes: int = 4 * 1024 * 1024
+
+
+class ObserverDegenerateError(OMError, RuntimeError):
+    def __init__(self, detail: str) -> None:
+        super().__init__("OBSERVER_DEGENERATE", f"[OBSERVER_DEGENERATE] {detail}")
+
+
+class ThreadIdRequired(OMError, ValueError):
+    def __init__(self) -> None:
+        super().__init__("THREAD_ID_REQUIRED", "[THREAD_ID_REQUIRED] a thread id is required in thread scope")
+
+
+class MemoryDisabled(OMError, ValueError):
+    """Manual observe/reflect on a thread whose effective config says `enabled: false`: OM is off there
+    (spec §2.1), so there is no memory to work on; refused rather than silently doing nothing."""
+
+    def __init__(self, thread_id: str) -> None:
+        self.thread_id = thread_id
+        super().__init__(
+            "MEMORY_DISABLED",
+            f"[MEMORY_DISABLED] observational memory is off for thread {thread_id!r} (enabled: false); "
+            "set enabled: true in its config to observe or reflect",
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (MemoryDisabled, (self.thread_id,))

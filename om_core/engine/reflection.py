@@ -1,0 +1,255 @@
+"""Reflection: deciding it on a turn, activating a buffered reflection, and the blocking reflection of
+the whole log into a new generation (spec §4.6).
+
+A reflection that is not smaller than its input is never committed (it would only churn generations);
+the exact input is then suppressed until the log changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection
+
+from om_core import policy
+from om_core.config import ResolvedConfig
+from om_core.coordination import Keys, Peek
+from om_core.engine import events as ev
+from om_core.engine.core import Activity, EngineCore, early_trigger
+from om_core.engine.cycle import Cycle, run_if_enabled
+from om_core.engine.reflector_call import ladder_usage, run_ladder
+from om_core.engine.tasks import BufferReflection, Reflect, lookup_key, new_cycle_id
+from om_core.errors import OperationFailed
+from om_core.reflector import (
+    ReflectionEmptyError,
+    RetryInfo,
+    append_tail_after_reflection,
+    replace_leading_lines,
+)
+from om_core.store import records
+from om_core.store.types import NewEvent, Record, StoredEvent
+
+
+def maybe_reflect(
+    core: EngineCore,
+    thread_id: str,
+    *,
+    activity: Activity | None = None,
+    now: datetime | None = None,
+    cfg: ResolvedConfig | None = None,
+    head: Record | None = None,
+    view: Peek | None = None,
+) -> tuple[bool, str | None]:
+    """Decide and run reflection work. Returns (blocked, degraded reason).
+
+    `head` is the caller's current read of the head, if it has one (saves a round trip)."""
+    cfg = cfg or core.thread_config(thread_id)
+    key = lookup_key(thread_id)
+    head = head or records.get_head(core.db, key)
+    if head is None:
+        return False, None
+    now = now or core.clock()
+    trigger, details = early_trigger(cfg, activity or Activity(), now, reflection=True)
+    view = view or core.peek(key)
+    decision = policy.reflection_action(
+        obs=head.observation_token_count,
+        R=cfg.reflection.observation_tokens,
+        a=cfg.reflection.buffer_activation,
+        RB=cfg.reflection.block_after,
+        async_enabled=cfg.async_reflection_enabled,
+        has_buffered_reflection=bool(head.buffered_reflection),
+        reflection_in_flight=view.is_locked(Keys.buffered_reflection_lock(key)),
+        boundary_recorded=view.get_int(Keys.reflection_boundary(key)) is not None,
+        ttl_expired=trigger == "ttl",
+        provider_changed=trigger == "provider_change",
+        reflection_live=view.is_locked(Keys.reflect_lock(key)),
+    )
+    if decision.start_buffered:
+        start_buffered_reflection(core, thread_id, head)
+    if decision.triggered_by is None:
+        return False, None
+    if decision.try_activate:
+        outcome = activate_buffered_reflection(
+            core,
+            thread_id,
+            cfg,
+            decision.triggered_by,
+            details if decision.triggered_by != "threshold" else {},
+        )
+        if outcome in ("activated", "suppressed"):
+            return False, None
+    if decision.on_no_buffer == "start_buffered" and not decision.start_buffered:
+        start_buffered_reflection(core, thread_id, head)
+        return False, None
+    if decision.on_no_buffer == "sync":
+        last = core.coordination.get_int(Keys.reflection_suppressed(key))
+        if policy.sync_reflection_suppressed(last, head.observation_token_count, decision.triggered_by):
+            return False, None
+        return True, core.run_blocking(Reflect(thread_id, new_cycle_id("reflect")), thread_id)
+    return False, None
+
+
+def start_buffered_reflection(core: EngineCore, thread_id: str, head: Record) -> None:
+    key = head.lookup_key
+    if core.coordination.get_int(Keys.reflection_boundary(key)) == head.observation_token_count:
+        return  # already tried on exactly this log; wait until it changes
+    core.coordination.set_int(Keys.reflection_boundary(key), head.observation_token_count, ttl_s=3600)
+    core.executor.submit(BufferReflection(thread_id, head.id, new_cycle_id("buffer-refl")))
+
+
+@dataclass(frozen=True)
+class _ReflectionActivationEvents:
+    """The activation marker of a buffered reflection, built in the committing transaction."""
+
+    cycle_id: str
+    now: datetime
+    tokens_before: int
+    triggered_by: str
+    thread_id: str
+    config: dict[str, Any]
+    details: Mapping[str, Any]
+
+    def __call__(self, successor: Record) -> list[NewEvent]:
+        return [
+            ev.reflection_activation(
+                cycle_id=self.cycle_id,
+                activated_at=self.now,
+                tokens_before=self.tokens_before,
+                tokens_after=successor.observation_token_count,
+                generation_count=successor.generation_count,
+                observations=successor.active_observations,
+                triggered_by=self.triggered_by,
+                record_id=successor.id,
+                thread_id=self.thread_id,
+                config=self.config,
+                trigger_details=dict(self.details),
+            )
+        ]
+
+
+def activate_buffered_reflection(
+    core: EngineCore, thread_id: str, cfg: ResolvedConfig, triggered_by: str, details: Mapping[str, Any]
+) -> str:
+    """Swap a buffered reflection into a new generation: "activated", "suppressed" (an early trigger's
+    guard said it would not pay off) or "no-buffer"."""
+    key = lookup_key(thread_id)
+    head = records.get_head(core.db, key)
+    if head is None or not head.buffered_reflection or head.reflected_observation_line_count is None:
+        return "no-buffer"
+    if triggered_by in ("ttl", "provider_change"):
+        lines = head.active_observations.split("\n")
+        tail = "\n".join(lines[head.reflected_observation_line_count :]).strip()
+        combined = replace_leading_lines(
+            head.active_observations, head.reflected_observation_line_count, head.buffered_reflection
+        )
+        verdict = policy.early_trigger_guard(
+            core.counter.count_string(tail),
+            head.buffered_reflection_tokens or 0,
+            core.counter.count_string(combined),
+            cfg.reflection.observation_tokens,
+            cfg.reflection.buffer_activation or 0.5,
+        )
+        if verdict is not None:
+            return "suppressed"
+    events = _ReflectionActivationEvents(
+        cycle_id=head.buffered_reflection_cycle_id or new_cycle_id("buffer-refl"),
+        now=core.clock(),
+        tokens_before=head.observation_token_count,
+        triggered_by=triggered_by,
+        thread_id=thread_id,
+        config=core.marker_config(cfg),
+        details=details,
+    )
+    with core.db.begin() as conn:
+        successor, reason, stored = records.swap_buffered_reflection_to_active(
+            conn,
+            head.id,
+            compose=replace_leading_lines,
+            count_tokens=core.counter.count_string,
+            events=events,
+        )
+    core.publish(stored)
+    if successor is None or reason is not None:
+        return "no-buffer"
+    core.coordination.set_int(Keys.reflection_boundary(key), None)
+    return "activated"
+
+
+def reflect(core: EngineCore, task: Reflect) -> bool:
+    """Blocking reflection of the whole log into a new generation. Raises `OperationFailed` when the
+    Reflector failed (its failed event is written)."""
+    return run_if_enabled(core, task, lambda cfg: _reflect_locked(core, task, cfg))
+
+
+def _reflect_locked(core: EngineCore, task: Reflect, cfg: ResolvedConfig) -> bool:
+    key = lookup_key(task.thread_id)
+    snapshot = records.get_head(core.db, key)
+    if snapshot is None or not snapshot.active_observations.strip():
+        return False
+    obs = snapshot.observation_token_count
+    target = cfg.reflection.observation_tokens
+    marker_config = core.marker_config(cfg)
+    cycle = Cycle.of(core, task, snapshot, obs)
+    cycle.start(marker_config)
+
+    def on_retry(info: RetryInfo) -> None:
+        cycle.restart(info.message, new_cycle_id("reflect"), marker_config)
+
+    try:
+        result = run_ladder(
+            core,
+            cfg,
+            snapshot.active_observations,
+            target=target,
+            include_hints=True,
+            manual_prompt=task.manual_prompt,
+            on_retry=on_retry,
+        )
+    except Exception as exc:
+        cycle.fail(exc)
+        core.coordination.set_int(Keys.reflection_suppressed(key), obs)
+        if isinstance(exc, ReflectionEmptyError):
+            return False
+        raise OperationFailed(str(exc) or type(exc).__name__) from exc
+    out = result.output.observations.strip()
+    out_tokens = core.counter.count_string(out)
+    cycle.usage = ladder_usage(result)
+    if out_tokens >= obs:
+        # Not smaller than its input: committing would only churn generations. Keep the log; suppress
+        # retries on this exact input.
+        cycle.fail(RuntimeError(f"reflection not smaller than its input ({obs} -> {out_tokens})"))
+        core.coordination.set_int(Keys.reflection_suppressed(key), obs)
+        return False
+    end = cycle.ending(
+        tokens_observed=obs,
+        observation_tokens=out_tokens,
+        observations=out,
+        current_task=result.output.current_task,
+        suggested_response=result.output.suggested_response,
+    )
+
+    def write(conn: Connection) -> tuple[bool, list[StoredEvent]]:
+        successor, applied, stored = records.create_reflection_generation(
+            conn,
+            snapshot,
+            reflection=out,
+            token_count=out_tokens,
+            compose=append_tail_after_reflection,
+            events=end,
+        )
+        if applied and successor is not None:
+            hints = {
+                "currentTask": result.output.current_task,
+                "suggestedResponse": result.output.suggested_response,
+            }
+            records.patch_thread_metadata(conn, task.thread_id, hints)
+        return applied, stored
+
+    if not cycle.commit(write):
+        return False
+    suppress = policy.suppression_after_reflection(out_tokens, target)
+    core.coordination.set_int(Keys.reflection_suppressed(key), suppress)
+    return True

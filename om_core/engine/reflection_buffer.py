@@ -1,0 +1,79 @@
+"""Buffered reflection: the leading slice of the log is reflected in the background and stored on the
+record it was read from, to be swapped in later with no model call (spec §4.6)."""
+
+from __future__ import annotations
+
+from sqlalchemy import Connection
+
+from om_core import policy
+from om_core.config import ResolvedConfig
+from om_core.coordination import Keys
+from om_core.engine.core import EngineCore
+from om_core.engine.cycle import Cycle, run_if_enabled
+from om_core.engine.reflector_call import ladder_usage, run_ladder
+from om_core.engine.tasks import BufferReflection, lookup_key
+from om_core.store import records
+from om_core.store.types import StoredEvent, WriteResult
+
+
+def buffer_reflection(core: EngineCore, task: BufferReflection) -> bool:
+    """True when a buffered reflection was stored on the named record."""
+    return run_if_enabled(core, task, lambda cfg: _buffer_locked(core, task, cfg))
+
+
+def _buffer_locked(core: EngineCore, task: BufferReflection, cfg: ResolvedConfig) -> bool:
+    head = records.get_record(core.db, task.record_id)
+    if (
+        head is None
+        or not head.is_live
+        or head.buffered_reflection
+        or cfg.reflection.buffer_activation is None
+    ):
+        return False
+    lines = head.active_observations.split("\n")
+    n_lines, slice_estimate, target = policy.reflection_slice(
+        len(lines),
+        head.observation_token_count,
+        cfg.reflection.observation_tokens,
+        cfg.reflection.buffer_activation,
+    )
+    if n_lines <= 0:
+        return False
+    text = "\n".join(lines[:n_lines])
+    boundary = Keys.reflection_boundary(lookup_key(task.thread_id))
+    cycle = Cycle.of(core, task, head, slice_estimate)
+    cycle.start(core.marker_config(cfg))
+    try:
+        result = run_ladder(
+            core, cfg, text, target=target, include_hints=False, manual_prompt=None, on_retry=None
+        )
+    except Exception as exc:
+        cycle.fail(exc)
+        core.coordination.set_int(boundary, None)
+        return False
+    out = result.output.observations.strip()
+    out_tokens = core.counter.count_string(out)
+    cycle.usage = ladder_usage(result)
+    if out_tokens >= core.counter.count_string(text):
+        # Not smaller than its slice: storing it would only churn generations. The boundary stays
+        # recorded at this size, so the same input is not reflected again.
+        cycle.fail(RuntimeError(f"reflection not smaller than its input ({slice_estimate} -> {out_tokens})"))
+        return False
+    end = cycle.ending(tokens_buffered=slice_estimate, buffered_tokens=out_tokens, observations=out)
+
+    def write(conn: Connection) -> tuple[WriteResult, list[StoredEvent]]:
+        return records.update_buffered_reflection(
+            conn,
+            head.id,
+            text=out,
+            token_count=out_tokens,
+            input_token_count=slice_estimate,
+            reflected_line_count=n_lines,
+            cycle_id=task.cycle_id,
+            events=end,
+        )
+
+    written = cycle.commit(write)
+    if not written.applied:
+        core.coordination.set_int(boundary, None)
+    return written.applied

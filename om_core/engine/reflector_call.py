@@ -1,0 +1,85 @@
+"""One Reflector run: the compression ladder over the log (spec §4.6), with the model resolved by the
+input's size and the Observer's instructions shown to the Reflector."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from om_core import policy
+from om_core.config import ResolvedConfig
+from om_core.engine.core import EngineCore, primary_model, resolve_model
+from om_core.engine.cycle import Usage
+from om_core.engine.observer_call import observer_system_prompt
+from om_core.reflector import (
+    LadderResult,
+    ModelReply,
+    ReflectorPromptOptions,
+    RetryInfo,
+    build_reflector_system_prompt,
+    reflect_with_ladder,
+)
+from om_core.reply_checks import unusable_reply
+
+
+@dataclass(frozen=True)
+class _ReflectorModel:
+    """The model call the ladder makes at each level."""
+
+    core: EngineCore
+    cfg: ResolvedConfig
+    model: str | list[str]
+
+    def __call__(self, system: str, user: str) -> ModelReply:
+        completion = self.core.models.complete(
+            self.model,
+            system=system,
+            user=user,
+            temperature=self.cfg.reflection.temperature,
+            max_output_tokens=self.cfg.reflection.max_output_tokens,
+            provider_options=self.cfg.reflection.provider_options,
+        )
+        return ModelReply(
+            completion.text,
+            completion.input_tokens,
+            completion.output_tokens,
+            completion.cost,
+            unusable=unusable_reply(completion.text, completion.finish_reason),
+        )
+
+
+def run_ladder(
+    core: EngineCore,
+    cfg: ResolvedConfig,
+    observations: str,
+    *,
+    target: int,
+    include_hints: bool,
+    manual_prompt: str | None,
+    on_retry: Callable[[RetryInfo], None] | None,
+) -> LadderResult:
+    """Reflect `observations` toward `target` tokens; raises what the ladder raises."""
+    model = resolve_model(cfg.reflection.model, core.counter.count_string(observations))
+    start_level = policy.compression_start_level(primary_model(model), manual=manual_prompt is not None)
+    system = build_reflector_system_prompt(
+        ReflectorPromptOptions(
+            observer_instructions=observer_system_prompt(cfg, include_hints=True),
+            instruction=cfg.reflection.instruction,
+            include_hints=include_hints,
+        )
+    )
+    return reflect_with_ladder(
+        observations,
+        target=target,
+        start_level=start_level,
+        include_hints=include_hints,
+        call=_ReflectorModel(core, cfg, model),
+        count=core.counter.count_string,
+        manual_prompt=manual_prompt,
+        on_retry=on_retry,
+        system_prompt=system,
+    )
+
+
+def ladder_usage(result: LadderResult) -> Usage:
+    return Usage(result.input_tokens, result.output_tokens, result.cost)

@@ -1,0 +1,398 @@
+"""A chat turn: store the new messages, do the cheap step, start due background work, return the context.
+
+The common turn is two short transactions: store and read everything the turn needs (thread, head,
+unobserved window and its messages), then write the status event. Everything else happens only when a
+threshold says so, and only activation (database work) ever runs on the turn itself unless the
+conversation is past `blockAfter`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any, NamedTuple
+
+from sqlalchemy import Connection
+
+from om_core import policy, tenancy, triggers
+from om_core.config import ResolvedConfig, message_threshold_max
+from om_core.context import ActorContext, build_actor_context
+from om_core.early_activation import resolve_ttl_ms
+from om_core.engine import activation, buffering, reflection
+from om_core.engine import events as ev
+from om_core.engine.core import EVENT_SINK, Activity, EngineCore
+from om_core.engine.ports import ThreadIdRequired
+from om_core.engine.tasks import BufferObservation, Observe, lookup_key, new_cycle_id
+from om_core.engine.window import Window, build_window, start_of_recent
+from om_core.messages import Message
+from om_core.policy import StatusPayload
+from om_core.scoped_ids import public_id
+from om_core.store import history, records
+from om_core.store.outbox import write_events
+from om_core.store.types import NewEvent, Record, StoredEvent
+from om_core.temporal import temporal_marker_for
+
+#: Parts read per page when looking for the start of the recent history (OM off); a page is ~30 KB of rows.
+_RECENT_PAGE = 512
+
+
+@dataclass(frozen=True)
+class TurnResult:
+    """What the actor sees next. Ids are public: the ones the caller's tenant chose (`scoped_ids`)."""
+
+    thread_id: str
+    record_id: str
+    system_messages: list[str]
+    messages: list[Message]
+    continuation_reminder: str
+    status: StatusPayload
+    events: list[StoredEvent]
+    blocked: bool = False
+    degraded: bool = False
+    degraded_reason: str | None = None
+    context: ActorContext = field(default_factory=ActorContext)
+    resource_id: str = ""
+
+
+@dataclass(frozen=True)
+class _Stored:
+    """What the store transaction of a turn read: the thread before and after locking it, the head, the
+    unobserved window and its messages."""
+
+    before: history.ThreadRow | None
+    thread: history.ThreadRow
+    head: Record
+    window: Window
+    messages: list[Message]
+
+
+class _Current(NamedTuple):
+    """What a turn returns, as of one consistent read."""
+
+    head: Record
+    window: Window
+    thread: history.ThreadRow
+    messages: list[Message]
+
+
+@dataclass(frozen=True)
+class TurnInput:
+    """One call of `ingest_turn`, as the caller gave it."""
+
+    thread_id: str
+    resource_id: str | None
+    messages: list[Message]
+    actor_model: str | None = None
+    step_number: int = 0
+    turn_end: bool | None = None
+    tenant_id: str | None = None
+
+
+def ingest_turn(core: EngineCore, turn: TurnInput) -> TurnResult:
+    """Store the new messages, run the cheap step (activation is database work), start due background
+    work, block only past `blockAfter`, and return what the actor should see next.
+
+    `resource_id` None means the thread's own resource (a new thread's id); with a `tenant_id`, a thread
+    or resource of another tenant raises `ThreadNotVisible` and nothing is stored.
+    """
+    if not turn.thread_id:
+        raise ThreadIdRequired()
+    sink: list[StoredEvent] = []
+    token = EVENT_SINK.set(sink)
+    try:
+        return _ingest(core, turn, sink)
+    finally:
+        EVENT_SINK.reset(token)
+
+
+def _ingest(core: EngineCore, turn: TurnInput, sink: list[StoredEvent]) -> TurnResult:
+    thread_id = turn.thread_id
+    stored = store_and_read(core, turn)
+    before, head, window = stored.before, stored.head, stored.window
+    cfg = core.config_for(before.config_overrides if before is not None else None)
+    if not cfg.enabled:
+        return _disabled_turn(core, thread_id, cfg, stored, turn.step_number)
+    activity = Activity(
+        previous_model=before.last_actor_model if before is not None else None,
+        last_activity_at=before.last_activity_at if before is not None else None,
+        actor_model=turn.actor_model,
+    )
+    now = core.clock()
+    blocked = False
+    degraded_reason: str | None = None
+
+    if head.chunks:
+        activated = activation.step_zero_activation(core, thread_id, cfg, head, window, activity, now)
+        if activated is not head:
+            head, window = activated, core.window(thread_id, activated.last_observed_seq)
+    view = core.peek(head.lookup_key)
+    status = first_status = core.status_of(head, window, cfg, view)
+    if status.should_observe:
+        head, window, status = activation.threshold_activation(core, thread_id, cfg, head, window, status)
+    if policy.must_block(
+        async_enabled=cfg.async_observation_enabled,
+        pending=status.pending,
+        threshold=status.threshold,
+        block_after=cfg.observation.block_after,
+    ):
+        blocked = True
+        degraded_reason = core.run_blocking(Observe(thread_id, new_cycle_id("observe")), thread_id)
+
+    reflect_blocked, reflect_reason = reflection.maybe_reflect(
+        core,
+        thread_id,
+        activity=activity,
+        now=now,
+        cfg=cfg,
+        head=None if sink else head,
+        view=None if sink else view,
+    )
+    blocked = blocked or reflect_blocked
+    degraded_reason = degraded_reason or reflect_reason
+    if status.should_buffer:
+        # After reflection work, not before: the Observer dedups against the log its chunk will join,
+        # and a reflection (or a buffered one activated) in this turn changes that log (spec §4.1).
+        buffering.launch_buffering(core, thread_id, head, status.pending)
+
+    incoming = turn.messages
+    is_turn_end = (
+        turn.turn_end if turn.turn_end is not None else bool(incoming and incoming[-1].role == "assistant")
+    )
+    if is_turn_end and cfg.async_observation_enabled and cfg.observation.buffer_on_idle:
+        core.executor.submit(
+            BufferObservation(thread_id, new_cycle_id("buffer-obs"), status.pending, skip_minimum=True)
+        )
+    _schedule_idle_trigger(core, thread_id, stored.thread.resource_id, cfg, turn.actor_model)
+    # Anything that changed the head reported an event; without one, and without blocking work that may
+    # have run in another process, the reads above are current.
+    unchanged = not sink and not blocked
+    return turn_result(
+        core,
+        thread_id,
+        cfg,
+        turn.step_number,
+        blocked,
+        degraded_reason,
+        sink,
+        current=_Current(head, window, stored.thread, stored.messages) if unchanged else None,
+        # A launch moved the buffering boundary the status shows: compute it again then.
+        status=first_status if unchanged and not first_status.should_buffer else None,
+    )
+
+
+def store_and_read(core: EngineCore, turn: TurnInput) -> _Stored:
+    """One transaction: lock the thread (creating it for the tenant if new), check access, store the
+    messages (temporal markers first, when configured), read (or create) the head, and read the
+    unobserved window with its messages, bodies coming from the part cache where it has them."""
+    thread_id, incoming = turn.thread_id, turn.messages
+    key = lookup_key(thread_id)
+    with core.db.begin() as conn:
+        before = history.lock_thread(conn, thread_id)
+        thread = before or tenancy.create_thread_for(
+            conn, turn.tenant_id, thread_id, turn.resource_id or thread_id
+        )
+        tenancy.check_turn_access(thread, turn.tenant_id, turn.resource_id)
+        cfg = core.config_for(thread.config_overrides)
+        if cfg.temporal_markers:
+            incoming = _with_temporal_markers(core, conn, thread_id, incoming)
+        fresh = history.append_to_locked(
+            conn,
+            thread,
+            incoming,
+            count_part=_count_part(core, turn.actor_model),
+            actor_model=turn.actor_model,
+        )
+        head = records.read_head(conn, key) or records.initialize(
+            conn,
+            lookup_key=key,
+            scope="thread",
+            thread_id=thread_id,
+            resource_id=thread.resource_id,
+            config=core.base_config.to_public_dict(),
+            observed_timezone=core.settings.timezone,
+        )
+        fresh_parts = {part.seq: part for message in fresh for part in message.parts}
+        unobserved = history.read_unobserved(
+            conn,
+            thread_id,
+            _context_start(core, conn, thread, head, cfg),
+            known=lambda seq: fresh_parts.get(seq) or core.cached_part(thread, seq),
+        )
+    core.remember_parts(thread, unobserved, fresh_parts)
+    return _Stored(before, thread, head, build_window(unobserved.rows, core.counter), unobserved.messages)
+
+
+def _context_start(
+    core: EngineCore, conn: Connection, thread: history.ThreadRow, head: Record, cfg: ResolvedConfig
+) -> int:
+    """Where the actor's raw messages start: after the cursor while OM is on.
+
+    With OM off (`enabled: false`) nothing is compressed, so the raw history is all the actor has:
+    the newest messages within the thread's message budget (`observation.messageTokens`, the most
+    raw history OM itself shows before compressing), wherever a cursor left by an earlier enabled
+    period stands. Bounded so that neither the context nor the turn's reads grow with the thread."""
+    if cfg.enabled:
+        return head.last_observed_seq
+    budget = message_threshold_max(cfg)
+    rows: list[history.PartTokens] = []
+    while True:
+        page = history.part_tokens_newest_first(
+            conn, thread.id, before_seq=rows[-1].seq if rows else None, limit=_RECENT_PAGE
+        )
+        rows.extend(page)
+        start = start_of_recent(build_window(rows, core.counter), budget)
+        if start is not None:
+            return start
+        if len(page) < _RECENT_PAGE:
+            return 0
+
+
+def _disabled_turn(
+    core: EngineCore, thread_id: str, cfg: ResolvedConfig, stored: _Stored, step_number: int
+) -> TurnResult:
+    """A turn with OM off: the messages are stored (storage is the source of truth) and nothing else
+    happens: no model call, no background work, no change to the record or the thread's hints, no
+    idle trigger, no event. The cursor stays where it was, so turning OM on later observes the
+    backlog by the normal policy. The status reports the record as it stands and the context's
+    message tokens."""
+    status = core.status_of(stored.head, stored.window, cfg)
+    return TurnResult(
+        thread_id=public_id(thread_id),
+        resource_id=public_id(stored.thread.resource_id),
+        record_id=stored.head.id,
+        system_messages=[],
+        messages=[m for m in stored.messages if m.has_visible_content],
+        continuation_reminder="",
+        status=status.to_status_payload(stored.head.id, thread_id, step_number, stored.head.generation_count),
+        events=[],
+    )
+
+
+def _read_current(core: EngineCore, thread_id: str) -> _Current:
+    """Head, window and unobserved messages as committed now (after work that changed them)."""
+    with core.db.connect() as conn:
+        head = records.read_head(conn, lookup_key(thread_id))
+        thread = history.get_thread(conn, thread_id)
+        assert head is not None and thread is not None, "the turn created both"
+        unobserved = history.read_unobserved(
+            conn,
+            thread_id,
+            head.last_observed_seq,
+            known=lambda seq: core.cached_part(thread, seq),
+        )
+    core.remember_parts(thread, unobserved, {})
+    return _Current(head, build_window(unobserved.rows, core.counter), thread, unobserved.messages)
+
+
+def _schedule_idle_trigger(
+    core: EngineCore, thread_id: str, resource_id: str, cfg: ResolvedConfig, actor_model: str | None
+) -> None:
+    """Arm (or move) the idle trigger for beat: the earliest phase TTL after the last activity."""
+    ttls = [
+        ttl
+        for ttl in (
+            resolve_ttl_ms(cfg.observation.activate_after_idle, actor_model, None),
+            resolve_ttl_ms(cfg.reflection.activate_after_idle, actor_model, None),
+        )
+        if ttl is not None
+    ]
+    if not ttls:
+        return
+    thread = history.get_thread(core.db, thread_id)
+    if thread is None or thread.last_activity_at is None:
+        return
+    with core.db.begin() as conn:
+        triggers.schedule(
+            conn,
+            lookup_key=lookup_key(thread_id),
+            kind=triggers.IDLE,
+            thread_id=thread_id,
+            resource_id=resource_id,
+            due_at=thread.last_activity_at + timedelta(milliseconds=min(ttls)),
+            payload={"actorModel": actor_model},
+        )
+
+
+def _count_part(core: EngineCore, actor_model: str | None) -> Callable[[Any], tuple[float, float, int]]:
+    def count(part: Any) -> tuple[float, float, int]:
+        counted = core.counter.count_part(part, actor_model)
+        return (counted.tokens, counted.overhead_delta, counted.extra_messages)
+
+    return count
+
+
+def _with_temporal_markers(
+    core: EngineCore, conn: Connection, thread_id: str, incoming: list[Message]
+) -> list[Message]:
+    previous = history.last_messages(conn, thread_id, limit=1)
+    out: list[Message] = []
+    seen: list[Message] = list(previous)
+    for message in incoming:
+        if message.role == "user":
+            marker = temporal_marker_for(message, seen, core.settings.timezone)
+            if marker is not None:
+                out.append(marker)
+        out.append(message)
+        seen.append(message)
+    return out
+
+
+def turn_result(
+    core: EngineCore,
+    thread_id: str,
+    cfg: ResolvedConfig,
+    step_number: int,
+    blocked: bool,
+    degraded_reason: str | None,
+    sink: list[StoredEvent],
+    *,
+    current: _Current | None,
+    status: policy.Status | None = None,
+) -> TurnResult:
+    """Write the turn's status event and build what the actor sees from one consistent read."""
+    head, window, thread, unobserved = current or _read_current(core, thread_id)
+    status = status or core.status_of(head, window, cfg)
+    payload = status.to_status_payload(head.id, thread_id, step_number, head.generation_count)
+    with core.db.begin() as conn:
+        stored = write_events(
+            conn,
+            lookup_key=lookup_key(thread_id),
+            thread_id=thread_id,
+            resource_id=head.resource_id,
+            record_id=head.id,
+            events=[NewEvent(ev.STATUS.value, dict(payload))],
+        )
+    core.publish(stored)
+    visible = [m for m in unobserved if m.has_visible_content]
+    context = actor_context(core, thread, head, has_unobserved=bool(visible))
+    return TurnResult(
+        thread_id=public_id(thread_id),
+        resource_id=public_id(thread.resource_id),
+        record_id=head.id,
+        system_messages=list(context.system_messages),
+        messages=visible,
+        continuation_reminder=context.continuation_reminder,
+        status=payload,
+        events=list(sink),
+        blocked=blocked,
+        degraded=degraded_reason is not None,
+        degraded_reason=degraded_reason,
+        context=context,
+    )
+
+
+def actor_context(
+    core: EngineCore, thread: history.ThreadRow | None, head: Record, *, has_unobserved: bool
+) -> ActorContext:
+    """The observation log and the thread's hints as the actor's system messages."""
+    meta = thread.om_metadata if thread is not None else {}
+    return build_actor_context(
+        active_observations=head.active_observations,
+        current_task=meta.get("currentTask"),
+        suggested_response=meta.get("suggestedResponse"),
+        now=core.clock(),
+        tz=core.settings.timezone,
+        has_unobserved_history=has_unobserved,
+        rendered_logs=core.rendered_logs,
+    )
