@@ -19,7 +19,7 @@ from tests.bench.conversations import message_body, with_exchanges
 from tests.bench.harness import Bench
 from tests.bench.http_driver import TurnPoster, turn_payload
 from tests.bench.latency_model_ids import model_for
-from tests.bench.results import Target, median
+from tests.bench.results import FigureDef, Target, median
 
 SECTION = "blocking"
 #: messageTokens of the sweep; None is the default (30000).
@@ -36,6 +36,13 @@ class Scenario:
 FULL = Scenario(latency_s=2.0, typing_s=1.0, exchanges=80)
 #: Every duration a quarter of the full run's: whether buffering keeps up depends on their ratio.
 QUICK = Scenario(latency_s=0.5, typing_s=0.25, exchanges=16)
+BLOCKED_AT_DEFAULTS = FigureDef("blocked turns at default settings", "%")
+BLOCKING_ONSET = FigureDef("blocking starts at messageTokens ≤", "tokens")
+
+
+def figures(quick: bool) -> list[FigureDef]:
+    """The figures `run` reports, in order."""
+    return [BLOCKED_AT_DEFAULTS, BLOCKING_ONSET]
 
 
 @dataclass
@@ -106,9 +113,8 @@ def run(bench: Bench) -> None:
     default = outcomes[0]
     bench.results.add(
         SECTION,
-        "blocked turns at default settings",
+        BLOCKED_AT_DEFAULTS,
         default.share * 100,
-        "%",
         target=Target.at_most(0, " %"),
         why=lambda: f"{sum(default.waited)} of {len(default.waited)} turns waited on a model call",
         note=(
@@ -122,9 +128,8 @@ def run(bench: Bench) -> None:
     shares = ", ".join(f"{o.message_tokens or 30000}: {o.share * 100:.0f} %" for o in outcomes)
     bench.results.add(
         SECTION,
-        "blocking starts at messageTokens ≤",
+        BLOCKING_ONSET,
         float(onset) if onset else float("nan"),
-        "tokens",
         note=f"blocked share by messageTokens: {shares}"
         + ("" if onset else f"; no blocking down to {min(t for t in SWEEP if t)}"),
     )

@@ -28,7 +28,7 @@ from om_core.tokens import CONVERSATION_OVERHEAD, TokenCounter
 from tests.bench.conversations import BenchConversation, generate, message_body, write_key_file
 from tests.bench.harness import Bench
 from tests.bench.http_driver import Call, TurnPoster, turn_payload
-from tests.bench.results import Target, median
+from tests.bench.results import FigureDef, Target, median
 
 SECTION = "long_thread"
 FLAT_SECTION = "flatness"
@@ -61,6 +61,19 @@ QUICK = Plan(tokens=200_000, near=(40, 80), far=None)
 FLATNESS_TARGET = 1.2
 COMPRESSION_TARGET = 5.0
 RETENTION_TARGET = 0.9
+FLATNESS = FigureDef("flatness, median turn cost late ÷ early", "×")
+COMPRESSION = FigureDef("local model: compression (covered ÷ log tokens)", "×")
+RETENTION = FigureDef("local model: planted facts in final context", "%")
+
+
+def largest_context(plan: Plan) -> FigureDef:
+    size = f"{plan.tokens // 1000}k" if plan.tokens < 1_000_000 else f"{plan.tokens // 1_000_000}M"
+    return FigureDef(f"largest actor context over {size} tokens", "tokens")
+
+
+def figures(quick: bool) -> list[FigureDef]:
+    """The figures `run` reports, in order (flatness and the local model's are grouped apart)."""
+    return [largest_context(QUICK if quick else FULL), FLATNESS, COMPRESSION, RETENTION]
 
 
 @dataclass
@@ -381,12 +394,10 @@ def _report(bench: Bench, plan: Plan, played: Played, lead_turns: int) -> None:
         degraded_calls=sum(p.degraded for p in points),
         final=final,
     )
-    tokens_label = f"{plan.tokens // 1000}k" if plan.tokens < 1_000_000 else f"{plan.tokens // 1_000_000}M"
     bench.results.add(
         SECTION,
-        f"largest actor context over {tokens_label} tokens",
+        largest_context(plan),
         peak.context_tokens,
-        "tokens",
         target=Target.at_most(bound, " tokens (1.2×msg + 1.2×obs)"),
         why=lambda: (
             f"at turn {peak.turn}: {peak.message_tokens:,} message + {peak.observation_tokens:,} "
@@ -397,27 +408,26 @@ def _report(bench: Bench, plan: Plan, played: Played, lead_turns: int) -> None:
     )
     near, far_ms = median(played.near_ms), median(played.far_ms)
     ratio = far_ms / near if near else float("nan")
-    label = f"~{sum(played.far_turns) // 2:,} ÷ at ~{sum(plan.near) // 2}"
+    far_turn, near_turn = sum(played.far_turns) // 2, sum(plan.near) // 2
     bench.results.add(
         FLAT_SECTION,
-        f"flatness, median turn cost at {label}",
+        FLATNESS,
         ratio,
-        "×",
         target=Target.at_most(FLATNESS_TARGET),
         produced_by=SECTION,
         why=lambda: _flatness_why(played, plan.near, near, far_ms),
-        note=(
-            f"quick run: turns of a 200k-token thread, not turn 5,000 vs 100; {near:.0f} ms → {far_ms:.0f} ms"
+        note=f"median turn {far_ms:.0f} ms at turn ~{far_turn:,} ÷ {near:.0f} ms at turn ~{near_turn}; "
+        + (
+            "quick run: turns of a 200k-token thread, not turn 5,000 vs 100"
             if bench.quick
-            else f"{near:.0f} ms → {far_ms:.0f} ms; turns {lead_turns + 1}..{played.far_turns[0] - 1} "
-            f"loaded {plan.bulk_batch} exchanges per request"
+            else f"turns {lead_turns + 1}..{played.far_turns[0] - 1} loaded {plan.bulk_batch} exchanges "
+            "per request"
         ),
     )
     bench.results.add(
         MEMORY_SECTION,
-        "local model: compression (covered ÷ log tokens)",
+        COMPRESSION,
         final["compression"],
-        "×",
         target=Target.at_least(COMPRESSION_TARGET, "×"),
         produced_by=SECTION,
         why=lambda: (
@@ -430,9 +440,8 @@ def _report(bench: Bench, plan: Plan, played: Played, lead_turns: int) -> None:
     retention = len(final["kept"]) / len(final["facts"]) if final["facts"] else float("nan")
     bench.results.add(
         MEMORY_SECTION,
-        "local model: planted facts in final context",
+        RETENTION,
         retention * 100,
-        "%",
         target=Target.at_least(RETENTION_TARGET * 100, " %"),
         produced_by=SECTION,
         why=lambda: _retention_why(final),

@@ -1,9 +1,11 @@
 """Figures, their targets, and how they are reported: the JSON file and the printed table.
 
 A figure is one number beside its target, the command that produced it and, when the target is missed,
-a short reason. Targets are predicates, not thresholds buried in prose, so the table and the JSON agree on
-whether a figure passed. Timings are never asserted anywhere: a slow shared machine is a reason to print,
-not a failure.
+a short reason; beside it are the values recorded for it before (`tests/bench/history.py`). Each figure is
+named by a `FigureDef` its section declares (`run.figure_defs` lists them all), so the history file and
+the smoke test name exactly what the sections measure. Targets are predicates, not thresholds buried in
+prose, so the table and the JSON agree on whether a figure passed. Timings are never asserted anywhere: a
+slow shared machine is a reason to print, not a failure.
 """
 
 from __future__ import annotations
@@ -52,6 +54,25 @@ class Target:
         return Target(f"≥ {limit:g}{unit}", lambda value: value >= limit)
 
 
+@dataclass(frozen=True)
+class FigureDef:
+    """What a figure is called and in which unit: declared once by the section that measures it."""
+
+    name: str
+    unit: str
+
+
+def shown_number(value: float) -> str:
+    if isinstance(value, float) and math.isnan(value):
+        return "n/a"
+    magnitude = abs(value)
+    if magnitude >= 100 or float(value).is_integer():
+        return f"{value:,.0f}"
+    if magnitude >= 10:
+        return f"{value:.1f}"
+    return f"{value:.2f}"
+
+
 @dataclass
 class Figure:
     section: str
@@ -64,18 +85,12 @@ class Figure:
     note: str | None = None
     command: str = ""
     details: dict[str, Any] = field(default_factory=dict)
+    #: Values recorded for this figure before, oldest first (`history.attach`): `history.json` entries.
+    history: list[dict[str, Any]] = field(default_factory=list)
 
     def shown_value(self) -> str:
-        if isinstance(self.value, float) and math.isnan(self.value):
-            return "n/a"
-        magnitude = abs(self.value)
-        if magnitude >= 100 or float(self.value).is_integer():
-            text = f"{self.value:,.0f}"
-        elif magnitude >= 10:
-            text = f"{self.value:.1f}"
-        else:
-            text = f"{self.value:.2f}"
-        return f"{text} {self.unit}".strip()
+        text = shown_number(self.value)
+        return text if text == "n/a" else f"{text} {self.unit}".strip()
 
 
 @dataclass
@@ -86,13 +101,14 @@ class Results:
     series: dict[str, Any] = field(default_factory=dict)
     sections: dict[str, dict[str, Any]] = field(default_factory=dict)
     meta: dict[str, Any] = field(default_factory=dict)
+    #: Where the recorded values beside the figures come from, and entries that named no figure.
+    history: dict[str, Any] = field(default_factory=dict)
 
     def add(
         self,
         section: str,
-        name: str,
+        definition: FigureDef,
         value: float,
-        unit: str,
         *,
         target: Target | None = None,
         why: Callable[[], str] | str | None = None,
@@ -110,9 +126,9 @@ class Results:
             reason = why() if callable(why) else why
         figure = Figure(
             section=section,
-            name=name,
+            name=definition.name,
             value=float(value),
-            unit=unit,
+            unit=definition.unit,
             target=target.text if target else None,
             met=met,
             why=reason,
@@ -129,6 +145,7 @@ class Results:
             "command": self.command,
             "meta": self.meta,
             "figures": [asdict(f) for f in self.figures],
+            "history": self.history,
             "sections": self.sections,
             "series": self.series,
         }
@@ -178,7 +195,8 @@ def machine_meta() -> dict[str, Any]:
 
 
 def print_table(results: Results, out: Callable[[str], None] = print) -> None:
-    """Every figure beside its target; misses carry their reason, every figure its command."""
+    """Every figure beside its target; misses carry their reason, every figure its command, and the
+    values recorded for it before follow it, one line each ("before:")."""
     rows = []
     for f in results.figures:
         status = "" if f.met is None else ("ok" if f.met else "MISS")
@@ -197,6 +215,13 @@ def print_table(results: Results, out: Callable[[str], None] = print) -> None:
             out(f"    note: {f.note}")
         if f.why:
             out(f"    why:  {f.why}")
+        for entry in f.history:
+            out(f"    before: {shown_recorded(entry)}")
+    source = results.history.get("file")
+    if source:
+        out("")
+        out(f"before: values recorded in {source} for the same figure in a {results.mode} run (or a run")
+        out("        whose mode was not recorded), oldest first")
     out("")
     out(f"produced by: {results.command}")
     out("each figure alone:")
@@ -213,10 +238,27 @@ def _commands(results: Results) -> dict[str, list[str]]:
     return by_command
 
 
+def recorded_value(entry: dict[str, Any]) -> str:
+    """A history entry's value with its unit; a range (`[low, high]`) as `low-high`."""
+    value = entry["value"]
+    number = "-".join(shown_number(v) for v in value) if isinstance(value, list) else shown_number(value)
+    return f"{number} {entry['unit']}".strip()
+
+
+def shown_recorded(entry: dict[str, Any]) -> str:
+    """One recorded value: `17-23 ms on 2026-11-30 (session; machine): what changed`."""
+    where = [str(entry[k]) for k in ("session", "machine") if entry.get(k)]
+    if entry.get("mode") is None:
+        where.append("run mode not recorded")
+    context = f" ({'; '.join(where)})" if where else ""
+    return f"{recorded_value(entry)} on {entry['recorded']}{context}: {entry['change']}"
+
+
 def markdown_table(results: Results) -> str:
-    """The table for the README's Performance section."""
-    lines = ["| Figure | Value | Target | |", "|---|---|---|---|"]
+    """The figures as a Markdown table (`bench-results.md`), with the values recorded before."""
+    lines = ["| Figure | Value | Target | | Recorded before |", "|---|---|---|---|---|"]
     for f in results.figures:
         status = "" if f.met is None else ("✅" if f.met else "❌")
-        lines.append(f"| {f.name} | {f.shown_value()} | {f.target or ''} | {status} |")
+        before = "; ".join(f"{recorded_value(e)} ({e['recorded']})" for e in f.history)
+        lines.append(f"| {f.name} | {f.shown_value()} | {f.target or ''} | {status} | {before} |")
     return "\n".join(lines)

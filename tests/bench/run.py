@@ -3,7 +3,8 @@
 Starts a throwaway Postgres and Redis (or uses the ones `scripts/testenv.py run -- ...` exported), the
 API process (celery executor, API keys) and two worker processes (threads pool: `om.observe,om.reflect`
 and `om.buffer`), runs the sections, then writes the JSON results, the PNG plots beside them and a
-Markdown table, and prints every figure beside its target with the command that reproduces it.
+Markdown table, and prints every figure beside its target with the command that reproduces it, followed by
+the values recorded for that figure in earlier runs (`tests/bench/history.json`, see `history.py`).
 
 Sections, in order: turn_profile, turn_path, long_thread (context bound, flatness, local-model compression
 and retention), blocking, memory, throughput (its own workers), tokens. `--quick` runs each on a smaller
@@ -30,6 +31,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from tests.bench import (
     blocking,
+    history,
     long_thread,
     memory,
     plots,
@@ -39,8 +41,15 @@ from tests.bench import (
     turn_profile,
 )
 from tests.bench.harness import MAIN_WORKERS, Bench
-from tests.bench.results import Results, invoked_command, machine_meta, markdown_table, print_table
-from tests.bench.stack import FAKE_MODEL_MODULE, api_server, new_key, services, worker_cluster
+from tests.bench.results import (
+    FigureDef,
+    Results,
+    invoked_command,
+    machine_meta,
+    markdown_table,
+    print_table,
+)
+from tests.bench.stack import FAKE_MODEL_MODULE, REPO, api_server, new_key, services, worker_cluster
 
 SECTIONS: dict[str, Callable[[Bench], None]] = {
     "turn_profile": turn_profile.run,
@@ -51,9 +60,43 @@ SECTIONS: dict[str, Callable[[Bench], None]] = {
     "throughput": throughput.run,
     "tokens": token_counting.run,
 }
+#: The figures each section reports, by its plan for a quick (True) or full run: the bench's one list of
+#: figure names and units (the history file and the smoke test are held to it).
+FIGURES: dict[str, Callable[[bool], list[FigureDef]]] = {
+    "turn_profile": turn_profile.figures,
+    "turn_path": turn_path.figures,
+    "long_thread": long_thread.figures,
+    "blocking": blocking.figures,
+    "memory": memory.figures,
+    "throughput": throughput.figures,
+    "tokens": token_counting.figures,
+}
 MAIN_REDIS_DB = 8
 #: The main stack's memory model: the offline local model (sections that want latency override per thread).
 MAIN_ENV = {"OM_MODEL": "om-local/extractive"}
+
+
+def figure_defs(quick: bool, sections: Sequence[str] = tuple(SECTIONS)) -> list[FigureDef]:
+    """Every figure a run of these sections reports, in the order it reports them."""
+    return [d for name in SECTIONS if name in sections for d in FIGURES[name](quick)]
+
+
+def attach_history(results: Results, path: Path = history.HISTORY_FILE) -> None:
+    """The recorded values beside this run's figures; a broken history file is reported, never fatal."""
+    source = str(path.relative_to(REPO)) if path.is_relative_to(REPO) else str(path)
+    try:
+        entries = history.load(path)
+    except (OSError, ValueError) as exc:
+        print(f"warning: no recorded values shown: {source}: {exc}", flush=True)
+        results.history["error"] = str(exc)
+        return
+    defs = {mode: figure_defs(mode == "quick") for mode in history.MODES}
+    found = history.problems(entries, defs)
+    for text in found:
+        print(f"warning: {source}: {text}", flush=True)
+    history.attach(results, history.well_formed(entries), source)
+    if found:
+        results.history["problems"] = found
 
 
 def _parse(argv: Sequence[str]) -> argparse.Namespace:
@@ -155,6 +198,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     results.meta["seconds"] = round(time.monotonic() - started, 1)
     results.meta["loadavg_at_end"] = list(os.getloadavg())
     results.meta["failed_sections"] = failed
+    attach_history(results)
     results.write(args.out)
     drawn = plots.draw(results.series, args.out.parent)
     args.out.with_suffix(".md").write_text(markdown_table(results) + "\n")

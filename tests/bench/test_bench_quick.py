@@ -1,8 +1,9 @@
 """The quick benchmark suite runs end to end against the real stack and produces every figure.
 
-A smoke test for CI: it checks that each figure was measured (a number, with its command) and that the
-JSON, the Markdown table and the plots were written. It never checks a timing: CI machines differ, and a
-slow figure is reported by the suite itself, beside its target.
+A smoke test for CI: it checks that each figure was measured (a number, with its command) under the name
+and unit its section declares (`run.figure_defs`), that the values recorded before (`history.json`) are
+beside them, and that the JSON, the Markdown table and the plots were written. It never checks a timing:
+CI machines differ, and a slow figure is reported by the suite itself, beside its target.
 """
 
 from __future__ import annotations
@@ -49,6 +50,10 @@ def test_the_quick_suite_produces_every_figure(postgres_url: str, redis_url: str
     results = json.loads(out.read_text())
     failed = {name: s.get("error", "")[-800:] for name, s in results["sections"].items() if "error" in s}
     assert status == 0 and not failed, failed
+    produced = [(f["name"], f["unit"]) for f in results["figures"]]
+    assert produced == [(d.name, d.unit) for d in run.figure_defs(quick=True)]
+    assert "problems" not in results["history"], results["history"]
+    assert results["history"]["file"] == "tests/bench/history.json" and results["history"]["shown"] > 0
     figures = {f["name"]: f for f in results["figures"]}
     for prefix in EXPECTED:
         matching = [f for name, f in figures.items() if name.startswith(prefix)]

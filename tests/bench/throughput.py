@@ -36,7 +36,7 @@ from tests.bench.cpu import CpuSpan, postgres_pids
 from tests.bench.harness import Bench
 from tests.bench.latency_model_ids import model_for
 from tests.bench.memory import resident
-from tests.bench.results import Target, median
+from tests.bench.results import FigureDef, Target, median
 from tests.bench.sqlcount import counting
 from tests.bench.stack import FAKE_MODEL_MODULE, ThreadPoolCluster, worker_cluster
 from tests.support.workers import HoldingExecutor, Process, Producer, wait_until
@@ -59,9 +59,8 @@ class Plan:
     latency_s: float
     levels: list[Level]
     #: Tasks per level are this many times its concurrency ("waves" of model calls). Throughput is a
-    #: steady state: with 3-4 waves the ramp (the first tasks reaching their threads) and the tail (the
-    #: last wave) took a fifth of a level's time; 16 threads in one process measured 74-78 % of linear
-    #: over 48 tasks but 87-94 % over 600.
+    #: steady state: with only a few waves, the ramp (the first tasks reaching their threads) and the tail
+    #: (the last wave) are a large share of a level's time and understate what the workers sustain.
     waves: int
 
     def tasks(self, level: Level) -> int:
@@ -76,6 +75,17 @@ FULL = Plan(
 )
 #: The smoke run keeps the base and the deployment-shaped top level (one process per core).
 QUICK = Plan(latency_s=0.5, levels=[Level(1, 1), Level(16, CORES)], waves=6)
+ONE_OBSERVATION = FigureDef("one buffered observation, instant model (in-process)", "ms")
+
+
+def per_second(level: Level) -> FigureDef:
+    name = _level_name(level.concurrency, level.processes)
+    return FigureDef(f"observations/s at concurrency {name}", "obs/s")
+
+
+def figures(quick: bool) -> list[FigureDef]:
+    """The figures `run` reports, in order: each level of the plan, then one observation alone."""
+    return [*map(per_second, (QUICK if quick else FULL).levels), ONE_OBSERVATION]
 
 
 def _prepare(producer: Producer, count: int, tag: str) -> list[tuple[str, int]]:
@@ -274,9 +284,8 @@ def run(bench: Bench) -> None:
         ideal = LINEARITY_TARGET * n * base
         bench.results.add(
             SECTION,
-            f"observations/s at concurrency {_level_name(n, processes)}",
+            per_second(Level(n, processes)),
             data["per_s"],
-            "obs/s",
             target=Target.at_least(round(ideal, 2), " (0.8 × N × at 1)") if top and n > 1 else None,
             why=why(data, n),
             note=(
@@ -286,9 +295,8 @@ def run(bench: Bench) -> None:
         )
     bench.results.add(
         SECTION,
-        "one buffered observation, instant model (in-process)",
+        ONE_OBSERVATION,
         own["observation_p50_ms"],
-        "ms",
         note=f"{own['sql_statements']:.0f} SQL statements, {own['pool_checkouts']:.0f} pool checkouts "
         "(pre-ping + rollback each) per observation, model call excluded",
     )

@@ -23,12 +23,21 @@ from om_core.models.client import ModelClient
 from om_core.tokens import TokenCounter
 from tests.bench.conversations import BenchConversation, generate
 from tests.bench.harness import Bench
+from tests.bench.results import FigureDef
 from tests.bench.stack import REPO
 
 SECTION = "tokens"
 FULL_THREAD_TOKENS = 200_000
 QUICK_THREAD_TOKENS = 40_000
 SPEED_TOKENS = {True: 200_000, False: 1_000_000}
+COUNTING_SPEED = FigureDef("o200k counting speed (per part)", "MB/s")
+PART_CACHE_HIT_RATE = FigureDef("part-cache hit rate over a long thread", "%")
+RETOKENISATION = FigureDef("bytes tokenised ÷ bytes stored", "×")
+
+
+def figures(quick: bool) -> list[FigureDef]:
+    """The figures `run` reports, in order."""
+    return [COUNTING_SPEED, PART_CACHE_HIT_RATE, RETOKENISATION]
 
 
 class TallyingCounter(TokenCounter):
@@ -136,25 +145,22 @@ def run(bench: Bench) -> None:
     bench.section_meta(SECTION, speed=vars(speed) | {"mb_per_s": speed.mb_per_s}, cache=cache)
     bench.results.add(
         SECTION,
-        "o200k counting speed (per part)",
+        COUNTING_SPEED,
         speed.mb_per_s,
-        "MB/s",
         note=f"{speed.megabytes:.1f} MB, {speed.tokens:,} tokens in {speed.seconds:.2f} s "
         f"({speed.tokens / speed.seconds / 1e6:.2f} M tokens/s), one thread",
     )
     bench.results.add(
         SECTION,
-        "part-cache hit rate over a long thread",
+        PART_CACHE_HIT_RATE,
         cache["hit_rate"] * 100,
-        "%",
         note=f"{cache['cache_hits']:,} hits, {cache['cache_misses']:,} misses for {cache['parts']:,} parts "
         f"({cache['misses_per_part']:.2f} tokenisations per part) over {thread_tokens // 1000}k tokens",
     )
     bench.results.add(
         SECTION,
-        "bytes tokenised ÷ bytes stored",
+        RETOKENISATION,
         cache["retokenisation_factor"],
-        "×",
         note="1.0 = every stored byte tokenised once; by caller: "
         + ", ".join(
             f"{name.split(':')[-1]} {size / cache['stored_bytes']:.2f}×"

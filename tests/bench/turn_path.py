@@ -19,7 +19,7 @@ from typing import Any
 from tests.bench.conversations import BenchConversation, message_body, with_exchanges
 from tests.bench.harness import Bench
 from tests.bench.http_driver import TurnPoster, turn_payload
-from tests.bench.results import Target, median, percentile
+from tests.bench.results import FigureDef, Target, median, percentile
 
 SECTION = "turn_path"
 #: Timed exchanges per thread at each concurrency level (full run, quick run).
@@ -32,6 +32,19 @@ QUICK_PRELOAD_MAX = 8
 PRELOAD_BATCH = 10
 P50_TARGET_MS = 6.0
 P99_TARGET_MS = 30.0
+
+
+def p50(level: int) -> FigureDef:
+    return FigureDef(f"turn p50, {level} thread(s)", "ms")
+
+
+def p99(level: int) -> FigureDef:
+    return FigureDef(f"turn p99, {level} thread(s)", "ms")
+
+
+def figures(quick: bool) -> list[FigureDef]:
+    """The figures `run` reports, in order: p50 and p99 at each level of the plan."""
+    return [f(level) for level in (QUICK_PLAN if quick else FULL_PLAN) for f in (p50, p99)]
 
 
 @dataclass
@@ -147,9 +160,8 @@ def run(bench: Bench) -> None:
         why = _why(bench, data, levels[0]) if at_ten else None
         bench.results.add(
             SECTION,
-            f"turn p50, {level} thread(s)",
+            p50(level),
             data["p50_ms"],
-            "ms",
             target=Target.at_most(P50_TARGET_MS, " ms") if at_ten else None,
             why=why,
             note=f"n={data['exchanges']} exchanges (user call + reply call), "
@@ -159,9 +171,8 @@ def run(bench: Bench) -> None:
         )
         bench.results.add(
             SECTION,
-            f"turn p99, {level} thread(s)",
+            p99(level),
             data["p99_ms"],
-            "ms",
             target=Target.at_most(P99_TARGET_MS, " ms") if at_ten else None,
             why=why,
         )

@@ -27,7 +27,7 @@ from typing import Any
 from tests.bench.conversations import message_body, with_exchanges
 from tests.bench.harness import Bench
 from tests.bench.http_driver import TurnPoster, turn_payload
-from tests.bench.results import median
+from tests.bench.results import FigureDef, median
 from tests.bench.sqlcount import counting
 from tests.bench.stack import REPO
 
@@ -37,6 +37,14 @@ QUICK_TURNS = 50
 #: Exchanges played over HTTP while py-spy samples the API process.
 FULL_HTTP_EXCHANGES = 60
 QUICK_HTTP_EXCHANGES = 15
+INGEST_P50 = FigureDef("ingest_turn p50 (in-process, Postgres+Redis)", "ms")
+SQL_PER_TURN = FigureDef("SQL statements per turn", "")
+REDIS_PER_TURN = FigureDef("Redis commands per turn", "")
+
+
+def figures(quick: bool) -> list[FigureDef]:
+    """The figures `run` reports, in order."""
+    return [INGEST_P50, SQL_PER_TURN, REDIS_PER_TURN]
 
 
 def _count_redis(client: Any, counter: Counter[str]) -> Callable[[], None]:
@@ -111,15 +119,14 @@ def profile_engine(bench: Bench) -> None:
     bench.section_meta(SECTION)
     bench.results.add(
         SECTION,
-        "ingest_turn p50 (in-process, Postgres+Redis)",
+        INGEST_P50,
         data["ingest_p50_ms"],
-        "ms",
         note=f"{data['sql_statements_per_turn']:.1f} SQL statements, "
         f"{data['pool_checkouts_per_turn']:.1f} pool checkouts (pre-ping + rollback each), "
         f"{data['redis_commands_per_turn']:.1f} Redis commands per turn; profile in {profile_path.name}",
     )
-    bench.results.add(SECTION, "SQL statements per turn", data["sql_statements_per_turn"], "")
-    bench.results.add(SECTION, "Redis commands per turn", data["redis_commands_per_turn"], "")
+    bench.results.add(SECTION, SQL_PER_TURN, data["sql_statements_per_turn"])
+    bench.results.add(SECTION, REDIS_PER_TURN, data["redis_commands_per_turn"])
 
 
 def _top_functions(stats: pstats.Stats) -> list[dict[str, Any]]:
