@@ -17,12 +17,21 @@ import pytest
 from celery.exceptions import TimeoutError as ResultTimeout
 from pydantic import ValidationError
 
-from om_core.engine import QUEUES, BufferObservation, BufferReflection, Observe, Reflect, Task, task_from_dict
+from om_core.engine import (
+    QUEUES,
+    BufferObservation,
+    BufferReflection,
+    Observe,
+    Reflect,
+    Task,
+    kind_of,
+    task_from_dict,
+)
 from om_core.errors import OperationFailed
 from om_core.settings import Settings
 from om_workers.app import TASK_QUEUES, WorkerSettings, create_app
 from om_workers.cli import worker_argv
-from om_workers.executor import CeleryExecutor, WorkerExecutor, task_name
+from om_workers.executor import CeleryExecutor, WorkerExecutor
 from tests.support.workers import REPO, redis_db_url, wait_until
 
 
@@ -144,7 +153,7 @@ def test_each_task_kind_goes_to_its_queue_under_a_readable_name(task: Task, name
     app = StubApp()
     CeleryExecutor(app).submit(task)
     [(sent_name, args, sent_queue)] = app.sent
-    assert (sent_name, sent_queue) == (name, queue) == (task_name(task), TASK_QUEUES[name])
+    assert (sent_name, sent_queue) == (name, queue) == (kind_of(task).name, TASK_QUEUES[name])
     assert task_from_dict(args[0]) == task, "the argument Flower shows is the whole task value"
 
 
@@ -159,7 +168,7 @@ def test_fire_and_forget_keeps_no_result_unless_someone_follows_the_work() -> No
 
 def test_only_synchronous_observation_uses_the_observe_queue() -> None:
     kinds: list[Task] = [BufferObservation("t", "c", 0), BufferReflection("t", "r", "c"), Reflect("t", "c")]
-    assert all(kind.queue != "om.observe" for kind in kinds)
+    assert all(kind_of(task).queue != "om.observe" for task in kinds)
 
 
 def test_run_waits_at_most_the_deadline_and_raises_what_the_task_raised() -> None:
