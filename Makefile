@@ -61,7 +61,7 @@ flower: $(STAMP)
 	$(BIN)/om flower
 
 lint: $(STAMP)
-	$(BIN)/ruff check om_core om_workers om_api tests scripts
+	$(BIN)/ruff check om_core om_workers om_api om_app tests scripts
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from om_core.embedded import free_port, start_redis, stop_process, wait_for_port
+from om_app.embedded import free_port, start_redis, stop_process, wait_for_port
 
 
 def find_pg_bin() -> Path:

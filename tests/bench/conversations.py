@@ -1,6 +1,6 @@
 """Benchmark conversations: the sample conversation plus tool calls with large results, 10k to 1M+ tokens.
 
-`om_core.sample_conversation.generate` already gives multi-session chats over weeks of simulated time,
+`om_app.sample_conversation.generate` already gives multi-session chats over weeks of simulated time,
 user turns of 50–600 words, assistant replies, and planted facts with later corrections. Issue 7 also
 needs what makes real agent threads heavy: now and then the assistant calls a tool and gets a large
 result (a file, a search dump, query rows). This module adds those, deterministically from the seed,
@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from om_app.sample_conversation import CORRECTIONS, PLANTED
+from om_app.sample_conversation import generate as generate_sample
 from om_core.messages import Message, Part
-from om_core.sample_conversation import CORRECTIONS, PLANTED
-from om_core.sample_conversation import generate as generate_sample
 from om_core.tokens import TokenCounter
 
 #: Share of assistant replies that call a tool first.

@@ -331,7 +331,7 @@ def _final_state(
 
 
 def _sentence_of(key: str, needle: str) -> str:
-    from om_core.sample_conversation import CORRECTIONS
+    from om_app.sample_conversation import CORRECTIONS
 
     return next((sentence for k, sentence, n in CORRECTIONS if k == key and n == needle), "")
 

@@ -26,8 +26,8 @@ from typer.testing import CliRunner
 from om_api.app import create_app
 from om_api.metrics import NO_TENANT
 from om_api.settings import ApiSettings
+from om_app.cli import app as om_cli
 from om_core import tenancy
-from om_core.cli import app as om_cli
 from om_core.store.db import make_engine
 from om_core.store.migrate import alembic_config, upgrade
 from om_core.store.revision import SCHEMA_HEAD

@@ -31,8 +31,8 @@ import redis
 
 from om_api.client import OMClient, OMUnavailable
 from om_api.schemas import ObservationsResponse
+from om_app.sample_conversation import generate
 from om_core.messages import Message
-from om_core.sample_conversation import generate
 from tests.support.api_server import free_port
 
 OM = Path(sys.executable).parent / "om"
@@ -394,7 +394,7 @@ def broker(url: str) -> Any:
 
 
 def test_the_tasks_a_killed_consumer_held_are_handed_back_to_their_queue(tmp_path: Path) -> None:
-    from om_core.embedded import start_redis, stop_process
+    from om_app.embedded import start_redis, stop_process
     from om_workers.broker import restore_unacked
 
     server, url = start_redis(tmp_path / "redis")

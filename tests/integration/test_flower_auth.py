@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from om_core.embedded import free_port, start_redis, stop_process
+from om_app.embedded import free_port, start_redis, stop_process
 
 OM = Path(sys.executable).parent / "om"
 LOGIN = ("watcher", "s3cret-pass")

@@ -43,7 +43,7 @@ from typer.testing import CliRunner
 
 from om_api.client import OMClient
 from om_api.settings import ApiSettings
-from om_core.cli import app
+from om_app.cli import app
 from om_core.config import ObservationalMemoryConfig, ObservationConfig, ReflectionConfig
 from om_core.engine import QUEUES
 from om_core.errors import OMConfigError

@@ -130,7 +130,7 @@ def run_api_server(
         "--timeout-graceful-shutdown",
         "5",
     ]
-    served = [sys.executable, "-m", "om_core.cli", "serve", "--host", "127.0.0.1", "--port", str(port)]
+    served = [sys.executable, "-m", "om_app.cli", "serve", "--host", "127.0.0.1", "--port", str(port)]
     command = served if om_serve else uvicorn
     with open(log_path, "wb") as log:
         process = subprocess.Popen(

@@ -19,7 +19,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from om_core.embedded import free_port, start_redis, stop_process
+from om_app.embedded import free_port, start_redis, stop_process
 from scripts import testenv
 from tests.support.workers import Process, WorkerCluster
 

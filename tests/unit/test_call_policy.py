@@ -18,9 +18,9 @@ import pytest
 
 from om_api.runtime import build_runtime
 from om_api.settings import ApiSettings
+from om_app.preflight import check, needs
 from om_core.models.call_policy import ModelCallPolicy, build_model_client
 from om_core.models.rate_limit import LocalTokenBucket, RateLimit, RateLimitWaitTooLong
-from om_core.preflight import check, needs
 from om_core.settings import Settings
 from om_workers.ratelimit import TokenBucket
 

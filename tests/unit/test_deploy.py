@@ -23,10 +23,10 @@ import yaml  # type: ignore[import-untyped]
 from typer.testing import CliRunner
 
 from om_api.settings import ApiSettings
-from om_core.cli import app
+from om_app.cli import app
+from om_app.preflight import check_flower_auth
 from om_core.engine import MAINTENANCE_QUEUE
 from om_core.engine import QUEUES as TABLE_QUEUES
-from om_core.preflight import check_flower_auth
 from om_core.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from om_core.preflight import check_flower_auth
+from om_app.preflight import check_flower_auth
 
 
 @pytest.mark.parametrize("address", ["127.0.0.1", "127.0.0.53", "::1", "localhost"])

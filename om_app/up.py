@@ -9,7 +9,7 @@ A chat backend posts its turns to `om up` and expects its memory to be there tom
   with the pid of the first instead of sharing the files. The children inherit the lock, so processes
   left over from an `om up` that was killed keep it held until they are gone; on Linux they are also
   asked to end with their supervisor (`PR_SET_PDEATHSIG`).
-- **Children are supervised** (`om_core.supervisor`): a crashed worker, beat, Redis or API is restarted
+- **Children are supervised** (`om_app.supervisor`): a crashed worker, beat, Redis or API is restarted
   with backoff and logged; the API keeps answering turns while the worker is down (a turn that would
   wait for a synchronous observation waits at most `OM_BLOCKING_DEADLINE_S`, then the failure policy
   applies), and the tasks the dead worker held are handed back to the queue before its replacement
@@ -37,7 +37,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from om_core.embedded import (
+from om_app.embedded import (
     api_ready,
     free_port,
     om_command,
@@ -46,7 +46,7 @@ from om_core.embedded import (
     stack_env,
     start_redis,
 )
-from om_core.supervisor import Child, CrashLoop, RestartPolicy, Supervisor
+from om_app.supervisor import Child, CrashLoop, RestartPolicy, Supervisor
 
 __all__ = ["DataDir", "DataDirInUse", "default_data_dir", "hold", "run_up"]
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from threading import Event
 
-from om_core.embedded import stop_process
+from om_app.embedded import stop_process
 
 __all__ = ["Child", "CrashLoop", "RestartPolicy", "Supervisor", "describe_exit"]
 

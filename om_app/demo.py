@@ -24,9 +24,9 @@ from rich.live import Live
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from om_core.embedded import embedded_stack
+from om_app.embedded import embedded_stack
+from om_app.sample_conversation import generate
 from om_core.messages import Message
-from om_core.sample_conversation import generate
 
 if TYPE_CHECKING:
     from om_api.client import OMClient

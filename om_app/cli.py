@@ -95,8 +95,8 @@ def _worker_settings() -> None:
 
 def _preflight(command: str, settings: Settings, *, executor: str = "inline") -> None:
     """Refuse to start, one line per problem, when a service or the model key the command needs is
-    missing (om_core.preflight): better than a traceback on the first request."""
-    from om_core.preflight import check, needs
+    missing (om_app.preflight): better than a traceback on the first request."""
+    from om_app.preflight import check, needs
 
     problems = check(settings, needs(command, executor=executor))
     for problem in problems:
@@ -211,7 +211,7 @@ def flower(
     the environment, so the password never appears in a process listing)."""
     import os
 
-    from om_core.preflight import check_flower_auth
+    from om_app.preflight import check_flower_auth
 
     for problem in check_flower_auth(address, os.environ):
         typer.echo(f"error: {problem}", err=True)
@@ -240,11 +240,11 @@ def up(
     data stays in the data directory. Stops everything it started on Ctrl-C or SIGTERM."""
     import os
 
-    from om_core.embedded import EMBEDDED_MODEL
+    from om_app.embedded import EMBEDDED_MODEL
 
     os.environ.setdefault("OM_MODEL", EMBEDDED_MODEL)  # what the embedded stack runs by default
     _preflight("up", _settings(Settings))
-    from om_core.up import default_data_dir, run_up
+    from om_app.up import default_data_dir, run_up
 
     sys.exit(run_up(port=port, data_dir=data_dir or default_data_dir()))
 
@@ -255,7 +255,7 @@ def demo(
     turns: Annotated[int, typer.Option(help="Turns to play (0 = the whole sample conversation)")] = 0,
 ) -> None:
     """Play the sample conversation through the real HTTP API of the embedded stack and summarise."""
-    from om_core.demo import run_demo
+    from om_app.demo import run_demo
 
     sys.exit(run_demo(port=port, turns=turns))
 
