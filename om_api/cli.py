@@ -9,7 +9,7 @@ import logging
 
 from om_api.settings import ApiSettings
 from om_core import tenancy
-from om_core.startup_heap import freeze_startup_heap
+from om_core.process.startup_heap import freeze_startup_heap
 from om_core.store.db import make_engine
 
 __all__ = ["keys_create", "keys_list", "keys_revoke", "serve"]

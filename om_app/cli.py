@@ -160,7 +160,7 @@ def serve(
     port: Annotated[int | None, typer.Option(help="Port (OM_API_PORT)")] = None,
 ) -> None:
     """Run the HTTP API (uvicorn). Reads OM_DATABASE_URL, OM_REDIS_URL, OM_AUTH, OM_EXECUTOR, ..."""
-    from om_core.malloc_arenas import cap_malloc_arenas
+    from om_core.process.malloc_arenas import cap_malloc_arenas
     from om_core.tokens import default_estimator
 
     cap_malloc_arenas()

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 
 from om_core.engine import QUEUES
-from om_core.malloc_arenas import cap_malloc_arenas
+from om_core.process.malloc_arenas import cap_malloc_arenas
 from om_workers.app import WorkerSettings
 
 POOLS = ("prefork", "threads", "solo", "gevent", "eventlet")

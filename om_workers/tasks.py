@@ -29,9 +29,9 @@ from celery.signals import worker_init, worker_process_init
 from om_core.engine import TASKS, MemoryEngine, Task, TaskKind, kind_of, task_from_dict
 from om_core.errors import OperationFailed
 from om_core.models.client import load_litellm
+from om_core.process.startup_heap import freeze_startup_heap
 from om_core.runtime import build_engine
 from om_core.settings import Settings
-from om_core.startup_heap import freeze_startup_heap
 from om_core.tokens import TokenCounter
 from om_workers.app import WorkerSettings, app
 from om_workers.coordination import RedisCoordination

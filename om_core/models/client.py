@@ -274,7 +274,7 @@ def _messages(system: str, user: UserContent) -> list[dict[str, Any]]:
 def load_litellm() -> None:
     """Import litellm now instead of on the first model call. A worker exists to call models: its first
     task should not wait for the import, and the import's objects belong in its frozen start-up heap
-    (`om_core.startup_heap`)."""
+    (`om_core.process.startup_heap`)."""
     _litellm()
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-CHECK = "from om_core.malloc_arenas import cap_malloc_arenas; print(cap_malloc_arenas())"
+CHECK = "from om_core.process.malloc_arenas import cap_malloc_arenas; print(cap_malloc_arenas())"
 
 
 def run(env: dict[str, str]) -> str:

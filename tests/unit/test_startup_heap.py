@@ -11,7 +11,7 @@ import sys
 
 SCRIPT = """
 import gc, weakref
-from om_core.startup_heap import freeze_startup_heap
+from om_core.process.startup_heap import freeze_startup_heap
 
 class Node:
     pass
