@@ -7,8 +7,8 @@ Submodules (import them directly; this package deliberately re-exports nothing s
 - `routing`: router IDs (`google/gemini-2.5-flash`) to litellm names, provider-option translation;
 - `retry`: the single transport-retry layer (§5.9);
 - `client`: `ModelClient.complete`, litellm behind one call with retries, fallbacks, usage and cost;
-- `local_extractive`: the offline, deterministic `om-local/extractive` model registered with litellm
-  (heuristics in `local_observer` and `local_reflector`).
+- `local.extractive`: the offline, deterministic `om-local/extractive` model registered with litellm
+  (heuristics in `local.observer` and `local.reflector`).
 
 Before any submodule imports litellm, litellm is told to use the price table it ships with: otherwise
 every process start tries to download it (three attempts with back-off when there is no network), and

@@ -218,7 +218,7 @@ class ModelClient:
         response_format: Mapping[str, Any] | None,
     ) -> Any:
         if routed.is_local:
-            from om_core.models.local_extractive import register_local_models
+            from om_core.models.local.extractive import register_local_models
 
             register_local_models()
         kwargs: dict[str, Any] = {

@@ -18,10 +18,10 @@ import litellm
 import pytest
 
 from om_core.messages import Message, Part, text_message
-from om_core.models.local_extractive import local_reply, register_local_models
-from om_core.models.local_observer import has_fact, observe_transcript, shorten
-from om_core.models.local_reflector import count_tokens, parse_target, reflect_observations
-from om_core.models.local_salience import Tier, is_correction, salience, supersedes
+from om_core.models.local.extractive import local_reply, register_local_models
+from om_core.models.local.observer import has_fact, observe_transcript, shorten
+from om_core.models.local.reflector import count_tokens, parse_target, reflect_observations
+from om_core.models.local.salience import Tier, is_correction, salience, supersedes
 from om_core.observer import (
     ObserverPromptOptions,
     PriorThreadMetadata,
@@ -714,7 +714,7 @@ def test_other_prompts_get_a_short_observation_block() -> None:
     assert "shellfish" in reply and "June 2" in reply
 
 
-# --- what the local model keeps when memory is tight (local_salience) ---------------------------------------
+# --- what the local model keeps when memory is tight (local.salience) ---------------------------------------
 
 _PEOPLE = ("Aiko", "Bram", "Celia", "Dario", "Elif", "Femi", "Goran", "Hana")
 _PLACES = ("Leeds", "Aarhus", "Namur", "Parma", "Oulu", "Zadar", "Trier", "Cadiz")

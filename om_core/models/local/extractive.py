@@ -7,9 +7,9 @@ custom provider, so nothing upstream needs to know it is not a hosted model.
 It reads the prompt it is given and answers in the documented output format:
 
 - an Observer prompt (the user message has a "New Message History to Observe" section) gets dated,
-  prioritised observations extracted from the transcript (`local_observer`);
+  prioritised observations extracted from the transcript (`local.observer`);
 - a Reflector prompt ("Observations to Reflect On") gets the log rewritten smaller, under the stated
-  target when possible (`local_reflector`);
+  target when possible (`local.reflector`);
 - anything else gets its fact-bearing sentences as one observation block.
 
 Usage is reported in the engine's token units; the cost is registered as zero.
@@ -28,8 +28,8 @@ from litellm.llms.custom_llm import CustomLLM
 from litellm.types.llms.openai import ChatCompletionUsageBlock
 from litellm.types.utils import Choices, GenericStreamingChunk, Message, ModelResponse, Usage
 
-from om_core.models.local_observer import is_observer_prompt, observe_prompt, summarize_text
-from om_core.models.local_reflector import count_tokens, is_reflector_prompt, reflect_prompt
+from om_core.models.local.observer import is_observer_prompt, observe_prompt, summarize_text
+from om_core.models.local.reflector import count_tokens, is_reflector_prompt, reflect_prompt
 from om_core.models.routing import LOCAL_PROVIDER
 
 __all__ = [
