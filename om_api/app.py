@@ -26,7 +26,7 @@ from om_api.routes import events, health, resources, threads, usage
 from om_api.runtime import build_runtime
 from om_api.settings import ApiSettings
 from om_api.sse import listen_redis
-from om_core.settings import Settings
+from om_core import Settings
 from om_core.tokens import default_estimator
 
 log = logging.getLogger("om.api")

@@ -15,7 +15,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from om_api.errors import ApiError
 from om_api.runtime import ApiRuntime
-from om_core.scoped_ids import scoped_id
+from om_core import scoped_id
 
 bearer = HTTPBearer(auto_error=False, description="An OM API key: `om keys create <tenant> <name>`")
 

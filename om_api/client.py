@@ -38,7 +38,7 @@ from om_api.schemas import (
     TurnMessage,
     TurnResponse,
 )
-from om_core.messages import Message
+from om_core import Message
 
 __all__ = [
     "AsyncOMClient",

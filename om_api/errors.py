@@ -23,7 +23,7 @@ from sqlalchemy.exc import DataError, DBAPIError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from om_core.errors import OMConfigError
+from om_core import OMConfigError
 from om_core.store.history import MessageConflict
 
 log = logging.getLogger("om.api")

@@ -15,7 +15,8 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from om_core.messages import TOOL_KIND, Message, Part
+from om_core import Message, Part
+from om_core.messages import TOOL_KIND
 
 __all__ = ["from_openai", "split_instructions", "to_openai"]
 

@@ -40,8 +40,7 @@ from om_api.routes.common import errors
 from om_api.routes.threads import ingest
 from om_api.runtime import ApiRuntime
 from om_api.schemas import ID_PATTERN, ChatCompletionRequest, ChatCompletionResponse, find_unstorable
-from om_core.engine import TurnResult
-from om_core.messages import Message
+from om_core import Message, TurnResult
 
 log = logging.getLogger("om.api.proxy")
 

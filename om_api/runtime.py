@@ -23,12 +23,18 @@ from sqlalchemy import Engine
 from om_api.metrics import Metrics
 from om_api.settings import ApiSettings
 from om_api.sse import EventFanout
-from om_core import tenancy
-from om_core.coordination import Coordination
-from om_core.engine import QUEUES, EventPublisher, Executor, MemoryEngine, Task
-from om_core.models.rate_limit import RateLimiter
-from om_core.runtime import build_engine
-from om_core.store.types import StoredEvent
+from om_core import (
+    Coordination,
+    EventPublisher,
+    Executor,
+    MemoryEngine,
+    RateLimiter,
+    StoredEvent,
+    Task,
+    build_engine,
+    tenancy,
+)
+from om_core.engine import QUEUES
 
 log = logging.getLogger("om.api")
 

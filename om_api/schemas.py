@@ -26,7 +26,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from om_core.messages import Message, Part, Role
+from om_core import Message, Part, Role
 
 #: Thread, resource and message ids: what chat backends use (uuids, slugs, `user:42`, emails), nothing that
 #: needs escaping in a URL path or cannot be stored.

@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from om_core.settings import Settings
+from om_core import Settings
 
 
 class ApiSettings(Settings):

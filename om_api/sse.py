@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from om_core.store.types import StoredEvent
+from om_core import StoredEvent
 
 log = logging.getLogger("om.api.sse")
 

@@ -17,8 +17,7 @@ from fastapi import Response
 from om_api.openai_format import to_openai
 from om_api.routes.common import event_out
 from om_api.schemas import StatusPayload
-from om_core.engine import TurnResult
-from om_core.messages import Message
+from om_core import Message, TurnResult
 
 #: OM's own per-part bookkeeping (token estimates) under providerMetadata, not shown to API callers.
 OWN_METADATA = "om"

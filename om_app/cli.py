@@ -15,8 +15,9 @@ from typing import Annotated, NoReturn, TypeVar
 import typer
 from pydantic_settings import BaseSettings
 
-from om_core.engine.tasks import QUEUES
-from om_core.settings import Settings, env_help
+from om_core import Settings
+from om_core.engine import QUEUES
+from om_core.settings import env_help
 
 SettingsT = TypeVar("SettingsT", bound=BaseSettings)
 
@@ -143,7 +144,7 @@ def status(thread: Annotated[str, typer.Argument(help="Thread id")]) -> None:
     """Print a thread's memory status (the data-om-status payload) as JSON. Reads OM_DATABASE_URL."""
     settings = _settings(Settings)
     _preflight("status", settings)
-    from om_core.runtime import build_engine
+    from om_core import build_engine
 
     engine = build_engine(settings)
     try:

@@ -26,7 +26,7 @@ from rich.table import Table
 
 from om_app.embedded import embedded_stack
 from om_app.sample_conversation import generate
-from om_core.messages import Message
+from om_core import Message
 
 if TYPE_CHECKING:
     from om_api.client import OMClient

@@ -27,7 +27,7 @@ from typing import IO, Any
 
 import httpx
 
-from om_core.engine.tasks import QUEUES
+from om_core.engine import QUEUES
 
 ALL_QUEUES = ",".join(QUEUES)
 

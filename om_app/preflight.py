@@ -30,9 +30,9 @@ from pathlib import Path
 from typing import TypeAlias
 from urllib.parse import parse_qsl, urlsplit
 
+from om_core import Settings
 from om_core.models.routing import LOCAL_PROVIDER, route
 from om_core.models.selection import DEFAULT_MODEL, ModelByInputTokens, ModelSpec
-from om_core.settings import Settings
 
 __all__ = [
     "DEFAULT_TIMEOUT_S",

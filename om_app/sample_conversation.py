@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from om_core.messages import Message, Part, text_message
+from om_core import Message, Part, text_message
 
 TOPICS = [
     ("garden", ["tomatoes", "raised beds", "compost", "the apple tree", "drip irrigation", "seedlings"]),

@@ -25,8 +25,8 @@ from kombu.entity import Exchange, Queue
 from pydantic import BaseModel, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from om_core import Settings
 from om_core.engine import MAINTENANCE_QUEUE, MAINTENANCE_TASK, QUEUES, TASKS
-from om_core.settings import Settings
 from om_workers.broker import transport_for
 
 #: Task names as Flower shows them, and the queue each one runs on (from the engine's task table).

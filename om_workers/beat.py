@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from om_core import MaintenancePolicy, run_maintenance
 from om_core.engine import MAINTENANCE_TASK
-from om_core.maintenance import MaintenancePolicy, run_maintenance
 from om_workers.app import WorkerSettings, app
 from om_workers.tasks import worker_runtime
 

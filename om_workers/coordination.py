@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 
 import redis
 
-from om_core.coordination import Peek
+from om_core import Peek
 
 log = logging.getLogger("om.workers.coordination")
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import redis
 
-from om_core.store.types import StoredEvent
+from om_core import StoredEvent
 
 CHANNEL_PREFIX = "om:events:"
 

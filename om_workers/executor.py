@@ -15,7 +15,8 @@ from celery import Celery
 from celery.exceptions import TimeoutError as ResultTimeout
 from celery.result import AsyncResult
 
-from om_core.engine import Task, kind_of, task_to_dict
+from om_core import Task, task_to_dict
+from om_core.engine import kind_of
 
 
 class CeleryExecutor:

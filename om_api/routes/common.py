@@ -10,9 +10,8 @@ from om_api.auth import Principal
 from om_api.errors import thread_not_found
 from om_api.runtime import ApiRuntime
 from om_api.schemas import ID_PATTERN, ErrorResponse, OMEvent
-from om_core import tenancy
+from om_core import StoredEvent, tenancy
 from om_core.store.history import ThreadRow
-from om_core.store.types import StoredEvent
 
 ThreadId = Annotated[
     str, Path(pattern=ID_PATTERN, min_length=1, max_length=255, description="The conversation's id")

@@ -11,8 +11,8 @@ from starlette.concurrency import run_in_threadpool
 from om_api.auth import Caller, Runtime
 from om_api.routes.common import COMMON_ERRORS, ThreadId, require_thread
 from om_api.sse import CURSOR_PATTERN, stream
+from om_core import StoredEvent
 from om_core.store.outbox import list_events
-from om_core.store.types import StoredEvent
 
 router = APIRouter(prefix="/v1/threads", tags=["events"])
 

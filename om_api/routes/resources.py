@@ -8,8 +8,7 @@ from om_api.auth import Caller, Runtime
 from om_api.errors import ApiError
 from om_api.routes.common import COMMON_ERRORS, ResourceId
 from om_api.schemas import ThreadInfo, ThreadsResponse
-from om_core import queries, tenancy
-from om_core.scoped_ids import public_id
+from om_core import public_id, queries, tenancy
 
 router = APIRouter(prefix="/v1/resources", tags=["resources"])
 
