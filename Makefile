@@ -60,11 +60,14 @@ bench-quick: $(STAMP)
 flower: $(STAMP)
 	$(BIN)/om flower
 
+## make lint: ruff, then the import contracts of pyproject.toml ([tool.importlinter]: the layers, a core
+## without web framework, task queue or Redis).
 lint: $(STAMP)
 	$(BIN)/ruff check om_core om_workers om_api om_app tests scripts
+	$(BIN)/lint-imports
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .import_linter_cache
