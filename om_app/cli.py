@@ -16,15 +16,12 @@ import typer
 from pydantic_settings import BaseSettings
 
 from om_core import Settings
-from om_core.engine import QUEUES
 from om_core.settings import env_help
 
 SettingsT = TypeVar("SettingsT", bound=BaseSettings)
 
 ENV_NOTE = "Reads the OM_* environment variables (and .env): run `om env` to list them."
 
-#: Every queue of the engine's task table: one worker consumes them all unless told otherwise.
-ALL_QUEUES = ",".join(QUEUES)
 
 app = typer.Typer(
     name="om",
@@ -178,17 +175,20 @@ def serve(
 @app.command("worker")
 def worker(
     queues: Annotated[
-        str, typer.Option(help=f"Comma-separated queues: {ALL_QUEUES}")
-    ] = ALL_QUEUES,
+        str,
+        typer.Option(help="Comma-separated queues (default: every queue of the engine's task table)"),
+    ] = "",
     concurrency: Annotated[int, typer.Option(help="Worker processes or threads")] = 2,
     pool: Annotated[str, typer.Option(help="prefork, threads or solo")] = "threads",
 ) -> None:
     """Run a Celery worker for the chosen queues (scale each queue group on its own)."""
     _worker_settings()
     _preflight("worker", _settings(Settings))
+    from om_core.engine import QUEUES
     from om_workers.cli import run_worker
 
-    run_worker([q.strip() for q in queues.split(",") if q.strip()], concurrency, pool)
+    chosen = [q.strip() for q in queues.split(",") if q.strip()] if queues.strip() else list(QUEUES)
+    run_worker(chosen, concurrency, pool)
 
 
 @app.command("beat")
