@@ -13,10 +13,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from om_core.context import ActorContext
 from om_core.engine import activation, buffering, observation, reflection, reflection_buffer, turn
 from om_core.engine import events as ev
-from om_core.engine.core import Activity, EngineCore
+from om_core.engine.core import EngineCore
 from om_core.engine.cycle import Cycle
 from om_core.engine.ports import MemoryDisabled
 from om_core.engine.tasks import (
@@ -32,7 +31,7 @@ from om_core.engine.tasks import (
 from om_core.engine.turn import TurnInput, TurnResult
 from om_core.messages import Message
 from om_core.policy import StatusPayload
-from om_core.store import history, records
+from om_core.store import records
 from om_core.store.outbox import last_event_id, list_events
 from om_core.store.types import Record, StoredEvent
 
@@ -65,11 +64,6 @@ class MemoryEngine(EngineCore):
         return turn.ingest_turn(
             self,
             TurnInput(thread_id, resource_id, list(messages), actor_model, step_number, turn_end, tenant_id),
-        )
-
-    def actor_context(self, thread_id: str, head: Record, *, has_unobserved: bool) -> ActorContext:
-        return turn.actor_context(
-            self, history.get_thread(self.db, thread_id), head, has_unobserved=has_unobserved
         )
 
     def status(self, thread_id: str, step_number: int = 0) -> StatusPayload:
@@ -129,11 +123,6 @@ class MemoryEngine(EngineCore):
             trigger_details=trigger_details,
             activate_all=activate_all,
         )
-
-    def maybe_reflect(
-        self, thread_id: str, *, activity: Activity | None = None, now: datetime | None = None
-    ) -> tuple[bool, str | None]:
-        return reflection.maybe_reflect(self, thread_id, activity=activity, now=now)
 
     def on_idle(self, thread_id: str, *, actor_model: str | None = None, now: datetime | None = None) -> bool:
         return activation.on_idle(self, thread_id, actor_model=actor_model, now=now)
