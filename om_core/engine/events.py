@@ -85,6 +85,18 @@ def usage_fields(
     }
 
 
+def _finished(
+    cycle_id: str, operation: Operation, started_at: datetime, key: str, at: datetime
+) -> dict[str, Any]:
+    """The fields every end and failed event leads with: which cycle, what it did, when and how long."""
+    return {
+        "cycleId": cycle_id,
+        "operationType": operation.value,
+        key: iso(at),
+        "durationMs": int((at - started_at).total_seconds() * 1000),
+    }
+
+
 def start(
     kind: EventType,
     *,
@@ -130,10 +142,7 @@ def observation_end(
     seq_range: tuple[int, int] | None = None,
 ) -> NewEvent:
     payload: dict[str, Any] = {
-        "cycleId": cycle_id,
-        "operationType": operation.value,
-        "completedAt": iso(completed_at),
-        "durationMs": int((completed_at - started_at).total_seconds() * 1000),
+        **_finished(cycle_id, operation, started_at, "completedAt", completed_at),
         "tokensObserved": tokens_observed,
         "observationTokens": observation_tokens,
         "observations": observations,
@@ -166,10 +175,7 @@ def buffering_end(
     return NewEvent(
         BUFFERING_END.value,
         {
-            "cycleId": cycle_id,
-            "operationType": operation.value,
-            "completedAt": iso(completed_at),
-            "durationMs": int((completed_at - started_at).total_seconds() * 1000),
+            **_finished(cycle_id, operation, started_at, "completedAt", completed_at),
             "tokensBuffered": tokens_buffered,
             "bufferedTokens": buffered_tokens,
             "observations": observations,
@@ -196,10 +202,7 @@ def failed(
     retrying: bool = False,
 ) -> NewEvent:
     payload: dict[str, Any] = {
-        "cycleId": cycle_id,
-        "operationType": operation.value,
-        "failedAt": iso(failed_at),
-        "durationMs": int((failed_at - started_at).total_seconds() * 1000),
+        **_finished(cycle_id, operation, started_at, "failedAt", failed_at),
         "tokensAttempted": tokens_attempted,
         "error": error,
         "recordId": record_id,
