@@ -15,7 +15,7 @@ from typing import Any
 
 from om_core.engine import activation, buffering, observation, reflection, reflection_buffer, turn
 from om_core.engine import events as ev
-from om_core.engine.core import EngineCore
+from om_core.engine.core import Activity, EngineCore
 from om_core.engine.cycle import Cycle
 from om_core.engine.ports import MemoryDisabled
 from om_core.engine.tasks import (
@@ -123,6 +123,12 @@ class MemoryEngine(EngineCore):
             trigger_details=trigger_details,
             activate_all=activate_all,
         )
+
+    def maybe_reflect(
+        self, thread_id: str, *, activity: Activity | None = None, now: datetime | None = None
+    ) -> tuple[bool, str | None]:
+        """Decide and run reflection work as a turn would, on its own (the interleaving fuzz drives it)."""
+        return reflection.maybe_reflect(self, thread_id, activity=activity, now=now)
 
     def on_idle(self, thread_id: str, *, actor_model: str | None = None, now: datetime | None = None) -> bool:
         return activation.on_idle(self, thread_id, actor_model=actor_model, now=now)
