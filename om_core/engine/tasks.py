@@ -97,7 +97,11 @@ REFLECT_QUEUE = "om.reflect"
 MAINTENANCE_QUEUE = "om.maintenance"
 MAINTENANCE_TASK = "om.maintenance"
 
+#: In the order workers list their queues: the one a waiting chat depends on first.
 TASKS: tuple[TaskKind, ...] = (
+    TaskKind(
+        Observe, "om.observe", OBSERVE_QUEUE, Keys.observe_lock, Operation.OBSERVATION, BLOCKING, "observe"
+    ),
     TaskKind(
         BufferObservation,
         "om.buffer_observation",
@@ -108,6 +112,9 @@ TASKS: tuple[TaskKind, ...] = (
         "buffer_observation",
     ),
     TaskKind(
+        Reflect, "om.reflect", REFLECT_QUEUE, Keys.reflect_lock, Operation.REFLECTION, BLOCKING, "reflect"
+    ),
+    TaskKind(
         BufferReflection,
         "om.buffer_reflection",
         REFLECT_QUEUE,
@@ -115,12 +122,6 @@ TASKS: tuple[TaskKind, ...] = (
         Operation.REFLECTION,
         BUFFERED,
         "buffer_reflection",
-    ),
-    TaskKind(
-        Observe, "om.observe", OBSERVE_QUEUE, Keys.observe_lock, Operation.OBSERVATION, BLOCKING, "observe"
-    ),
-    TaskKind(
-        Reflect, "om.reflect", REFLECT_QUEUE, Keys.reflect_lock, Operation.REFLECTION, BLOCKING, "reflect"
     ),
 )
 
