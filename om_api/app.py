@@ -1,6 +1,7 @@
-"""The FastAPI application: `create_app(settings)` wires the runtime, middleware, errors and routes.
+"""The FastAPI application: `create_app(settings, adapters)` wires the runtime, middleware, errors and routes.
 
-`uvicorn --factory om_api.app:create_app_from_env` serves it with settings from the environment.
+The workers' adapters come from the layer above (`om_app.wiring`), which also holds the uvicorn factory
+(`uvicorn --factory om_app.wiring:create_app_from_env`): the API does not import the workers.
 """
 
 from __future__ import annotations
@@ -23,11 +24,10 @@ from om_api import errors, proxy
 from om_api.errors import error_body
 from om_api.metrics import Metrics
 from om_api.routes import events, health, resources, threads, usage
-from om_api.runtime import build_runtime
+from om_api.runtime import Adapters, build_runtime
 from om_api.settings import ApiSettings
 from om_api.sse import listen_redis
 from om_core import Settings
-from om_core.tokens import default_estimator
 
 log = logging.getLogger("om.api")
 
@@ -123,10 +123,12 @@ class RequestMetrics:
             record(500)
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
-    """The API app. Plain `Settings` work too: the API-only settings are then read from the environment."""
+def create_app(settings: Settings | None = None, adapters: Adapters | None = None) -> FastAPI:
+    """The API app. Plain `Settings` work too: the API-only settings are then read from the environment.
+    Without `adapters` (the workers', `om_app.wiring`) celery mode refuses to start and budgets stay in
+    the process."""
     api_settings = ApiSettings.from_base(settings) if settings is not None else ApiSettings()
-    runtime = build_runtime(api_settings)
+    runtime = build_runtime(api_settings, adapters)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -170,9 +172,3 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.include_router(router)
     return app
 
-
-def create_app_from_env() -> FastAPI:
-    """The uvicorn factory (`uvicorn om_api.app:create_app_from_env --factory`). `om serve` is leaner: it
-    loads the token encoding before importing the API, which lowers the peak resident memory."""
-    default_estimator().load()
-    return create_app(ApiSettings())

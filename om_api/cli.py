@@ -6,24 +6,35 @@ Settings come from the environment (`OM_DATABASE_URL`, `OM_AUTH`, `OM_EXECUTOR`,
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from om_api.settings import ApiSettings
 from om_core import tenancy
 from om_core.process.startup_heap import freeze_startup_heap
 from om_core.store.db import make_engine
 
+if TYPE_CHECKING:
+    from om_api.runtime import Adapters
+
 __all__ = ["keys_create", "keys_list", "keys_revoke", "serve"]
 
 
-def serve(host: str | None = None, port: int | None = None, *, log_level: str = "info") -> None:
-    """Run the API with uvicorn until interrupted (one process; scale out with more replicas)."""
+def serve(
+    host: str | None = None,
+    port: int | None = None,
+    *,
+    log_level: str = "info",
+    adapters: Adapters | None = None,
+) -> None:
+    """Run the API with uvicorn until interrupted (one process; scale out with more replicas). `adapters`
+    are the workers' (`om_app.wiring`, passed by `om serve`): celery mode needs them."""
     import uvicorn
 
     from om_api.app import create_app
 
     settings = ApiSettings()
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    app = create_app(settings)
+    app = create_app(settings, adapters)
     freeze_startup_heap()
     uvicorn.run(
         app,

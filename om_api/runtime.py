@@ -5,6 +5,9 @@
 number of API replicas and workers cooperate on one thread. Either way the engine's model calls follow the
 one model-call policy (`om_core.models.call_policy`), with budgets in the workers' Redis bucket whenever
 this process has a Redis.
+
+The API does not import `om_workers` (the layers contract): the workers' Redis and Celery adapters come in
+as `Adapters`, which `om_app.wiring` builds and every `om_app` entry point passes to `build_runtime`.
 """
 
 from __future__ import annotations
@@ -155,49 +158,58 @@ class ApiRuntime:
                 client.close()
 
 
-def _load_celery_app() -> Any:
-    module = importlib.import_module("om_workers.app")
-    for name in ("app", "celery_app", "celery"):
-        candidate = getattr(module, name, None)
-        if candidate is not None and hasattr(candidate, "send_task"):
-            return candidate
-    if hasattr(module, "make_app"):
-        return module.make_app()
-    raise RuntimeError("om_workers.app defines no Celery app (expected an `app` attribute)")
+#: Why an API started without the workers' adapters cannot run in celery mode, and how to run it.
+CELERY_NEEDS_ADAPTERS = (
+    "OM_EXECUTOR=celery needs the workers' Redis and Celery adapters, which this API was started without: "
+    "run it with `om serve` (or `uvicorn --factory om_app.wiring:create_app_from_env`), which wires them, "
+    "or set OM_EXECUTOR=inline"
+)
 
 
-def _celery_parts(settings: ApiSettings) -> tuple[Executor, Coordination, EventPublisher, Any, Any]:
-    try:
-        from redis import Redis
+@dataclass(frozen=True)
+class Distributed:
+    """What a celery-mode API runs on, built from the workers' Redis and Celery adapters of the core's ports.
 
-        from om_workers.coordination import RedisCoordination
-        from om_workers.events import RedisPublisher
-        from om_workers.executor import CeleryExecutor
-    except ImportError as exc:
-        raise RuntimeError(
-            f"OM_EXECUTOR=celery needs om_workers ({exc}); install it or set OM_EXECUTOR=inline"
-        ) from exc
-    redis = Redis.from_url(settings.redis_url, socket_timeout=5, socket_connect_timeout=2)
-    celery_app = _load_celery_app()
-    return CeleryExecutor(celery_app), RedisCoordination(redis), RedisPublisher(redis), redis, celery_app
+    The API never imports `om_workers` (the layers contract, ARCHITECTURE.md, "Layers"): `om_app`, which
+    starts it, builds these, so each shell can be tested and reasoned about alone.
+    """
 
-
-def _redis_bucket(client: Any) -> RateLimiter:
-    from om_workers.ratelimit import TokenBucket
-
-    return TokenBucket(client)
+    executor: Executor
+    coordination: Coordination
+    #: Publishes stored events to the other processes (Redis pub/sub); the local fan-out is added here.
+    publisher: EventPublisher
+    #: Redis client of the broker: the broker checks, the queue depths, the shared rate-limit bucket.
+    broker: Any
+    celery_app: Any
 
 
-def _inline_rate_limiter(settings: ApiSettings) -> tuple[RateLimiter | None, Any | None]:
+@dataclass(frozen=True)
+class Adapters:
+    """The adapters the layer above both shells supplies (`om_app.wiring.worker_adapters`).
+
+    Two factories, not one built value: an inline API builds nothing of Celery and needs only the shared
+    rate-limit bucket, and only when a Redis is configured.
+    """
+
+    #: The celery-mode parts, from the API's settings (`OM_EXECUTOR=celery`).
+    distributed: Callable[[ApiSettings], Distributed]
+    #: The rate-limit bucket kept in the given Redis, shared with the workers and the other replicas.
+    rate_limit_bucket: Callable[[Any], RateLimiter]
+
+
+def _inline_rate_limiter(
+    settings: ApiSettings, adapters: Adapters | None
+) -> tuple[RateLimiter | None, Any | None]:
     """(the workers' Redis bucket, its client) when a Redis is configured and there are budgets to keep,
     so an inline API next to workers, or several API replicas, spend one budget; else (None, None) and the
-    engine keeps an in-process bucket. A Redis left at its default URL is not assumed to exist."""
-    if not settings.redis_configured or not settings.model_call_policy().rate_limits:
+    engine keeps an in-process bucket. A Redis left at its default URL is not assumed to exist, and an API
+    started without the adapters (no `om_app` to wire them) keeps its budgets in the process too."""
+    if adapters is None or not settings.redis_configured or not settings.model_call_policy().rate_limits:
         return None, None
     from redis import Redis
 
     client = Redis.from_url(settings.redis_url, socket_timeout=5, socket_connect_timeout=2)
-    return _redis_bucket(client), client
+    return adapters.rate_limit_bucket(client), client
 
 
 def import_plugins(settings: ApiSettings) -> None:
@@ -206,23 +218,28 @@ def import_plugins(settings: ApiSettings) -> None:
         log.info("loaded plugin module %s", name)
 
 
-def build_runtime(settings: ApiSettings) -> ApiRuntime:
+def build_runtime(settings: ApiSettings, adapters: Adapters | None = None) -> ApiRuntime:
+    """The runtime for `settings`; `adapters` are the workers' (`om_app.wiring`), which celery mode needs."""
     import_plugins(settings)
     fanout = EventFanout()
     metrics = Metrics()
     if settings.executor == "celery":
-        executor, coordination, redis_publisher, broker, celery_app = _celery_parts(settings)
+        if adapters is None:
+            raise RuntimeError(CELERY_NEEDS_ADAPTERS)
+        parts = adapters.distributed(settings)
         engine = build_engine(
             settings,
-            executor=executor,
-            coordination=coordination,
-            publisher=_Publishers([fanout, redis_publisher]),
-            rate_limiter=_redis_bucket(broker),
+            executor=parts.executor,
+            coordination=parts.coordination,
+            publisher=_Publishers([fanout, parts.publisher]),
+            rate_limiter=adapters.rate_limit_bucket(parts.broker),
         )
-        runtime = ApiRuntime(settings, engine, fanout, metrics, broker=broker, celery_app=celery_app)
+        runtime = ApiRuntime(
+            settings, engine, fanout, metrics, broker=parts.broker, celery_app=parts.celery_app
+        )
     else:
         background = BackgroundExecutor()
-        limiter, limiter_redis = _inline_rate_limiter(settings)
+        limiter, limiter_redis = _inline_rate_limiter(settings, adapters)
         engine = build_engine(settings, executor=background, publisher=fanout, rate_limiter=limiter)
         background.bind(engine.run_task)
         runtime = ApiRuntime(

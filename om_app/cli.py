@@ -1,7 +1,8 @@
 """The `om` command line: one entry point for every process of the service.
 
-Each subcommand only wires settings to a process; the processes themselves live in their shells
-(`om_api.cli`, `om_workers.cli`) and the engine. Every command reads the `OM_*` environment variables
+Each subcommand only wires settings to a process (and, for `om serve`, the workers' adapters to the API,
+`om_app.wiring`); the processes themselves live in their shells (`om_api.cli`, `om_workers.cli`) and the
+engine. Every command reads the `OM_*` environment variables
 listed by `om --help`; `.env` in the working directory is read too.
 """
 
@@ -168,8 +169,9 @@ def serve(
     settings = _settings(ApiSettings)
     _preflight("serve", settings, executor=settings.executor)
     from om_api.cli import serve as run
+    from om_app.wiring import worker_adapters
 
-    run(host or settings.api_host, port or settings.api_port)
+    run(host or settings.api_host, port or settings.api_port, adapters=worker_adapters())
 
 
 @app.command("worker")

@@ -2,8 +2,9 @@
 
 The inline executor (the API process running background work itself) used to call models with a bare
 client: no shared rate limit, the built-in retry numbers. Here it is built the way `om serve` builds it
-(`om_api.runtime.build_runtime`) and must retry exactly as configured, charge every request it sends to
-the Redis bucket the workers use, and share that one budget with a worker process.
+(`om_api.runtime.build_runtime` with the adapters of `om_app.wiring`) and must retry exactly as
+configured, charge every request it sends to the Redis bucket the workers use, and share that one budget
+with a worker process.
 
 The model is a loopback OpenAI-compatible server (`tests/support/model_server.py`) reached through litellm,
 the OpenAI SDK and httpx, so a 429 and a 500 are real HTTP statuses on the real client path.
@@ -22,6 +23,7 @@ import redis
 
 from om_api.runtime import ApiRuntime, build_runtime
 from om_api.settings import ApiSettings
+from om_app.wiring import worker_adapters
 from om_core import queries
 from om_core.messages import text_message
 from om_core.models.rate_limit import RateLimit
@@ -64,7 +66,7 @@ def inline_runtime(postgres_url: str, redis_url: str, max_retries: int) -> ApiRu
         model_retry_max_delay_s=0.1,
         model_rate_limits={"openai": SLOW},
     )
-    return build_runtime(settings)
+    return build_runtime(settings, worker_adapters())
 
 
 def tokens_left(client: redis.Redis, key: str) -> float:
@@ -135,7 +137,8 @@ CALLER = textwrap.dedent(
     else:
         from om_api.runtime import build_runtime
         from om_api.settings import ApiSettings
-        models = build_runtime(ApiSettings()).engine.models
+        from om_app.wiring import worker_adapters
+        models = build_runtime(ApiSettings(), worker_adapters()).engine.models
     client = redis.Redis.from_url(url)
     grants = []
     take = models.take_token

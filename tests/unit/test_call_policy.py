@@ -16,9 +16,10 @@ from typing import Any
 import litellm
 import pytest
 
-from om_api.runtime import build_runtime
+from om_api.runtime import CELERY_NEEDS_ADAPTERS, build_runtime
 from om_api.settings import ApiSettings
 from om_app.preflight import check, needs
+from om_app.wiring import worker_adapters
 from om_core.models.call_policy import ModelCallPolicy, build_model_client
 from om_core.models.rate_limit import LocalTokenBucket, RateLimit, RateLimitWaitTooLong
 from om_core.settings import Settings
@@ -182,7 +183,7 @@ def test_every_api_runtime_follows_the_policy_with_the_bucket_its_redis_allows(
         model_rate_limit_max_wait_s=7,
         **knobs,
     )
-    runtime = build_runtime(settings)
+    runtime = build_runtime(settings, worker_adapters())  # as `om serve` builds it
     try:
         models: Any = runtime.engine.models
         assert models.retry.max_retries == 4 and models.max_wait_s == 7
@@ -190,6 +191,27 @@ def test_every_api_runtime_follows_the_policy_with_the_bucket_its_redis_allows(
         assert isinstance(models.limiter, TokenBucket if shared else LocalTokenBucket)
     finally:
         runtime.close()
+
+
+def test_an_api_without_the_workers_adapters_keeps_its_budgets_and_refuses_celery(database: str) -> None:
+    """The API does not import the workers: built alone (no `om_app` to wire their adapters), an inline
+    runtime keeps its budgets in the process even with a Redis configured, and celery mode refuses to
+    start, saying how to run it."""
+    redis_url = "redis://127.0.0.1:1/0"
+    settings = ApiSettings(
+        _env_file=None, database_url=database, redis_url=redis_url, model_rate_limits=BUDGETS
+    )
+    runtime = build_runtime(settings)
+    try:
+        models: Any = runtime.engine.models
+        assert isinstance(models.limiter, LocalTokenBucket)
+        assert runtime.rate_limit_redis is None
+    finally:
+        runtime.close()
+    celery = ApiSettings(_env_file=None, database_url=database, redis_url=redis_url, executor="celery")
+    with pytest.raises(RuntimeError, match="om serve") as refused:
+        build_runtime(celery)
+    assert str(refused.value) == CELERY_NEEDS_ADAPTERS
 
 
 def test_an_api_keeping_budgets_in_redis_checks_that_redis_before_it_starts(database: str) -> None:
