@@ -36,6 +36,31 @@ def statuses(events: list[OMEvent]) -> int:
     return sum(1 for e in events if e.type == "data-om-status")
 
 
+_STARTS = {"data-om-buffering-start", "data-om-observation-start"}
+_ENDS = {
+    "data-om-buffering-end",
+    "data-om-buffering-failed",
+    "data-om-observation-end",
+    "data-om-observation-failed",
+}
+
+
+def settled(engine: Engine, stored_thread: str, delivered: list[OMEvent]) -> bool:
+    """Every stored event up to the newest delivered one was delivered, and no background cycle is in
+    flight (each start has its end or failure). Only then can a client drop without a lower-id event still
+    to commit: such an event, committed after the stream's settle window, is the known problem of
+    ARCHITECTURE.md ("Known problems"), not what a reconnect is tested for here."""
+    if not delivered:
+        return False
+    stored = list_events(engine, thread_id=stored_thread, limit=10_000)
+    ids = {e.id for e in delivered}
+    if not {e.id for e in stored if e.id <= max(ids)} <= ids:
+        return False
+    started = {e.cycle_id for e in stored if e.type in _STARTS}
+    ended = {e.cycle_id for e in stored if e.type in _ENDS}
+    return started <= ended
+
+
 def test_events_arrive_live_and_replay_after_a_reconnect(
     om: OMClient, api_server: ApiServer, tenant_key: str, pg_engine: Engine, tenant: str
 ) -> None:
@@ -47,7 +72,9 @@ def test_events_arrive_live_and_replay_after_a_reconnect(
     # Background buffering started a few turns ago; waiting for its chunk makes the threshold crossing
     # below an activation however slow the machine is (otherwise a race with the next turns).
     seen = first.wait_for(
-        lambda got: statuses(got) >= 10 and any(e.type == "data-om-buffering-end" for e in got)
+        lambda got: statuses(got) >= 10
+        and any(e.type == "data-om-buffering-end" for e in got)
+        and settled(pg_engine, scoped_id(tenant, thread), got)
     )
     first.close()  # the client drops
 
