@@ -175,7 +175,7 @@ def on_idle(core: EngineCore, thread_id: str, *, actor_model: str | None, now: d
     head = records.get_head(core.db, lookup_key(thread_id))
     if thread is None or head is None:
         return False
-    cfg = core.config_for(thread.config_overrides)
+    cfg = core.config_for(thread.effective_overrides)
     if not cfg.enabled:
         return False  # OM off: an idle trigger armed before it was switched off activates nothing
     moment = now or core.clock()

@@ -66,7 +66,7 @@ def _snapshot(core: EngineCore, task: BufferObservation) -> _Snapshot | None:
         thread = history.get_thread(conn, task.thread_id)
         if thread is None:
             return None
-        cfg = core.config_for(thread.config_overrides)
+        cfg = core.config_for(thread.effective_overrides)
         if not cfg.enabled or not cfg.async_observation_enabled:
             return None  # OM off (a task queued before it was switched off) or buffering off
         head = records.read_head(conn, key)

@@ -6,7 +6,7 @@ plus chunks waiting, deduplicated against a buffered reflection) and reject the 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from om_core.config import ResolvedConfig
 from om_core.engine.core import EngineCore, primary_model, resolve_model
@@ -14,18 +14,22 @@ from om_core.engine.cycle import Usage
 from om_core.engine.ports import ObserverDegenerateError
 from om_core.messages import Message
 from om_core.observer import (
+    MultiThreadObserverOutput,
     ObserverOutput,
     ObserverPromptOptions,
+    PriorThreadMetadata,
     build_observer_system_prompt,
     build_observer_user_message,
     combine_for_observer,
+    parse_multi_thread_output,
     parse_observer_output,
     prepare_observer_context,
+    render_thread_blocks,
 )
 from om_core.reply_checks import unusable_reply
 from om_core.store import history
 from om_core.store.types import Record
-from om_core.transcript import render_transcript
+from om_core.transcript import AttachmentCounter, render_transcript
 
 #: Calls per observation: one retry after an unusable or degenerate reply, then the cycle fails.
 _ATTEMPTS = 2
@@ -89,6 +93,84 @@ def observe_messages(
             last_problem = unusable
             continue
         output = parse_observer_output(completion.text)
+        if not output.degenerate:
+            return output
+        last_problem = "degenerate output (repetition loop)"
+    raise ObserverDegenerateError(
+        f"the Observer produced {last_problem} twice for model {primary_model(model)}"
+    )
+
+
+def observe_threads(
+    core: EngineCore,
+    cfg: ResolvedConfig,
+    log: Record,
+    sections: Mapping[str, tuple[history.ThreadRow, Sequence[Message]]],
+    usage: Usage,
+) -> MultiThreadObserverOutput:
+    """Observations of several threads of a resource in one call (spec §4.12, §5.2 multi-thread), keyed by
+    the labels of `sections` (what the model sees for each thread). The previous observations are the
+    resource's shared log; each thread's priors are shown under its label."""
+    counter = AttachmentCounter()
+    transcripts = {
+        label: render_transcript(
+            messages, log.observed_timezone, counter=core.counter.count_string, attachment_counter=counter
+        ).text
+        for label, (_thread, messages) in sections.items()
+    }
+    previous, truncated = prepare_observer_context(
+        log.active_observations,
+        budget=cfg.observation.previous_observer_tokens,
+        buffered_reflection=log.buffered_reflection,
+        reflected_line_count=log.reflected_observation_line_count,
+        count=core.counter.count_string,
+        count_line=core.line_counts,
+    )
+    system = build_observer_system_prompt(
+        ObserverPromptOptions(
+            thread_title=cfg.observation.thread_title,
+            include_hints=True,
+            instruction=cfg.observation.instruction,
+            multi_thread=True,
+        )
+    )
+    priors = {
+        label: PriorThreadMetadata(
+            thread.om_metadata.get("currentTask"),
+            thread.om_metadata.get("suggestedResponse"),
+            thread.om_metadata.get("threadTitle") if cfg.observation.thread_title else None,
+        )
+        for label, (thread, _messages) in sections.items()
+    }
+    user = build_observer_user_message(
+        transcript=render_thread_blocks(transcripts),
+        previous_observations=previous,
+        previous_truncated=truncated,
+        prior_current_task=None,
+        prior_suggested_response=None,
+        prior_thread_title=None,
+        include_hints=True,
+        multi_thread=True,
+        prior_by_thread=priors,
+    )
+    input_tokens = sum(core.counter.count_messages(list(m)) for _t, m in sections.values())
+    model = resolve_model(cfg.observation.model, input_tokens)
+    last_problem = "empty"
+    for _attempt in range(_ATTEMPTS):
+        completion = core.models.complete(
+            model,
+            system=system,
+            user=user,
+            temperature=cfg.observation.temperature,
+            max_output_tokens=cfg.observation.max_output_tokens,
+            provider_options=cfg.observation.provider_options,
+        )
+        usage.add(completion)
+        unusable = unusable_reply(completion.text, completion.finish_reason)
+        if unusable is not None:
+            last_problem = unusable
+            continue
+        output = parse_multi_thread_output(completion.text)
         if not output.degenerate:
             return output
         last_problem = "degenerate output (repetition loop)"

@@ -29,6 +29,7 @@ from om_core.store.types import (
     NewEvent,
     Record,
     StoredEvent,
+    ThreadObservation,
     WriteResult,
 )
 
@@ -504,6 +505,110 @@ def commit_observation(
         patch_thread_metadata(conn, head.thread_id, thread_metadata)
     result = WriteResult(True, None, updated)
     return result, _finish(conn, updated, events, result)
+
+
+#: What the events of a multi-thread commit are written for: each thread's cursor record and its drafts.
+BatchEventBuilder = Callable[[Mapping[str, Record]], Sequence[tuple[Record, Sequence[NewEvent]]]]
+
+
+def commit_thread_observations(
+    conn: Connection,
+    log_key: str,
+    entries: Sequence[ThreadObservation],
+    *,
+    compose: Callable[[str, ThreadObservation], str],
+    events: BatchEventBuilder | None = None,
+) -> tuple[WriteResult, list[StoredEvent]]:
+    """Commit a multi-thread observation into a resource's shared log (spec §4.12, §3.5(5)), all or
+    nothing.
+
+    Each thread's cursor record is locked (in id order; the log row after them, the order every writer
+    of both takes) and must still start at the entry's `from_seq` with no chunk reaching past `to_seq`,
+    exactly the fence of `commit_observation`; one refused thread refuses the batch, so no thread's
+    parts are ever covered twice and none is skipped. The sections are composed here from the stored log
+    (`compose`), so a concurrent reflection or batch is never overwritten.
+    """
+    cursors: dict[str, Record] = {}
+    for entry in sorted(entries, key=lambda e: e.cursor_record_id):
+        head, reason = lock_live(conn, entry.cursor_record_id, redirect=True)
+        if head is None:
+            return WriteResult(False, reason), []
+        if head.last_observed_seq >= entry.to_seq:
+            return WriteResult(False, "covered", head), []
+        if head.last_observed_seq != entry.from_seq or any(c.to_seq > entry.to_seq for c in head.chunks):
+            return WriteResult(False, "conflict", head), []
+        cursors[entry.thread_id] = head
+    log = read_head(conn, log_key, for_update=True)
+    if log is None:
+        return WriteResult(False, "not-found"), []
+    now = _now()
+    text = log.active_observations
+    for entry in entries:
+        text = compose(text, entry)
+    observed_at = max(
+        [t for t in (log.last_observed_at, *(e.last_observed_at for e in entries)) if t is not None],
+        default=None,
+    )
+    added_tokens = sum(e.token_count for e in entries)
+    conn.execute(
+        update(R)
+        .where(R.c.id == log.id)
+        .values(
+            active_observations=text,
+            observation_token_count=log.observation_token_count + added_tokens,
+            last_observed_at=observed_at,
+            total_tokens_observed=log.total_tokens_observed + sum(e.observed_message_tokens for e in entries),
+            updated_at=now,
+        )
+    )
+    updated: dict[str, Record] = {}
+    for entry in entries:
+        head = cursors[entry.thread_id]
+        if head.chunks:
+            conn.execute(
+                update(C)
+                .where(C.c.id.in_([c.id for c in head.chunks]))
+                .values(state="superseded", activated_at=now)
+            )
+        observed_at = max(t for t in (head.last_observed_at, entry.last_observed_at) if t is not None)
+        buffered_seq = max(head.last_buffered_seq, entry.to_seq)
+        total = head.total_tokens_observed + entry.observed_message_tokens
+        conn.execute(
+            update(R)
+            .where(R.c.id == head.id)
+            .values(
+                last_observed_seq=entry.to_seq,
+                last_observed_at=observed_at,
+                last_buffered_seq=buffered_seq,
+                last_buffered_at_tokens=0,
+                pending_message_tokens=0,
+                total_tokens_observed=total,
+                updated_at=now,
+            )
+        )
+        updated[entry.thread_id] = replace(
+            head,
+            last_observed_seq=entry.to_seq,
+            last_observed_at=observed_at,
+            last_buffered_seq=buffered_seq,
+            last_buffered_at_tokens=0,
+            pending_message_tokens=0,
+            total_tokens_observed=total,
+            chunks=(),
+        )
+        patch_thread_metadata(conn, entry.thread_id, entry.thread_metadata)
+    new_log = replace(
+        log,
+        active_observations=text,
+        observation_token_count=log.observation_token_count + added_tokens,
+        last_observed_at=observed_at,
+    )
+    stored: list[StoredEvent] = []
+    if events is not None:
+        for record, drafts in events(updated):
+            if drafts:
+                stored.extend(write_record_events(conn, record, drafts))
+    return WriteResult(True, None, new_log), stored
 
 
 def create_reflection_generation(

@@ -83,6 +83,8 @@ resources = Table(
     Column("tenant_id", String(255), nullable=True),
     Column("metadata", Json, nullable=False, server_default=text("'{}'")),
     Column("created_at", Timestamp, nullable=False),
+    # Config overrides for every thread of the resource; a thread's own overrides are merged over them.
+    Column("config_overrides", Json, nullable=True),
 )
 
 threads = Table(

@@ -45,17 +45,36 @@ def _section(user: str, heading: str) -> str:
     return body.split("\n## ", 1)[0]
 
 
+_THREAD_BLOCK = re.compile(r'<thread id="([^"]+)">\n(.*?)\n</thread>', re.DOTALL)
+
+
 def observe(user: str) -> str:
+    """One observation line per transcript line; per `<thread id>` block for a multi-thread prompt."""
+    history = _section(user, TRANSCRIPT_HEADING)
+    blocks = _THREAD_BLOCK.findall(history)
+    if not blocks:
+        return _observe_one(history)
+    inner = "\n".join(
+        f'<thread id="{thread}">\nDate: Mar 3, 2026\n{_lines(body)}\n</thread>' for thread, body in blocks
+    )
+    return f"<observations>\n{inner}\n</observations>"
+
+
+def _observe_one(history: str) -> str:
+    body = _lines(history)
+    return (
+        f"<observations>\nDate: Mar 3, 2026\n{body}\n</observations>\n\n<current-task>\nchat\n</current-task>"
+    )
+
+
+def _lines(history: str) -> str:
     lines = []
-    for raw in _section(user, TRANSCRIPT_HEADING).splitlines():
+    for raw in history.splitlines():
         match = re.match(r"^(User|Assistant)(?: \(([^)]*)\))?: (.*)$", raw.strip())
         if match:
             words = " ".join(match.group(3).split()[:8])
             lines.append(f"* 🔴 (09:00) {match.group(1)} said: {words}")
-    body = "\n".join(lines)
-    return (
-        f"<observations>\nDate: Mar 3, 2026\n{body}\n</observations>\n\n<current-task>\nchat\n</current-task>"
-    )
+    return "\n".join(lines)
 
 
 def reflect(user: str) -> str:
