@@ -214,20 +214,16 @@ def set_resource_config_overrides(
         engine.config_for(records.deep_merge(dict(stored or {}), thread.config_overrides or {}))
     effective = effective_config(engine, stored)
     with engine.db.begin() as conn:
-        conn.execute(
-            update(schema.resources)
-            .where(schema.resources.c.id == resource_id)
-            .values(config_overrides=stored)
-        )
+        history.set_resource_overrides(conn, resource_id, stored)
     return effective
 
 
 def resource_config_overrides(db: Engine, resource_id: str) -> dict[str, Any] | None:
     with db.connect() as conn:
         value = conn.execute(
-            select(schema.resources.c.config_overrides).where(schema.resources.c.id == resource_id)
+            select(schema.resources.c.metadata).where(schema.resources.c.id == resource_id)
         ).scalar()
-    return dict(value) if value else None
+    return history.resource_overrides(value)
 
 
 def effective_config(engine: MemoryEngine, overrides: Mapping[str, Any] | None) -> dict[str, Any]:

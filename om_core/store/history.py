@@ -90,8 +90,28 @@ def _thread_from_row(row: Any) -> ThreadRow:
         created_at=row["created_at"],
         updated_at=row["updated_at"],
         tenant_id=row["tenant_id"],
-        resource_overrides=dict(row["resource_overrides"]) if row.get("resource_overrides") else None,
+        resource_overrides=resource_overrides(row.get("resource_metadata")),
     )
+
+
+#: The key of a resource's config overrides in its metadata.
+RESOURCE_OVERRIDES_KEY = "configOverrides"
+
+
+def resource_overrides(metadata: Any) -> dict[str, Any] | None:
+    value = metadata.get(RESOURCE_OVERRIDES_KEY) if isinstance(metadata, dict) else None
+    return dict(value) if value else None
+
+
+def set_resource_overrides(conn: Connection, resource_id: str, overrides: dict[str, Any] | None) -> None:
+    """Replace the resource's overrides (None clears them), keeping the rest of its metadata."""
+    R = schema.resources
+    row = conn.execute(select(R.c.metadata).where(R.c.id == resource_id).with_for_update()).first()
+    metadata = dict(row[0] or {}) if row is not None else {}
+    metadata.pop(RESOURCE_OVERRIDES_KEY, None)
+    if overrides:
+        metadata[RESOURCE_OVERRIDES_KEY] = overrides
+    conn.execute(update(R).where(R.c.id == resource_id).values(metadata=metadata))
 
 
 def ensure_resource(conn: Connection, resource_id: str, tenant_id: str | None = None) -> None:
@@ -136,7 +156,7 @@ def list_threads(
 ) -> list[ThreadRow]:
     """The resource's threads, oldest first, each with the resource's overrides."""
     query = (
-        select(T, schema.resources.c.config_overrides.label("resource_overrides"))
+        select(T, schema.resources.c.metadata.label("resource_metadata"))
         .outerjoin(schema.resources, schema.resources.c.id == T.c.resource_id)
         .where(T.c.resource_id == resource_id)
         .order_by(T.c.created_at, T.c.id)
@@ -151,7 +171,7 @@ def list_threads(
 
 # Statements every turn runs, built once with bind parameters (no expression building per call).
 _THREAD = (
-    select(T, schema.resources.c.config_overrides.label("resource_overrides"))
+    select(T, schema.resources.c.metadata.label("resource_metadata"))
     .outerjoin(schema.resources, schema.resources.c.id == T.c.resource_id)
     .where(T.c.id == bindparam("thread_id"))
 )
