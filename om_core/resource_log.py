@@ -37,38 +37,46 @@ def strip_thread_tags(observations: str) -> str:
 
 
 def compose_section(log: str, label: str, observations: str, observed_at: datetime) -> str:
-    """`log` with a thread's new observations added (spec §4.12).
+    """`log` with a thread's new observations appended (spec §4.12).
 
-    When the thread's last section already holds the date the new lines start with, they join that
-    section (without repeating the date line); otherwise they become a new section after a message
-    boundary. Empty observations leave the log as it is.
+    When the log ends with a section of the same thread that holds the date the new lines start with,
+    they continue it: a new section of that thread follows directly, without a message boundary and
+    without repeating the date line. Otherwise they become a new section after a message boundary. The
+    reference inserts the lines into the earlier section instead; appending keeps the log growing only
+    at its end, which the reflection text plans (the log's prefix, its first N lines) rely on while
+    batches of other threads commit during a reflection. Empty observations leave the log as it is.
     """
     body = strip_thread_tags(observations)
     if not body:
         return log
-    joined = _join_same_date(log, label, body)
-    if joined is not None:
-        return joined
-    section = f'<thread id="{label}">\n{body}\n</thread>'
     existing = log.rstrip()
-    return f"{existing}{boundary(observed_at)}{section}" if existing else section
+    if not existing:
+        return _section(label, body)
+    continued = _continuing(existing, label, body)
+    if continued is not None:
+        return f"{existing}\n{_section(label, continued)}" if continued.strip() else log
+    return f"{existing}{boundary(observed_at)}{_section(label, body)}"
 
 
-def _join_same_date(log: str, label: str, body: str) -> str | None:
+def _section(label: str, body: str) -> str:
+    return f'<thread id="{label}">\n{body}\n</thread>'
+
+
+def _continuing(existing: str, label: str, body: str) -> str | None:
+    """`body` without its first date line when the log's last section is the same thread on that date."""
     first_date = DATE_HEADER_RE.search(body)
-    if first_date is None:
-        return None
     last = None
-    for match in _SECTION_RE.finditer(log):
-        if match.group("id") == label:
-            last = match
-    if last is None:
+    for match in _SECTION_RE.finditer(existing):
+        last = match
+    if first_date is None or last is None or last.end() != len(existing) or last.group("id") != label:
         return None
-    header = first_date.group(0).strip()
-    if header not in (line.strip() for line in last.group("body").split("\n")):
+    dates = [m.group(0).strip() for m in DATE_HEADER_RE.finditer(_text_since_boundary(existing))]
+    if not dates or dates[-1] != first_date.group(0).strip():
         return None
-    rest = (body[: first_date.start()] + body[first_date.end() :]).strip("\n")
-    if not rest.strip():
-        return log
-    end = last.end("body")
-    return f"{log[:end]}\n{rest}{log[end:]}"
+    return (body[: first_date.start()] + body[first_date.end() :]).strip("\n")
+
+
+def _text_since_boundary(existing: str) -> str:
+    """The log after its last message boundary: the run of sections a continuation extends."""
+    marker = existing.rfind("\n--- message boundary (")
+    return existing if marker < 0 else existing[marker:]

@@ -53,16 +53,19 @@ def observe_messages(
     usage: Usage,
     *,
     thread: history.ThreadRow | None,
+    log: Record | None = None,
 ) -> ObserverOutput:
     """Observations of `batch`. `thread` is the caller's read of the thread (its metadata feeds the
-    prompt); usage of every call is added to `usage`, also of calls whose reply was not usable."""
+    prompt); usage of every call is added to `usage`, also of calls whose reply was not usable. `log` is
+    the log the observations will join when it is not `head`'s own (resource scope: the resource's)."""
     meta = thread.om_metadata if thread is not None else {}
+    log = log or head
     transcript = render_transcript(batch, head.observed_timezone, counter=core.counter.count_string)
     previous, truncated = prepare_observer_context(
-        combine_for_observer(head.active_observations, [c.observations for c in head.chunks]),
+        combine_for_observer(log.active_observations, [c.observations for c in head.chunks]),
         budget=cfg.observation.previous_observer_tokens,
-        buffered_reflection=head.buffered_reflection,
-        reflected_line_count=head.reflected_observation_line_count,
+        buffered_reflection=log.buffered_reflection,
+        reflected_line_count=log.reflected_observation_line_count,
         count=core.counter.count_string,
         count_line=core.line_counts,
     )

@@ -15,7 +15,7 @@ from sqlalchemy import Connection
 
 from om_core import policy
 from om_core.config import ResolvedConfig
-from om_core.engine import resource
+from om_core.engine import activation, resource
 from om_core.engine.core import EngineCore, policy_tokens
 from om_core.engine.cycle import Cycle, Usage, run_if_enabled
 from om_core.engine.observer_call import observe_threads
@@ -106,6 +106,10 @@ def _observe_locked(core: EngineCore, task: ObserveBatch, cfg: ResolvedConfig) -
     requester = history.get_thread(core.db, task.thread_id)
     if requester is None or not resource.is_shared(cfg):
         return False
+    for thread_id in task.thread_ids:
+        # Chunks first, so the log stays in conversation order and the batch starts at the cursor
+        # they leave (a chunk reaching past what the batch observes would refuse its commit).
+        activation.activate(core, thread_id, activate_all=True, triggered_by="threshold")
     shares = _shares(core, task, cfg, requester.resource_id)
     if not shares:
         return False

@@ -9,7 +9,7 @@ conversation is past `blockAfter`.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any, NamedTuple
 
@@ -65,6 +65,7 @@ class _Shared:
     log: Record
     others: str = ""
     others_tokens: int = 0
+    windows: tuple[resource.ThreadWindow, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -143,7 +144,11 @@ def _ingest(core: EngineCore, turn: TurnInput, sink: list[StoredEvent]) -> TurnR
     view = core.peek(head.lookup_key, shared.log.lookup_key)
     status = first_status = _status(core, head, window, cfg, shared, view)
     if status.should_observe:
-        head, window, status = activation.threshold_activation(core, thread_id, cfg, head, window, status)
+        head, window, status = activation.threshold_activation(
+            core, thread_id, head, window, status, lambda h, w: _status(core, h, w, cfg, _fresh(core, shared))
+        )
+        if status.should_observe and any(w.cursor.chunks for w in shared.windows):
+            shared, status = _activate_other_threads(core, stored.thread, cfg, head, window, shared, status)
     if policy.must_block(
         async_enabled=cfg.async_observation_enabled,
         pending=status.pending,
@@ -215,6 +220,43 @@ def _status(
     return core.status_of(head, window, cfg, view, log=shared.log, others_tokens=shared.others_tokens)
 
 
+def _activate_other_threads(
+    core: EngineCore,
+    thread: history.ThreadRow,
+    cfg: ResolvedConfig,
+    head: Record,
+    window: Window,
+    shared: _Shared,
+    status: policy.Status,
+) -> tuple[_Shared, policy.Status]:
+    """Resource scope at the threshold, after the thread's own chunks: the other threads' chunks, the
+    largest backlog first, until the resource is under the threshold. Without this a thread whose turns
+    happen to follow another's activation would never see its own chunks activated (its messages
+    would stay raw in every thread's context)."""
+    for other in sorted(shared.windows, key=lambda w: w.window.tokens, reverse=True):
+        if not status.should_observe:
+            break
+        if not other.cursor.chunks:
+            continue
+        activated = activation.activate(
+            core, other.thread.id, pending_tokens=status.pending, triggered_by="threshold"
+        )
+        if activated is None:
+            continue
+        with core.db.connect() as conn:
+            shared = _read_shared(core, conn, thread, head, cfg)
+        status = _status(core, head, window, cfg, shared)
+    return shared, status
+
+
+def _fresh(core: EngineCore, shared: _Shared) -> _Shared:
+    """`shared` with its log read again when it is a resource's (an activation just grew it)."""
+    if shared.log.scope != "resource":
+        return shared
+    log = records.get_head(core.db, shared.log.lookup_key)
+    return replace(shared, log=log) if log is not None else shared
+
+
 def _read_shared(
     core: EngineCore, conn: Connection, thread: history.ThreadRow, head: Record, cfg: ResolvedConfig
 ) -> _Shared:
@@ -227,7 +269,7 @@ def _read_shared(
     block = resource.render_other_conversations(
         others, core.settings.timezone, obscure=cfg.obscure_thread_ids
     )
-    return _Shared(log, block, core.counter.count_string(block) if block else 0)
+    return _Shared(log, block, core.counter.count_string(block) if block else 0, tuple(others))
 
 
 def store_and_read(core: EngineCore, turn: TurnInput) -> _Stored:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -342,6 +342,7 @@ def activate(
     pending_tokens: int | None,
     thread_metadata_patch: Callable[[ActivationResult], Mapping[str, Any]] | None = None,
     events: EventBuilder | None = None,
+    shared_log: SharedLog | None = None,
 ) -> tuple[ActivationResult, list[StoredEvent]]:
     """Move a prefix of the *stored* chunk list into the active log (spec §3.5(4)).
 
@@ -349,6 +350,10 @@ def activate(
     cursor only moves forward. A retired target writes nothing and reports `retired=True`, so the caller
     re-reads the head and retries; the caller removes messages from the actor's context only after this
     returns activated chunks from a live head (invariant 8).
+
+    With `shared_log` (resource scope) the chunks' text joins the resource's log instead, locked after the
+    thread's record (the order every writer of both takes) and composed there from its stored text; the
+    thread's record only moves its cursor.
     """
     head, reason = lock_live(conn, record_id, redirect=False)
     if head is None:
@@ -363,8 +368,19 @@ def activate(
     now = _now()
     texts = [c.observations.strip() for c in chosen if c.observations.strip()]
     joined = "\n\n".join(texts)
-    existing = head.active_observations.rstrip()
-    new_text = f"{existing}\n\n{joined}" if existing and joined else (existing or joined)
+    log = head
+    if shared_log is not None:
+        found = read_head(conn, shared_log.key, for_update=True)
+        if found is None:
+            return ActivationResult(record=head), []
+        log = found
+    existing = log.active_observations.rstrip()
+    if shared_log is not None:
+        new_text = log.active_observations
+        for chunk in chosen:
+            new_text = shared_log.compose(new_text, chunk)
+    else:
+        new_text = f"{existing}\n\n{joined}" if existing and joined else (existing or joined)
     message_tokens = sum(c.message_tokens for c in chosen)
     observation_tokens = sum(c.token_count for c in chosen)
     pending = (
@@ -382,26 +398,33 @@ def activate(
         .where(C.c.id.in_([c.id for c in chosen]), C.c.state == "buffered")
         .values(state="activated", activated_at=now)
     )
-    conn.execute(
-        update(R)
-        .where(R.c.id == head.id)
-        .values(
-            active_observations=new_text,
-            observation_token_count=head.observation_token_count + observation_tokens,
-            pending_message_tokens=max(0, pending - message_tokens),
-            last_observed_seq=cursor,
-            last_observed_at=observed_at,
-            total_tokens_observed=head.total_tokens_observed + message_tokens,
-            last_buffered_at_tokens=0,
-            is_buffering_observation=False,
-            updated_at=now,
-        )
-    )
+    log_values: dict[str, Any] = {
+        "active_observations": new_text,
+        "observation_token_count": log.observation_token_count + observation_tokens,
+    }
+    cursor_values: dict[str, Any] = {
+        "pending_message_tokens": max(0, pending - message_tokens),
+        "last_observed_seq": cursor,
+        "last_observed_at": observed_at,
+        "total_tokens_observed": head.total_tokens_observed + message_tokens,
+        "last_buffered_at_tokens": 0,
+        "is_buffering_observation": False,
+        "updated_at": now,
+    }
+    if shared_log is None:
+        conn.execute(update(R).where(R.c.id == head.id).values(**log_values, **cursor_values))
+    else:
+        conn.execute(update(R).where(R.c.id == log.id).values(**log_values, updated_at=now))
+        conn.execute(update(R).where(R.c.id == head.id).values(**cursor_values))
     last = chosen[-1]
     updated = replace(
         head,
-        active_observations=new_text,
-        observation_token_count=head.observation_token_count + observation_tokens,
+        active_observations=new_text if shared_log is None else head.active_observations,
+        observation_token_count=(
+            log.observation_token_count + observation_tokens
+            if shared_log is None
+            else head.observation_token_count
+        ),
         last_observed_seq=cursor,
         last_observed_at=observed_at,
         pending_message_tokens=max(0, pending - message_tokens),
@@ -437,6 +460,15 @@ def activate(
     if thread_metadata_patch is not None and head.thread_id is not None:
         patch_thread_metadata(conn, head.thread_id, thread_metadata_patch(result))
     return result, _finish(conn, updated, events, result)
+
+
+@dataclass(frozen=True)
+class SharedLog:
+    """Where activated chunks go in resource scope: the resource's log key and how a chunk's text joins
+    it (its thread's section)."""
+
+    key: str
+    compose: Callable[[str, Chunk], str]
 
 
 def commit_observation(

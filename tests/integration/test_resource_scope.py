@@ -21,6 +21,7 @@ from om_core.messages import text_message
 from om_core.queries import set_config_overrides, set_resource_config_overrides
 from om_core.resource_log import thread_label
 from om_core.store import records
+from om_core.store.outbox import list_events
 from tests.integration.test_engine_inprocess import T0, chatter
 from tests.support.fake_models import FakeModels
 from tests.support.invariants import check_thread
@@ -197,4 +198,56 @@ def test_observe_now_observes_every_thread_of_the_resource(engine: Engine, trigg
     for thread in threads:
         own = records.get_head(engine, f"thread:{thread}")
         assert own is not None and own.last_observed_seq > 0
+        assert not check_thread(engine, thread).violations
+
+
+def test_buffering_in_resource_scope_activates_each_thread_into_the_shared_log(engine: Engine) -> None:
+    # The reference refuses async buffering in resource scope; om buffers per thread when asked.
+    config = ObservationalMemoryConfig.parse(
+        {
+            "scope": "resource",
+            "obscureThreadIds": False,
+            "observation": {"messageTokens": 3000, "bufferTokens": 0.2},
+            "reflection": {"observationTokens": 20_000},
+        }
+    )
+    om, _fake, _executor = make(engine, config)
+    resource, threads = ids(3)
+    for i in range(30):
+        for thread in threads:
+            post(om, thread, resource, i)
+
+    log = records.get_head(engine, resource_key(resource))
+    assert log is not None
+    assert set(_SECTION.findall(log.active_observations)) == set(threads)
+    for thread in threads:
+        report = check_thread(engine, thread)
+        assert not report.violations, (thread, report.violations)
+        kinds = {e.type for e in list_events(engine, thread_id=thread, limit=10_000)}
+        assert {"data-om-buffering-end", "data-om-activation"} <= kinds, (thread, kinds)
+        own = records.get_head(engine, f"thread:{thread}")
+        assert own is not None and own.active_observations == "" and own.last_observed_seq > 0
+
+
+def test_buffered_reflection_of_the_shared_log_keeps_every_thread_covered(engine: Engine) -> None:
+    config = ObservationalMemoryConfig.parse(
+        {
+            "scope": "resource",
+            "obscureThreadIds": False,
+            "observation": {"messageTokens": 1500, "bufferTokens": 0.25},
+            "reflection": {"observationTokens": 1200, "bufferActivation": 0.5},
+        }
+    )
+    om, _fake, _executor = make(engine, config)
+    resource, threads = ids(3)
+    for i in range(36):
+        for thread in threads:
+            post(om, thread, resource, i)
+    log = records.get_head(engine, resource_key(resource))
+    assert log is not None and log.generation_count >= 1
+    events = [e for t in threads for e in list_events(engine, thread_id=t, limit=10_000)]
+    assert any(
+        e.type == "data-om-buffering-end" and e.payload.get("operationType") == "reflection" for e in events
+    ), "the shared log was reflected in the background"
+    for thread in threads:
         assert not check_thread(engine, thread).violations
