@@ -1,0 +1,149 @@
+"""What the Observer is given and what its answer changes, driven through `MemoryEngine`.
+
+- `observeAttachments` (§5.5): images and files reach the Observer model as content parts through
+  `ModelClient` and litellm, filtered by the option; the model boundary is a recording litellm provider
+  (`tests/support/recording_provider.py`), so what is asserted is what a provider would receive.
+"""
+
+from __future__ import annotations
+
+import base64
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from sqlalchemy import Engine
+
+from om_core.config import ObservationalMemoryConfig
+from om_core.engine import MemoryEngine
+from om_core.messages import Message, Part, text_message
+from om_core.models.client import ModelClient
+from tests.support import recording_provider
+from tests.support.invariants import check_thread
+
+T0 = datetime(2026, 3, 3, 9, 0, tzinfo=UTC)
+PNG_B64 = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
+PDF_B64 = base64.b64encode(b"%PDF-1.4\n1 0 obj <<>> endobj\ntrailer <<>>\n%%EOF").decode()
+PNG_URI = f"data:image/png;base64,{PNG_B64}"
+PDF_URI = f"data:application/pdf;base64,{PDF_B64}"
+IMAGE_PLACEHOLDER = "[Image #1: receipt.png]"
+FILE_PLACEHOLDER = "[File #1: contract.pdf]"
+#: Most turns a scenario may take before its first Observer call; reached only when observation never runs.
+MAX_TURNS = 40
+
+
+def new_thread() -> str:
+    return f"t-{uuid.uuid4().hex[:10]}"
+
+
+def filler(i: int) -> Message:
+    words = " ".join(f"{w}{i}" for w in ("harbor", "lantern", "copper", "meadow", "signal") * 20)
+    role = "assistant" if i % 2 else "user"
+    return text_message(f"m{i}", role, f"Message {i}: {words}", T0 + timedelta(minutes=i))
+
+
+def with_attachments() -> Message:
+    """A user message holding an image and a PDF, both inline (base64), before any filler."""
+    return Message(
+        id="m0",
+        role="user",
+        parts=[
+            Part(type="text", text="Here are the receipt and the signed contract."),
+            Part(type="image", data=PNG_B64, mime_type="image/png", filename="receipt.png"),
+            Part(type="file", data=PDF_B64, mime_type="application/pdf", filename="contract.pdf"),
+        ],
+        created_at=T0,
+    )
+
+
+def attachment_config(model: str, observe_attachments: Any) -> ObservationalMemoryConfig:
+    return ObservationalMemoryConfig.parse(
+        {
+            "observation": {
+                "model": model,
+                "messageTokens": 1000,
+                "bufferTokens": False,
+                "observeAttachments": observe_attachments,
+            },
+            "reflection": {"model": model, "observationTokens": 50_000},
+        }
+    )
+
+
+def first_observer_content(db: Engine, model: str, observe_attachments: Any) -> Any:
+    """Play the message with attachments, then filler until the Observer is called; the user content of
+    that first call as the provider received it."""
+    om = MemoryEngine(db, models=ModelClient(), config=attachment_config(model, observe_attachments))
+    thread_id = new_thread()
+    before = len(recording_provider.calls(model))
+    om.ingest_turn(thread_id, "res-1", [with_attachments()])
+    for i in range(1, MAX_TURNS):
+        om.ingest_turn(thread_id, "res-1", [filler(i)])
+        made = recording_provider.calls(model)[before:]
+        if made:
+            assert check_thread(db, thread_id).violations == []
+            return recording_provider.user_content(made[0])
+    raise AssertionError(f"no Observer call in {MAX_TURNS} turns")
+
+
+def kinds(content: Any) -> list[str]:
+    return [part["type"] for part in content] if isinstance(content, list) else ["plain"]
+
+
+def text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    return "".join(part["text"] for part in content if part["type"] == "text")
+
+
+def model_name(label: str) -> str:
+    """A recording model of its own per test (no capability data), so calls of two tests never mix."""
+    return f"{recording_provider.PROVIDER}/{label}-{uuid.uuid4().hex[:8]}"
+
+
+# ------------------------------------------------------------------------------------ observeAttachments
+
+
+def test_with_observe_attachments_true_the_image_and_the_pdf_follow_their_message(
+    sqlite_engine: Engine,
+) -> None:
+    content = first_observer_content(sqlite_engine, model_name("all"), True)
+    assert kinds(content) == ["text", "image_url", "file", "text"]
+    before, image, file, after = content
+    assert image["image_url"]["url"] == PNG_URI
+    assert file["file"] == {"file_data": PDF_URI, "filename": "contract.pdf", "format": "application/pdf"}
+    # Right after the lines of their message: the text before them ends with that message, the filler
+    # the Observer also sees comes after them.
+    assert before["text"].rstrip().endswith(f"File: {FILE_PLACEHOLDER}")
+    assert IMAGE_PLACEHOLDER in before["text"] and "Message 1:" not in before["text"]
+    assert "Message 1:" in after["text"] and "## Your Task" in after["text"]
+
+
+def test_with_observe_attachments_false_only_the_placeholders_reach_the_model(sqlite_engine: Engine) -> None:
+    content = first_observer_content(sqlite_engine, model_name("none"), False)
+    assert isinstance(content, str)
+    assert IMAGE_PLACEHOLDER in content and FILE_PLACEHOLDER in content
+    assert PNG_B64 not in content and PDF_B64 not in content
+
+
+def test_an_image_pattern_forwards_the_image_and_not_the_pdf(sqlite_engine: Engine) -> None:
+    content = first_observer_content(sqlite_engine, model_name("images"), ["image/*"])
+    assert kinds(content) == ["text", "image_url", "text"]
+    assert content[1]["image_url"]["url"] == PNG_URI
+    assert FILE_PLACEHOLDER in text_of(content), "a file not forwarded keeps its placeholder"
+
+
+def test_auto_forwards_nothing_to_a_model_litellm_lists_without_vision(sqlite_engine: Engine) -> None:
+    content = first_observer_content(sqlite_engine, recording_provider.BLIND, "auto")
+    assert isinstance(content, str)
+    assert IMAGE_PLACEHOLDER in content and FILE_PLACEHOLDER in content
+
+
+@pytest.mark.parametrize("model", [recording_provider.SIGHTED, "unlisted"])
+def test_auto_forwards_everything_to_a_vision_model_or_one_litellm_does_not_know(
+    sqlite_engine: Engine, model: str
+) -> None:
+    name = model if model != "unlisted" else model_name("unlisted")
+    content = first_observer_content(sqlite_engine, name, "auto")
+    assert kinds(content) == ["text", "image_url", "file", "text"]
