@@ -3,6 +3,8 @@
 - `observeAttachments` (§5.5): images and files reach the Observer model as content parts through
   `ModelClient` and litellm, filtered by the option; the model boundary is a recording litellm provider
   (`tests/support/recording_provider.py`), so what is asserted is what a provider would receive.
+- `ModelByInputTokens` (§11.1, §13.15): the tier the input size selects is the model called, and an input
+  above the largest tier fails the cycle with `MODEL_TIER_EXCEEDED`, which the turn reports.
 """
 
 from __future__ import annotations
@@ -16,10 +18,13 @@ import pytest
 from sqlalchemy import Engine
 
 from om_core.config import ObservationalMemoryConfig
-from om_core.engine import MemoryEngine
+from om_core.engine import MemoryEngine, TurnResult
+from om_core.engine.events import OBSERVATION_FAILED
 from om_core.messages import Message, Part, text_message
 from om_core.models.client import ModelClient
+from om_core.store.outbox import list_events
 from tests.support import recording_provider
+from tests.support.fake_models import FakeModels
 from tests.support.invariants import check_thread
 
 T0 = datetime(2026, 3, 3, 9, 0, tzinfo=UTC)
@@ -147,3 +152,82 @@ def test_auto_forwards_everything_to_a_vision_model_or_one_litellm_does_not_know
     name = model if model != "unlisted" else model_name("unlisted")
     content = first_observer_content(sqlite_engine, name, "auto")
     assert kinds(content) == ["text", "image_url", "file", "text"]
+
+
+# -------------------------------------------------------------------------------------- ModelByInputTokens
+
+
+def tier_config(**observation: Any) -> ObservationalMemoryConfig:
+    return ObservationalMemoryConfig.parse(
+        {
+            "observation": {
+                "model": {"upTo": {"2000": "tier/small", "20000": "tier/large"}},
+                "messageTokens": 1000,
+                "bufferTokens": False,
+                **observation,
+            },
+            "reflection": {"model": "tier/reflector", "observationTokens": 50_000},
+        }
+    )
+
+
+def play_until_observed(om: MemoryEngine, fake: FakeModels, thread_id: str, first: Message) -> TurnResult:
+    result = om.ingest_turn(thread_id, "res-1", [first])
+    for i in range(1, MAX_TURNS):
+        if fake.models:
+            return result
+        result = om.ingest_turn(thread_id, "res-1", [filler(i)])
+    raise AssertionError(f"no Observer call in {MAX_TURNS} turns")
+
+
+def test_a_small_input_calls_the_first_tier_and_a_larger_one_the_second(sqlite_engine: Engine) -> None:
+    fake = FakeModels()
+    om = MemoryEngine(sqlite_engine, models=fake, config=tier_config())  # type: ignore[arg-type]
+    play_until_observed(om, fake, new_thread(), filler(0))
+    assert fake.models == ["tier/small"]
+
+    # The same small conversation after an image whose client-given estimate (§7.3) is 5000 tokens: the
+    # attachment counts toward the Observer's input, which now needs the second tier.
+    fake.models.clear()
+    big_image = Part(
+        type="image",
+        data=PNG_B64,
+        mime_type="image/png",
+        provider_metadata={
+            "mastra": {"tokenEstimate": {"v": 0, "source": "client", "key": "client", "tokens": 5000}}
+        },
+    )
+    first = Message(id="m0", role="user", parts=[Part(type="text", text="look"), big_image], created_at=T0)
+    play_until_observed(om, fake, new_thread(), first)
+    assert fake.models == ["tier/large"]
+
+
+def test_an_input_above_the_largest_tier_fails_with_model_tier_exceeded_and_the_turn_says_so(
+    sqlite_engine: Engine,
+) -> None:
+    fake = FakeModels()
+    om = MemoryEngine(sqlite_engine, models=fake, config=tier_config())  # type: ignore[arg-type]
+    thread_id = new_thread()
+    huge = text_message("m0", "user", "word " * 30_000, T0)
+    om.ingest_turn(thread_id, "res-1", [text_message("m-1", "user", "hello", T0 - timedelta(minutes=1))])
+    result = om.ingest_turn(thread_id, "res-1", [huge, filler(1)])
+    assert fake.models == [], "no model may be called for an input no tier takes"
+    failed = [e for e in result.events if e.type == OBSERVATION_FAILED.value]
+    assert len(failed) == 1
+    payload = failed[0].payload
+    assert payload["errorCode"] == "MODEL_TIER_EXCEEDED"
+    attempted = _tier_count(payload["error"])
+    assert attempted > 20_000
+    assert "(20000)" in payload["error"], "the message names the largest threshold"
+    assert result.degraded and result.degraded_reason is not None
+    assert "MODEL_TIER_EXCEEDED" in result.degraded_reason
+    stored = list_events(sqlite_engine, thread_id=thread_id, types=[OBSERVATION_FAILED.value])
+    assert [e.payload.get("errorCode") for e in stored] == ["MODEL_TIER_EXCEEDED"]
+    assert check_thread(sqlite_engine, thread_id).violations == []
+
+
+def _tier_count(error: str) -> int:
+    """The input-token count the MODEL_TIER_EXCEEDED message names."""
+    prefix = "[MODEL_TIER_EXCEEDED] "
+    assert error.startswith(prefix), error
+    return int(error[len(prefix) :].split(" ", 1)[0])
