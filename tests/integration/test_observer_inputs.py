@@ -5,6 +5,9 @@
   (`tests/support/recording_provider.py`), so what is asserted is what a provider would receive.
 - `ModelByInputTokens` (§11.1, §13.15): the tier the input size selects is the model called, and an input
   above the largest tier fails the cycle with `MODEL_TIER_EXCEEDED`, which the turn reports.
+- `observation.threadTitle` (§5.6, §10.1): a title the Observer proposes becomes the thread's title with a
+  stored `data-om-thread-update` event, unless it is too short or unchanged, in blocking and buffered
+  observation alike.
 """
 
 from __future__ import annotations
@@ -19,10 +22,12 @@ from sqlalchemy import Engine
 
 from om_core.config import ObservationalMemoryConfig
 from om_core.engine import MemoryEngine, TurnResult
-from om_core.engine.events import OBSERVATION_FAILED
+from om_core.engine.events import OBSERVATION_FAILED, THREAD_UPDATE
 from om_core.messages import Message, Part, text_message
 from om_core.models.client import ModelClient
+from om_core.store import history
 from om_core.store.outbox import list_events
+from om_core.store.types import StoredEvent
 from tests.support import recording_provider
 from tests.support.fake_models import FakeModels
 from tests.support.invariants import check_thread
@@ -231,3 +236,72 @@ def _tier_count(error: str) -> int:
     prefix = "[MODEL_TIER_EXCEEDED] "
     assert error.startswith(prefix), error
     return int(error[len(prefix) :].split(" ", 1)[0])
+
+
+# ------------------------------------------------------------------------------------------- threadTitle
+
+
+def title_config(**observation: Any) -> ObservationalMemoryConfig:
+    return ObservationalMemoryConfig.parse(
+        {
+            "observation": {"threadTitle": True, "messageTokens": 1000, **observation},
+            "reflection": {"observationTokens": 50_000},
+        }
+    )
+
+
+def title_events(db: Engine, thread_id: str) -> list[StoredEvent]:
+    return list_events(db, thread_id=thread_id, types=[THREAD_UPDATE.value])
+
+
+def observe_once(om: MemoryEngine, fake: FakeModels, thread_id: str, start: int) -> int:
+    """Play filler from `start` until one more Observer call has been made; the next message number."""
+    calls = len(fake.models)
+    for i in range(start, start + MAX_TURNS):
+        om.ingest_turn(thread_id, "res-1", [filler(i)])
+        if len(fake.models) > calls:
+            return i + 1
+    raise AssertionError(f"no Observer call in {MAX_TURNS} turns")
+
+
+@pytest.mark.parametrize("buffer_tokens", [False, 0.2], ids=["blocking", "buffered"])
+def test_a_new_title_is_stored_and_announced_once_and_short_or_unchanged_ones_are_not(
+    engine: Engine, buffer_tokens: Any
+) -> None:
+    fake = FakeModels(thread_title="Deploy pipeline")
+    om = MemoryEngine(engine, models=fake, config=title_config(bufferTokens=buffer_tokens))  # type: ignore[arg-type]
+    thread_id = new_thread()
+    following = observe_once(om, fake, thread_id, 0)
+
+    thread = history.get_thread(engine, thread_id)
+    assert thread is not None and thread.title == "Deploy pipeline"
+    assert thread.om_metadata.get("threadTitle") == "Deploy pipeline"
+    [update] = title_events(engine, thread_id)
+    assert update.payload["newTitle"] == "Deploy pipeline" and "oldTitle" not in update.payload
+    observed = {e.cycle_id for e in list_events(engine, thread_id=thread_id) if e.type != THREAD_UPDATE.value}
+    assert update.payload["cycleId"] in observed, "the update shares its observation cycle's id"
+
+    # The same title again, then one too short: neither changes the title or announces anything.
+    following = observe_once(om, fake, thread_id, following)
+    fake.thread_title = " ab "
+    following = observe_once(om, fake, thread_id, following)
+    assert len(title_events(engine, thread_id)) == 1
+    assert history.get_thread(engine, thread_id).title == "Deploy pipeline"  # type: ignore[union-attr]
+
+    # A real change is announced with the old title.
+    fake.thread_title = "Release checklist"
+    observe_once(om, fake, thread_id, following)
+    updates = title_events(engine, thread_id)
+    assert [e.payload["newTitle"] for e in updates] == ["Deploy pipeline", "Release checklist"]
+    assert updates[-1].payload["oldTitle"] == "Deploy pipeline"
+    assert history.get_thread(engine, thread_id).title == "Release checklist"  # type: ignore[union-attr]
+    assert check_thread(engine, thread_id).violations == []
+
+
+def test_with_thread_titles_off_a_proposed_title_changes_nothing(engine: Engine) -> None:
+    fake = FakeModels(thread_title="Deploy pipeline")
+    om = MemoryEngine(engine, models=fake, config=title_config(threadTitle=False, bufferTokens=False))  # type: ignore[arg-type]
+    thread_id = new_thread()
+    observe_once(om, fake, thread_id, 0)
+    assert title_events(engine, thread_id) == []
+    assert history.get_thread(engine, thread_id).title is None  # type: ignore[union-attr]

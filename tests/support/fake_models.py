@@ -29,11 +29,13 @@ class FakeCompletion:
 @dataclass
 class FakeModels:
     """`calls` holds (role, user message text) per call and `models` the model each call named.
-    `vision` is what `accepts_images` answers for every model."""
+    `thread_title` is proposed by every Observer reply when set; `vision` is what `accepts_images`
+    answers for every model."""
 
     calls: list[tuple[str, str]] = field(default_factory=list)
     models: list[Any] = field(default_factory=list)
     fail_next: int = 0
+    thread_title: str | None = None
     vision: bool | None = None
 
     def complete(self, model: Any, *, system: str, user: Any, **_: Any) -> FakeCompletion:
@@ -43,7 +45,12 @@ class FakeModels:
         if self.fail_next > 0:
             self.fail_next -= 1
             raise ConnectionError("connection reset by fake provider")
-        text = observe(text_in) if TRANSCRIPT_HEADING in text_in else reflect(text_in)
+        if TRANSCRIPT_HEADING in text_in:
+            text = observe(text_in)
+            if self.thread_title is not None:
+                text += f"\n<thread-title>{self.thread_title}</thread-title>"
+        else:
+            text = reflect(text_in)
         return FakeCompletion(text, len(text_in) // 4, len(text) // 4, 0.0, str(model))
 
     def accepts_images(self, model: str) -> bool | None:
