@@ -159,6 +159,35 @@ def test_auto_forwards_everything_to_a_vision_model_or_one_litellm_does_not_know
     assert kinds(content) == ["text", "image_url", "file", "text"]
 
 
+def test_in_resource_scope_an_attachment_travels_inside_its_threads_block(sqlite_engine: Engine) -> None:
+    model = model_name("resource")
+    config = ObservationalMemoryConfig.parse(
+        {
+            "scope": "resource",
+            "obscureThreadIds": False,
+            "observation": {"model": model, "messageTokens": 1000, "bufferTokens": False},
+            "reflection": {"model": model, "observationTokens": 50_000},
+        }
+    )
+    om = MemoryEngine(sqlite_engine, models=ModelClient(), config=config)
+    resource, with_image, plain = f"user-{uuid.uuid4().hex[:8]}", new_thread(), new_thread()
+    om.ingest_turn(with_image, resource, [with_attachments()])
+    for i in range(1, MAX_TURNS):
+        om.ingest_turn(plain if i % 2 else with_image, resource, [filler(i)])
+        if recording_provider.calls(model):
+            break
+    content = recording_provider.user_content(recording_provider.calls(model)[0])
+    assert kinds(content) == ["text", "image_url", "file", "text"]
+    before, after = content[0]["text"], content[3]["text"]
+    assert "The history below covers" in before, "the resource's multi-thread prompt"
+    assert before.rstrip().endswith(FILE_PLACEHOLDER)
+    open_block = before[before.rindex("<thread id=") :]
+    assert open_block.startswith(f'<thread id="{with_image}">') and "</thread>" not in open_block
+    rest_of_block, closed, _ = after.partition("</thread>")
+    assert closed and "<thread id=" not in rest_of_block, "the attachments sit inside their thread's block"
+    assert check_thread(sqlite_engine, with_image).violations == []
+
+
 # -------------------------------------------------------------------------------------- ModelByInputTokens
 
 
