@@ -280,7 +280,7 @@ class EngineCore:
     def update_title(self, thread_id: str, head: Record, title: str, cycle_id: str) -> None:
         """Apply a title the Observer proposed under `observer.thread_title_update` (at least 3
         characters, different from the current title), with its `data-om-thread-update` event (§5.6).
-        Buffering, blocking observation and activation all call this; the caller checks that
+        Buffering, blocking observation (either scope) and activation all call this; the caller checks that
         `observation.threadTitle` is on."""
         thread = history.get_thread(self.db, thread_id)
         old = thread.title if thread is not None else None
