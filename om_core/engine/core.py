@@ -29,6 +29,7 @@ from om_core.engine.tasks import Executor, InlineExecutor, Task, kind_of, lookup
 from om_core.engine.window import Window, build_window
 from om_core.messages import Part
 from om_core.models.selection import DEFAULT_MODEL, ModelByInputTokens, ModelSpec
+from om_core.observer import thread_title_update
 from om_core.store import history, records, schema
 from om_core.store.outbox import last_event_id, list_events, write_record_events
 from om_core.store.part_cache import PartCache
@@ -277,12 +278,14 @@ class EngineCore:
                 self.coordination.release(lock, token)
 
     def update_title(self, thread_id: str, head: Record, title: str, cycle_id: str) -> None:
-        clean = title.strip()
-        if len(clean) < 3:
-            return
+        """Apply a title the Observer proposed under `observer.thread_title_update` (at least 3
+        characters, different from the current title), with its `data-om-thread-update` event (§5.6).
+        Buffering, blocking observation (either scope) and activation all call this; the caller checks that
+        `observation.threadTitle` is on."""
         thread = history.get_thread(self.db, thread_id)
         old = thread.title if thread is not None else None
-        if old == clean:
+        clean = thread_title_update(title, old)
+        if clean is None:
             return
         with self.db.begin() as conn:
             conn.execute(update(schema.threads).where(schema.threads.c.id == thread_id).values(title=clean))

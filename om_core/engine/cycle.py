@@ -22,6 +22,7 @@ from om_core.engine import events as ev
 from om_core.engine.core import EngineCore
 from om_core.engine.ports import Completion
 from om_core.engine.tasks import Task, TaskKind, kind_of
+from om_core.errors import OMError
 from om_core.store.outbox import write_record_events
 from om_core.store.types import NewEvent, Record, StoredEvent
 
@@ -127,7 +128,8 @@ class Cycle:
         self.commit(write)
 
     def fail(self, error: BaseException, *, retrying: bool = False) -> None:
-        """Report the failure; the record is untouched, so nothing leaves the actor's context."""
+        """Report the failure; the record is untouched, so nothing leaves the actor's context. An error OM
+        raised on purpose reports its code too (`errorCode`, e.g. `MODEL_TIER_EXCEEDED`, spec §11.1)."""
         self.core.write_events(
             self.head,
             [
@@ -144,6 +146,7 @@ class Cycle:
                         thread_id=self.thread_id,
                         usage=self.usage.fields(),
                         retrying=retrying,
+                        error_code=error.code if isinstance(error, OMError) else None,
                     )
                 )
             ],

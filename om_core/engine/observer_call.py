@@ -26,10 +26,10 @@ from om_core.observer import (
     prepare_observer_context,
     render_thread_blocks,
 )
+from om_core.observer_input import forwarding_rule, observer_user_content, render_histories
 from om_core.reply_checks import unusable_reply
 from om_core.store import history
 from om_core.store.types import Record
-from om_core.transcript import AttachmentCounter, render_transcript
 
 #: Calls per observation: one retry after an unusable or degenerate reply, then the cycle fails.
 _ATTEMPTS = 2
@@ -45,6 +45,14 @@ def observer_system_prompt(cfg: ResolvedConfig, include_hints: bool) -> str:
     )
 
 
+def attachment_rule(core: EngineCore, cfg: ResolvedConfig, model: str | list[str]) -> bool | Sequence[str]:
+    """Which attachments reach the Observer (§5.5). "auto" reads the capability data of the primary model
+    of the call (the one capability decisions follow, §11.2), after tiers are resolved for its input."""
+    return forwarding_rule(
+        cfg.observation.observe_attachments, lambda: core.models.accepts_images(primary_model(model))
+    )
+
+
 def observe_messages(
     core: EngineCore,
     cfg: ResolvedConfig,
@@ -57,10 +65,13 @@ def observe_messages(
 ) -> ObserverOutput:
     """Observations of `batch`. `thread` is the caller's read of the thread (its metadata feeds the
     prompt); usage of every call is added to `usage`, also of calls whose reply was not usable. `log` is
-    the log the observations will join when it is not `head`'s own (resource scope: the resource's)."""
+    the log the observations will join when it is not `head`'s own (resource scope: the resource's).
+
+    The user message carries the batch's images and files as content parts when `observeAttachments`
+    forwards any (`observer_input`); placeholders stay in the transcript either way."""
     meta = thread.om_metadata if thread is not None else {}
     log = log or head
-    transcript = render_transcript(batch, head.observed_timezone, counter=core.counter.count_string)
+    histories = render_histories([batch], head.observed_timezone, counter=core.counter.count_string)
     previous, truncated = prepare_observer_context(
         combine_for_observer(log.active_observations, [c.observations for c in head.chunks]),
         budget=cfg.observation.previous_observer_tokens,
@@ -70,16 +81,20 @@ def observe_messages(
         count_line=core.line_counts,
     )
     system = observer_system_prompt(cfg, include_hints=True)
-    user = build_observer_user_message(
-        transcript=transcript.text,
-        previous_observations=previous,
-        previous_truncated=truncated,
-        prior_current_task=meta.get("currentTask"),
-        prior_suggested_response=meta.get("suggestedResponse"),
-        prior_thread_title=meta.get("threadTitle") if cfg.observation.thread_title else None,
-        include_hints=True,
-    )
+
+    def compose(texts: Sequence[str]) -> str:
+        return build_observer_user_message(
+            transcript=texts[0],
+            previous_observations=previous,
+            previous_truncated=truncated,
+            prior_current_task=meta.get("currentTask"),
+            prior_suggested_response=meta.get("suggestedResponse"),
+            prior_thread_title=meta.get("threadTitle") if cfg.observation.thread_title else None,
+            include_hints=True,
+        )
+
     model = resolve_model(cfg.observation.model, core.counter.count_messages(batch))
+    user = observer_user_content(histories, compose, attachment_rule(core, cfg, model))
     last_problem = "empty"
     for _attempt in range(_ATTEMPTS):
         completion = core.models.complete(
@@ -113,14 +128,14 @@ def observe_threads(
 ) -> MultiThreadObserverOutput:
     """Observations of several threads of a resource in one call (spec §4.12, §5.2 multi-thread), keyed by
     the labels of `sections` (what the model sees for each thread). The previous observations are the
-    resource's shared log; each thread's priors are shown under its label."""
-    counter = AttachmentCounter()
-    transcripts = {
-        label: render_transcript(
-            messages, log.observed_timezone, counter=core.counter.count_string, attachment_counter=counter
-        ).text
-        for label, (_thread, messages) in sections.items()
-    }
+    resource's shared log; each thread's priors are shown under its label. Attachments travel as in
+    `observe_messages`, each inside its thread's block, numbered across the batch (§5.5)."""
+    labels = list(sections)
+    histories = render_histories(
+        [messages for _thread, messages in sections.values()],
+        log.observed_timezone,
+        counter=core.counter.count_string,
+    )
     previous, truncated = prepare_observer_context(
         log.active_observations,
         budget=cfg.observation.previous_observer_tokens,
@@ -145,19 +160,23 @@ def observe_threads(
         )
         for label, (thread, _messages) in sections.items()
     }
-    user = build_observer_user_message(
-        transcript=render_thread_blocks(transcripts),
-        previous_observations=previous,
-        previous_truncated=truncated,
-        prior_current_task=None,
-        prior_suggested_response=None,
-        prior_thread_title=None,
-        include_hints=True,
-        multi_thread=True,
-        prior_by_thread=priors,
-    )
+
+    def compose(texts: Sequence[str]) -> str:
+        return build_observer_user_message(
+            transcript=render_thread_blocks(dict(zip(labels, texts, strict=True))),
+            previous_observations=previous,
+            previous_truncated=truncated,
+            prior_current_task=None,
+            prior_suggested_response=None,
+            prior_thread_title=None,
+            include_hints=True,
+            multi_thread=True,
+            prior_by_thread=priors,
+        )
+
     input_tokens = sum(core.counter.count_messages(list(m)) for _t, m in sections.values())
     model = resolve_model(cfg.observation.model, input_tokens)
+    user = observer_user_content(histories, compose, attachment_rule(core, cfg, model))
     last_problem = "empty"
     for _attempt in range(_ATTEMPTS):
         completion = core.models.complete(

@@ -28,16 +28,40 @@ class FakeCompletion:
 
 @dataclass
 class FakeModels:
-    calls: list[tuple[str, str]] = field(default_factory=list)
-    fail_next: int = 0
+    """`calls` holds (role, user message text) per call and `models` the model each call named.
+    `thread_title` is proposed by every Observer reply when set; `vision` is what `accepts_images`
+    answers for every model."""
 
-    def complete(self, model: Any, *, system: str, user: str, **_: Any) -> FakeCompletion:
-        self.calls.append(("observer" if TRANSCRIPT_HEADING in user else "reflector", user))
+    calls: list[tuple[str, str]] = field(default_factory=list)
+    models: list[Any] = field(default_factory=list)
+    fail_next: int = 0
+    thread_title: str | None = None
+    vision: bool | None = None
+
+    def complete(self, model: Any, *, system: str, user: Any, **_: Any) -> FakeCompletion:
+        text_in = user_text(user)
+        self.calls.append(("observer" if TRANSCRIPT_HEADING in text_in else "reflector", text_in))
+        self.models.append(model)
         if self.fail_next > 0:
             self.fail_next -= 1
             raise ConnectionError("connection reset by fake provider")
-        text = observe(user) if TRANSCRIPT_HEADING in user else reflect(user)
-        return FakeCompletion(text, len(user) // 4, len(text) // 4, 0.0, str(model))
+        if TRANSCRIPT_HEADING in text_in:
+            text = observe(text_in)
+            if self.thread_title is not None:
+                text += f"\n<thread-title>{self.thread_title}</thread-title>"
+        else:
+            text = reflect(text_in)
+        return FakeCompletion(text, len(text_in) // 4, len(text) // 4, 0.0, str(model))
+
+    def accepts_images(self, model: str) -> bool | None:
+        return self.vision
+
+
+def user_text(user: Any) -> str:
+    """The text of a user message given as a string or as content parts (attachments skipped)."""
+    if isinstance(user, str):
+        return user
+    return "".join(part["text"] for part in user if part.get("type") == "text")
 
 
 def _section(user: str, heading: str) -> str:
