@@ -79,6 +79,14 @@ def test_five_threads_share_one_log_and_every_message_is_covered_once(engine: En
         own = records.get_head(engine, f"thread:{thread}")
         assert own is not None and own.active_observations == "", "a cursor record holds no log"
     assert any("The history below covers" in user for kind, user in fake.calls if kind == "observer")
+    starts = [
+        e
+        for t in threads
+        for e in list_events(engine, thread_id=t, limit=10_000)
+        if e.type == "data-om-observation-start"
+    ]
+    assert any(len(e.payload["threadIds"]) > 1 for e in starts), "one Observer call covered several threads"
+    assert all(e.payload["threadIds"] for e in starts)
 
 
 def test_a_turn_sees_the_other_threads_and_counts_them_toward_pending(engine: Engine) -> None:
