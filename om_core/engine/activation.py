@@ -154,10 +154,7 @@ def activate(
                 head.id,
                 choose_count=choose,
                 pending_tokens=pending,
-                thread_metadata_patch=lambda r: {
-                    "currentTask": r.current_task,
-                    "suggestedResponse": r.suggested_continuation,
-                },
+                thread_metadata_patch=lambda r: _thread_metadata(r, shared is not None),
                 events=events,
                 shared_log=shared,
             )
@@ -171,6 +168,19 @@ def activate(
             core.update_title(thread_id, head, result.thread_title, result.activated_cycle_ids[-1])
         return result.record
     return None
+
+
+def _thread_metadata(result: ActivationResult, shared: bool) -> dict[str, Any]:
+    """The hints of the last activated chunk; in resource scope also the thread's cursor (spec §4.12)."""
+    patch: dict[str, Any] = {
+        "currentTask": result.current_task,
+        "suggestedResponse": result.suggested_continuation,
+    }
+    record = result.record
+    if shared and record is not None and record.last_observed_at is not None:
+        patch["lastObservedAt"] = record.last_observed_at.isoformat()
+        patch["lastObservedMessageCursor"] = record.last_observed_seq
+    return patch
 
 
 def _shared_log(core: EngineCore, thread_id: str, cfg: ResolvedConfig) -> records.SharedLog | None:

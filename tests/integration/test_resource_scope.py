@@ -20,7 +20,7 @@ from om_core.engine.tasks import ObserveBatch, resource_key
 from om_core.messages import text_message
 from om_core.queries import set_config_overrides, set_resource_config_overrides
 from om_core.resource_log import thread_label
-from om_core.store import records
+from om_core.store import history, records
 from om_core.store.outbox import list_events
 from tests.integration.test_engine_inprocess import T0, chatter
 from tests.support.fake_models import FakeModels
@@ -235,6 +235,8 @@ def test_buffering_in_resource_scope_activates_each_thread_into_the_shared_log(e
         assert {"data-om-buffering-end", "data-om-activation"} <= kinds, (thread, kinds)
         own = records.get_head(engine, f"thread:{thread}")
         assert own is not None and own.active_observations == "" and own.last_observed_seq > 0
+        meta = history.get_thread(engine, thread)
+        assert meta is not None and meta.om_metadata["lastObservedMessageCursor"] == own.last_observed_seq
 
 
 def test_buffered_reflection_of_the_shared_log_keeps_every_thread_covered(engine: Engine) -> None:
