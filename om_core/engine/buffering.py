@@ -28,6 +28,7 @@ from om_core.messages import Message
 from om_core.store import history, records
 from om_core.store.outbox import has_event
 from om_core.store.types import AppendResult, ChunkInput, Record, StoredEvent
+from om_core.tool_exchanges import Span, exchange_spans, safe_cut_backward, tool_parts_of
 
 log = logging.getLogger("om.engine")
 
@@ -85,7 +86,17 @@ def _snapshot(core: EngineCore, task: BufferObservation) -> _Snapshot | None:
 
 
 def _safe_buffer_cut(candidates: Sequence[Message], from_seq: int, window: Window) -> int:
-    """The last sequence number safe to buffer: stop before an open tool call on the newest message."""
+    """The last sequence number safe to buffer: stop before an open tool call on the newest message
+    (spec §4.3), and before any call whose result is not in yet or comes after the cut (§4.10): a chunk
+    never holds a call without its result, so no activation can leave a result without its call."""
+    return safe_cut_backward(_prefix_cut(candidates, from_seq, window), _spans(candidates, window))
+
+
+def _spans(candidates: Sequence[Message], window: Window) -> list[Span]:
+    return exchange_spans(tool_parts_of(candidates), window.user_seqs)
+
+
+def _prefix_cut(candidates: Sequence[Message], from_seq: int, window: Window) -> int:
     safe = policy.select_safe_buffer_prefix(candidates)
     if len(safe) == len(candidates):
         return window.max_seq
@@ -126,7 +137,9 @@ def _buffer_locked(core: EngineCore, task: BufferObservation) -> bool:
     to_seq = _safe_buffer_cut(candidates, from_seq, window)
     if to_seq <= from_seq:
         return False  # deferred: a tool exchange is still open; the next step retries
-    to_seq = min(to_seq, cut_for_budget(window, core.settings.observer_input_cap_tokens))
+    to_seq = min(
+        to_seq, cut_for_budget(window, core.settings.observer_input_cap_tokens, _spans(candidates, window))
+    )
     batch_tokens = window.tokens_upto(to_seq)
     if not policy.meets_minimum(batch_tokens, cfg.observation.buffer_tokens or 0, task.skip_minimum):
         return False

@@ -24,6 +24,7 @@ from om_core.engine import events as ev
 from om_core.engine.core import EVENT_SINK, Activity, EngineCore
 from om_core.engine.ports import ThreadIdRequired
 from om_core.engine.tasks import BufferObservation, Observe, lookup_key, new_cycle_id
+from om_core.engine.tool_pairs import with_observed_calls
 from om_core.engine.window import Window, build_window, start_of_recent
 from om_core.messages import Message
 from om_core.policy import StatusPayload
@@ -364,7 +365,9 @@ def turn_result(
             events=[NewEvent(ev.STATUS.value, dict(payload))],
         )
     core.publish(stored)
-    visible = [m for m in unobserved if m.has_visible_content]
+    visible = with_observed_calls(
+        core, thread_id, head.last_observed_seq, [m for m in unobserved if m.has_visible_content]
+    )
     context = actor_context(core, thread, head, has_unobserved=bool(visible))
     return TurnResult(
         thread_id=public_id(thread_id),
