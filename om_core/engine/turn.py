@@ -19,7 +19,7 @@ from om_core import policy, tenancy, triggers
 from om_core.config import ResolvedConfig, message_threshold_max
 from om_core.context import ActorContext, build_actor_context
 from om_core.early_activation import resolve_ttl_ms
-from om_core.engine import activation, buffering, reflection
+from om_core.engine import activation, buffering, reflection, reminders
 from om_core.engine import events as ev
 from om_core.engine.core import EVENT_SINK, Activity, EngineCore
 from om_core.engine.ports import ThreadIdRequired
@@ -32,7 +32,6 @@ from om_core.scoped_ids import public_id
 from om_core.store import history, records
 from om_core.store.outbox import write_events
 from om_core.store.types import NewEvent, Record, StoredEvent
-from om_core.temporal import temporal_marker_for
 
 #: Parts read per page when looking for the start of the recent history (OM off); a page is ~30 KB of rows.
 _RECENT_PAGE = 512
@@ -66,6 +65,7 @@ class _Stored:
     head: Record
     window: Window
     messages: list[Message]
+    reminders: list[StoredEvent] = field(default_factory=list)
 
 
 class _Current(NamedTuple):
@@ -110,6 +110,7 @@ def ingest_turn(core: EngineCore, turn: TurnInput) -> TurnResult:
 def _ingest(core: EngineCore, turn: TurnInput, sink: list[StoredEvent]) -> TurnResult:
     thread_id = turn.thread_id
     stored = store_and_read(core, turn)
+    reminders.announce(core, stored.reminders)
     before, head, window = stored.before, stored.head, stored.window
     cfg = core.config_for(before.config_overrides if before is not None else None)
     if not cfg.enabled:
@@ -168,7 +169,7 @@ def _ingest(core: EngineCore, turn: TurnInput, sink: list[StoredEvent]) -> TurnR
     # Anything that changed the head reported an event; without one, and without blocking work that may
     # have run in another process, the reads above are current.
     unchanged = not sink and not blocked
-    return turn_result(
+    result = turn_result(
         core,
         thread_id,
         cfg,
@@ -180,6 +181,7 @@ def _ingest(core: EngineCore, turn: TurnInput, sink: list[StoredEvent]) -> TurnR
         # A launch moved the buffering boundary the status shows: compute it again then.
         status=first_status if unchanged and not first_status.should_buffer else None,
     )
+    return reminders.with_reminder_events(result, stored.reminders)
 
 
 def store_and_read(core: EngineCore, turn: TurnInput) -> _Stored:
@@ -195,8 +197,8 @@ def store_and_read(core: EngineCore, turn: TurnInput) -> _Stored:
         )
         tenancy.check_turn_access(thread, turn.tenant_id, turn.resource_id)
         cfg = core.config_for(thread.config_overrides)
-        if cfg.temporal_markers:
-            incoming = _with_temporal_markers(core, conn, thread_id, incoming)
+        if cfg.enabled and cfg.temporal_markers:  # OM off stores the turn's messages and nothing else
+            incoming = reminders.with_markers(conn, thread, incoming, core.settings.timezone)
         fresh = history.append_to_locked(
             conn,
             thread,
@@ -213,6 +215,7 @@ def store_and_read(core: EngineCore, turn: TurnInput) -> _Stored:
             config=core.base_config.to_public_dict(),
             observed_timezone=core.settings.timezone,
         )
+        reminder_events = reminders.write_reminders(conn, thread_id, head, fresh)
         fresh_parts = {part.seq: part for message in fresh for part in message.parts}
         unobserved = history.read_unobserved(
             conn,
@@ -221,7 +224,8 @@ def store_and_read(core: EngineCore, turn: TurnInput) -> _Stored:
             known=lambda seq: fresh_parts.get(seq) or core.cached_part(thread, seq),
         )
     core.remember_parts(thread, unobserved, fresh_parts)
-    return _Stored(before, thread, head, build_window(unobserved.rows, core.counter), unobserved.messages)
+    window = build_window(unobserved.rows, core.counter)
+    return _Stored(before, thread, head, window, unobserved.messages, reminder_events)
 
 
 def _context_start(
@@ -321,22 +325,6 @@ def _count_part(core: EngineCore, actor_model: str | None) -> Callable[[Any], tu
         return (counted.tokens, counted.overhead_delta, counted.extra_messages)
 
     return count
-
-
-def _with_temporal_markers(
-    core: EngineCore, conn: Connection, thread_id: str, incoming: list[Message]
-) -> list[Message]:
-    previous = history.last_messages(conn, thread_id, limit=1)
-    out: list[Message] = []
-    seen: list[Message] = list(previous)
-    for message in incoming:
-        if message.role == "user":
-            marker = temporal_marker_for(message, seen, core.settings.timezone)
-            if marker is not None:
-                out.append(marker)
-        out.append(message)
-        seen.append(message)
-    return out
 
 
 def turn_result(

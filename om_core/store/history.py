@@ -153,6 +153,16 @@ _BODIES = select(P.c.seq, P.c.body).where(
 )
 
 
+def known_message_ids(conn: Connection, thread_id: str, ids: Sequence[str]) -> set[str]:
+    """Which of `ids` the thread already stores."""
+    if not ids:
+        return set()
+    return {
+        row["id"]
+        for row in conn.execute(_KNOWN_MESSAGES, {"thread_id": thread_id, "ids": list(ids)}).mappings()
+    }
+
+
 def lock_thread(conn: Connection, thread_id: str) -> ThreadRow | None:
     """Read the thread row under its lock (held to commit): the state every append builds on."""
     row = conn.execute(_LOCK_THREAD, {"thread_id": thread_id}).mappings().first()
