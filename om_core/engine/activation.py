@@ -168,7 +168,14 @@ def activate(
     return None
 
 
-def on_idle(core: EngineCore, thread_id: str, *, actor_model: str | None, now: datetime | None) -> bool:
+def on_idle(
+    core: EngineCore,
+    thread_id: str,
+    *,
+    actor_model: str | None,
+    now: datetime | None,
+    provider_options: Mapping[str, Any] | None = None,
+) -> bool:
     """Beat's idle check: activate buffered observations (and a buffered reflection) whose idle TTL
     expired, so the next, uncached prompt is the compressed one. True if anything was activated."""
     thread = history.get_thread(core.db, thread_id)
@@ -183,6 +190,7 @@ def on_idle(core: EngineCore, thread_id: str, *, actor_model: str | None, now: d
         previous_model=thread.last_actor_model,
         last_activity_at=thread.last_activity_at,
         actor_model=actor_model or thread.last_actor_model,
+        provider_options=provider_options,
     )
     activated = False
     trigger, details = early_trigger(cfg, activity, moment, reflection=False)

@@ -84,6 +84,8 @@ class Activity:
     previous_model: str | None = None
     last_activity_at: datetime | None = None
     actor_model: str | None = None
+    #: The actor call's provider options: `"auto"` reads its prompt-cache settings (spec §4.7).
+    provider_options: Mapping[str, Any] | None = None
 
 
 class EngineCore:
@@ -310,7 +312,7 @@ def early_trigger(
             "previousModel": activity.previous_model,
             "currentModel": activity.actor_model,
         }
-    ttl = resolve_ttl_ms(phase.activate_after_idle, activity.actor_model, None)
+    ttl = resolve_ttl_ms(phase.activate_after_idle, activity.actor_model, activity.provider_options)
     if ttl is not None and activity.last_activity_at is not None:
         expired, idle_ms = ttl_expired(ttl, activity.last_activity_at, now)
         if expired:

@@ -88,6 +88,8 @@ class TurnInput:
     step_number: int = 0
     turn_end: bool | None = None
     tenant_id: str | None = None
+    #: The actor call's provider options (`"auto"` idle TTL, spec §4.7).
+    provider_options: dict[str, Any] | None = None
 
 
 def ingest_turn(core: EngineCore, turn: TurnInput) -> TurnResult:
@@ -119,6 +121,7 @@ def _ingest(core: EngineCore, turn: TurnInput, sink: list[StoredEvent]) -> TurnR
         previous_model=before.last_actor_model if before is not None else None,
         last_activity_at=before.last_activity_at if before is not None else None,
         actor_model=turn.actor_model,
+        provider_options=turn.provider_options,
     )
     now = core.clock()
     blocked = False
@@ -165,7 +168,7 @@ def _ingest(core: EngineCore, turn: TurnInput, sink: list[StoredEvent]) -> TurnR
         core.executor.submit(
             BufferObservation(thread_id, new_cycle_id("buffer-obs"), status.pending, skip_minimum=True)
         )
-    _schedule_idle_trigger(core, thread_id, stored.thread.resource_id, cfg, turn.actor_model)
+    _schedule_idle_trigger(core, thread_id, stored.thread.resource_id, cfg, activity)
     # Anything that changed the head reported an event; without one, and without blocking work that may
     # have run in another process, the reads above are current.
     unchanged = not sink and not blocked
@@ -291,14 +294,16 @@ def _read_current(core: EngineCore, thread_id: str) -> _Current:
 
 
 def _schedule_idle_trigger(
-    core: EngineCore, thread_id: str, resource_id: str, cfg: ResolvedConfig, actor_model: str | None
+    core: EngineCore, thread_id: str, resource_id: str, cfg: ResolvedConfig, activity: Activity
 ) -> None:
-    """Arm (or move) the idle trigger for beat: the earliest phase TTL after the last activity."""
+    """Arm (or move) the idle trigger for beat: the earliest phase TTL after the last activity. The
+    payload keeps the actor's model and provider options, so beat resolves `"auto"` as the turn did."""
+    actor_model, options = activity.actor_model, activity.provider_options
     ttls = [
         ttl
         for ttl in (
-            resolve_ttl_ms(cfg.observation.activate_after_idle, actor_model, None),
-            resolve_ttl_ms(cfg.reflection.activate_after_idle, actor_model, None),
+            resolve_ttl_ms(cfg.observation.activate_after_idle, actor_model, options),
+            resolve_ttl_ms(cfg.reflection.activate_after_idle, actor_model, options),
         )
         if ttl is not None
     ]
@@ -315,7 +320,7 @@ def _schedule_idle_trigger(
             thread_id=thread_id,
             resource_id=resource_id,
             due_at=thread.last_activity_at + timedelta(milliseconds=min(ttls)),
-            payload={"actorModel": actor_model},
+            payload={"actorModel": actor_model, "providerOptions": dict(options) if options else None},
         )
 
 
