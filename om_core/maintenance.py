@@ -187,6 +187,10 @@ def rebuffer_stalled(
         status = engine.status(thread_id)["windows"]
         pending = int(status["active"]["messages"]["tokens"])
         buffered = int(status["buffered"]["observations"]["messageTokens"])
+        # Under a shared budget the interval follows the threshold of the moment (§4.2).
+        interval = (
+            cfg.observation.buffer_tokens_at(int(status["active"]["messages"]["threshold"])) or interval
+        )
         if pending - buffered < interval:
             continue
         engine.executor.submit(BufferObservation(thread_id, new_cycle_id("buffer-obs"), pending))

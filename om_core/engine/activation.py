@@ -139,7 +139,10 @@ def activate(
         buffer_activation = cfg.observation.buffer_activation
         floor = policy.retention_floor(buffer_activation, threshold) if buffer_activation is not None else 0.0
         choose = _Choice(
-            pending, floor, policy.force_activation(pending, cfg.observation.block_after), activate_all
+            pending,
+            floor,
+            policy.force_activation(pending, cfg.observation.block_after_at(threshold)),
+            activate_all,
         )
         events = _ActivationEvents(
             thread_id, core.clock(), triggered_by, core.marker_config(cfg), trigger_details or {}

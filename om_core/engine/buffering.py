@@ -18,7 +18,7 @@ from om_core import policy
 from om_core.config import ResolvedConfig
 from om_core.coordination import Keys
 from om_core.engine import events as ev
-from om_core.engine.core import EngineCore
+from om_core.engine.core import EngineCore, policy_tokens
 from om_core.engine.cycle import Cycle, holding_lock
 from om_core.engine.observer_call import observe_messages
 from om_core.engine.ports import ObserverDegenerateError
@@ -141,7 +141,11 @@ def _buffer_locked(core: EngineCore, task: BufferObservation) -> bool:
         to_seq, cut_for_budget(window, core.settings.observer_input_cap_tokens, _spans(candidates, window))
     )
     batch_tokens = window.tokens_upto(to_seq)
-    if not policy.meets_minimum(batch_tokens, cfg.observation.buffer_tokens or 0, task.skip_minimum):
+    threshold = policy.dynamic_threshold(
+        policy_tokens(cfg.observation.message_tokens), head.observation_token_count
+    )
+    interval = cfg.observation.buffer_tokens_at(threshold) or 0
+    if not policy.meets_minimum(batch_tokens, interval, task.skip_minimum):
         return False
     batch = [m for m in _parts_upto(candidates, to_seq) if m.has_visible_content]
     if not batch:

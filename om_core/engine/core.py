@@ -178,15 +178,17 @@ class EngineCore:
         key = record.lookup_key
         view = view or self.peek(key)
         buffering = view.is_locked(Keys.buffer_lock(key))
+        message_tokens = policy_tokens(cfg.observation.message_tokens)
+        threshold = policy.dynamic_threshold(message_tokens, record.observation_token_count)
         return policy.compute_status(
             pending=window.tokens,
-            message_tokens=policy_tokens(cfg.observation.message_tokens),
+            message_tokens=message_tokens,
             observation_token_count=record.observation_token_count,
             reflection_threshold=cfg.reflection.observation_tokens,
             async_observation_enabled=cfg.async_observation_enabled,
             async_reflection_enabled=cfg.async_reflection_enabled,
-            block_after=cfg.observation.block_after,
-            buffer_tokens=cfg.observation.buffer_tokens,
+            block_after=cfg.observation.block_after_at(threshold),
+            buffer_tokens=cfg.observation.buffer_tokens_at(threshold),
             last_boundary=buffering_boundary(record, view),
             buffering_in_flight=buffering,
             chunk_message_tokens=[c.message_tokens for c in record.chunks],

@@ -139,7 +139,7 @@ def _ingest(core: EngineCore, turn: TurnInput, sink: list[StoredEvent]) -> TurnR
         async_enabled=cfg.async_observation_enabled,
         pending=status.pending,
         threshold=status.threshold,
-        block_after=cfg.observation.block_after,
+        block_after=cfg.observation.block_after_at(status.threshold),
     ):
         blocked = True
         degraded_reason = core.run_blocking(Observe(thread_id, new_cycle_id("observe")), thread_id)
