@@ -37,7 +37,7 @@ def observe(core: EngineCore, task: Observe) -> bool:
 
 def _observe_locked(core: EngineCore, task: Observe, cfg: ResolvedConfig) -> bool:
     observed_any = False
-    for _batch in range(_MAX_BATCHES):
+    for _batch in range(task.batches or _MAX_BATCHES):
         if activation.activate(core, task.thread_id, activate_all=True, triggered_by="threshold"):
             observed_any = True
         outcome = _observe_one_batch(core, task, cfg, manual=task.trigger == "manual")

@@ -19,11 +19,11 @@ from om_core import policy, tenancy, triggers
 from om_core.config import ResolvedConfig, message_threshold_max
 from om_core.context import ActorContext, build_actor_context
 from om_core.early_activation import resolve_ttl_ms
-from om_core.engine import activation, buffering, reflection, reminders
+from om_core.engine import activation, backlog, buffering, reflection, reminders
 from om_core.engine import events as ev
 from om_core.engine.core import EVENT_SINK, Activity, EngineCore
 from om_core.engine.ports import ThreadIdRequired
-from om_core.engine.tasks import BufferObservation, Observe, lookup_key, new_cycle_id
+from om_core.engine.tasks import BufferObservation, lookup_key, new_cycle_id
 from om_core.engine.tool_pairs import with_observed_calls
 from om_core.engine.window import Window, build_window, start_of_recent
 from om_core.messages import Message
@@ -124,7 +124,7 @@ def _ingest(core: EngineCore, turn: TurnInput, sink: list[StoredEvent]) -> TurnR
         provider_options=turn.provider_options,
     )
     now = core.clock()
-    blocked = False
+    blocked = in_backlog = False
     degraded_reason: str | None = None
 
     if head.chunks:
@@ -142,7 +142,7 @@ def _ingest(core: EngineCore, turn: TurnInput, sink: list[StoredEvent]) -> TurnR
         block_after=cfg.observation.block_after_at(status.threshold),
     ):
         blocked = True
-        degraded_reason = core.run_blocking(Observe(thread_id, new_cycle_id("observe")), thread_id)
+        degraded_reason, in_backlog = backlog.observe_blocking(core, thread_id, window)
 
     reflect_blocked, reflect_reason = reflection.maybe_reflect(
         core,
@@ -184,6 +184,8 @@ def _ingest(core: EngineCore, turn: TurnInput, sink: list[StoredEvent]) -> TurnR
         # A launch moved the buffering boundary the status shows: compute it again then.
         status=first_status if unchanged and not first_status.should_buffer else None,
     )
+    if in_backlog:
+        result = backlog.bounded_view(core, cfg, thread_id, result)
     return reminders.with_reminder_events(result, stored.reminders)
 
 
