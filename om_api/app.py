@@ -171,4 +171,3 @@ def create_app(settings: Settings | None = None, adapters: Adapters | None = Non
     ):
         app.include_router(router)
     return app
-

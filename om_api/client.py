@@ -33,6 +33,7 @@ from om_api.schemas import (
     OMEvent,
     OperationResponse,
     ReadinessResponse,
+    ResourceConfigResponse,
     StatusPayload,
     ThreadsResponse,
     TurnMessage,
@@ -166,6 +167,10 @@ def _thread(thread_id: str, tail: str = "") -> str:
     return f"/v1/threads/{quote(thread_id, safe='')}{tail}"
 
 
+def _resource(resource_id: str, tail: str = "") -> str:
+    return f"/v1/resources/{quote(resource_id, safe='')}{tail}"
+
+
 def _headers(api_key: str | None, extra: Mapping[str, str] | None) -> dict[str, str]:
     headers = dict(extra or {})
     if api_key:
@@ -285,6 +290,16 @@ class OMClient:
         if resource_id is not None:
             body["resource_id"] = resource_id
         return self._call(ConfigResponse, "PUT", _thread(thread_id, "/config"), json=body)
+
+    def get_resource_config(self, resource_id: str) -> ResourceConfigResponse:
+        return self._call(ResourceConfigResponse, "GET", _resource(resource_id, "/config"))
+
+    def set_resource_config(
+        self, resource_id: str, overrides: Mapping[str, Any] | None
+    ) -> ResourceConfigResponse:
+        """Overrides for every thread of the resource (a thread's own are merged over them)."""
+        body = {"overrides": dict(overrides) if overrides is not None else None}
+        return self._call(ResourceConfigResponse, "PUT", _resource(resource_id, "/config"), json=body)
 
     def delete_thread(self, thread_id: str) -> None:
         _raise_for(self._http.delete(_thread(thread_id)))
@@ -416,6 +431,16 @@ class AsyncOMClient:
         if resource_id is not None:
             body["resource_id"] = resource_id
         return await self._call(ConfigResponse, "PUT", _thread(thread_id, "/config"), json=body)
+
+    async def get_resource_config(self, resource_id: str) -> ResourceConfigResponse:
+        return await self._call(ResourceConfigResponse, "GET", _resource(resource_id, "/config"))
+
+    async def set_resource_config(
+        self, resource_id: str, overrides: Mapping[str, Any] | None
+    ) -> ResourceConfigResponse:
+        """Overrides for every thread of the resource (a thread's own are merged over them)."""
+        body = {"overrides": dict(overrides) if overrides is not None else None}
+        return await self._call(ResourceConfigResponse, "PUT", _resource(resource_id, "/config"), json=body)
 
     async def delete_thread(self, thread_id: str) -> None:
         _raise_for(await self._http.delete(_thread(thread_id)))

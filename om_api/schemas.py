@@ -388,7 +388,29 @@ class OperationResponse(_Response):
 class ConfigResponse(_Response):
     thread_id: str
     overrides: dict[str, Any] | None
-    effective: dict[str, Any] = Field(description="The service config with the overrides applied")
+    resource_overrides: dict[str, Any] | None = Field(
+        default=None,
+        description="The overrides of the thread's resource, which the thread's own are merged over",
+    )
+    effective: dict[str, Any] = Field(
+        description="The service config with the resource's overrides, then the thread's, applied"
+    )
+
+
+class ResourceConfigRequest(_Request):
+    overrides: dict[str, Any] | None = Field(
+        default=None,
+        description="OM options for every thread of this resource (camelCase, as in the config); a thread's "
+        "own overrides are merged over them; null clears",
+    )
+
+
+class ResourceConfigResponse(_Response):
+    resource_id: str
+    overrides: dict[str, Any] | None
+    effective: dict[str, Any] = Field(
+        description="The service config with the resource's overrides applied (before any thread's own)"
+    )
 
 
 class HealthResponse(_Response):

@@ -638,22 +638,15 @@ def _explicit_async_options(config: ObservationalMemoryConfig) -> list[str]:
 
 
 def _async_buffering_enabled(config: ObservationalMemoryConfig) -> bool:
-    """Buffering is on unless `bufferTokens: false`, and off by default in resource scope (where asking
-    for it explicitly is an error: the multi-thread Observer has no buffered path)."""
+    """Buffering is on unless `bufferTokens: false`, and off by default in resource scope, as the
+    reference documents. Unlike the reference (`RESOURCE_SCOPE_NO_ASYNC`), asking for it explicitly in
+    resource scope turns it on: each thread buffers its own messages and activation joins them to the
+    resource's log under the same storage rules as thread scope."""
     if config.observation.buffer_tokens is False:
         return False
     if config.scope != "resource":
         return True
-    explicit = _explicit_async_options(config)
-    if explicit:
-        raise OMConfigError(
-            "RESOURCE_SCOPE_NO_ASYNC",
-            explicit[0],
-            f"async buffering is not supported with scope 'resource'; remove {', '.join(explicit)} "
-            "(buffering is disabled automatically in resource scope)",
-            _option_value(config, explicit[0]),
-        )
-    return False
+    return bool(_explicit_async_options(config))
 
 
 def _ignored_buffering_options(config: ObservationalMemoryConfig) -> list[str]:
@@ -854,12 +847,3 @@ def _resolve_retrieval(value: bool | RetrievalConfig) -> ResolvedRetrieval | Non
         return None
     options = RetrievalConfig() if value is True else value
     return ResolvedRetrieval(vector=options.vector, scope=options.scope, instructions=options.instructions)
-
-
-def _option_value(config: ObservationalMemoryConfig, dotted: str) -> Any:
-    block, _, option = dotted.partition(".")
-    return getattr(getattr(config, block), _snake(option))
-
-
-def _snake(camel: str) -> str:
-    return "".join(f"_{ch.lower()}" if ch.isupper() else ch for ch in camel)

@@ -241,17 +241,22 @@ def build_actor_context(
     custom extractor values rendered as `<slug>` blocks after the built-in hints. `rendered_logs` keeps
     the rendered log between calls (the engine passes its own).
     """
-    if not active_observations.strip():
+    others = bool(other_conversations and other_conversations.strip())
+    if not active_observations.strip() and not others:
         return ActorContext()
 
-    stable = (
-        rendered_logs.rendered(active_observations, now, tz, retrieval_guidance)
-        if rendered_logs is not None
-        else _render_stable(active_observations, now, tz, retrieval_guidance)
-    )
+    # The other conversations are shown before the first observation too: in resource scope they are
+    # the only memory a new thread has of the user's other threads until the Observer runs.
+    stable: list[str] = []
+    if active_observations.strip():
+        stable = (
+            rendered_logs.rendered(active_observations, now, tz, retrieval_guidance)
+            if rendered_logs is not None
+            else _render_stable(active_observations, now, tz, retrieval_guidance)
+        )
 
     volatile: list[str] = []
-    if other_conversations and other_conversations.strip():
+    if other_conversations and others:
         volatile.append(
             "For reference only, recent messages from the user's other conversations that are not yet part "
             "of your memory:\n"

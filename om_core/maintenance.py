@@ -159,7 +159,7 @@ def rebuffer_stalled(
     T, R = schema.threads, schema.records
     coordination = engine.coordination
     query = (
-        select(T.c.id, T.c.last_seq, T.c.config_overrides, R.c.lookup_key)
+        select(T.c.id, T.c.last_seq, R.c.lookup_key)
         .join(R, R.c.lookup_key == "thread:" + T.c.id)
         .where(
             R.c.superseded_by.is_(None),
@@ -175,7 +175,7 @@ def rebuffer_stalled(
         rows = conn.execute(query).mappings().all()
     for row in rows:
         thread_id, key = row["id"], row["lookup_key"]
-        cfg = engine.config_for(row["config_overrides"] or None)
+        cfg = engine.thread_config(thread_id)  # its resource's overrides merged with its own
         interval = cfg.observation.buffer_tokens
         if not cfg.enabled or not cfg.async_observation_enabled or not interval:
             continue  # OM off (`enabled: false`) or buffering off: nothing to re-buffer

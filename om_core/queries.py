@@ -7,11 +7,11 @@ generations, chunk rows, the outbox, coordination keys) lives here, next to the 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Engine, update
+from sqlalchemy import Engine, select, update
 
 from om_core.coordination import Coordination, Keys
 from om_core.engine import MemoryEngine, lookup_key
@@ -30,7 +30,9 @@ __all__ = [
     "effective_config",
     "messages_page",
     "observations_view",
+    "resource_config_overrides",
     "set_config_overrides",
+    "set_resource_config_overrides",
     "threads_of_resource",
 ]
 
@@ -113,19 +115,36 @@ def _buffered_reflection(head: Record) -> BufferedReflection | None:
 
 
 def observations_view(
-    db: Engine, thread: history.ThreadRow, *, history_limit: int = 20, history_offset: int = 0
+    db: Engine,
+    thread: history.ThreadRow,
+    *,
+    history_limit: int = 20,
+    history_offset: int = 0,
+    log_key: str | None = None,
 ) -> ObservationsView:
-    """The active log, what is buffered for it, and the generations reflection retired (newest first)."""
+    """The active log, what is buffered for it, and the generations reflection retired (newest first).
+
+    `log_key` names the log when it is not the thread's own (resource scope: the resource's shared log;
+    the thread's own record then holds its cursor and chunks)."""
     key = lookup_key(thread.id)
     head = records.get_head(db, key)
-    retired = records.history(db, key, limit=history_limit, offset=history_offset) if history_limit else []
+    log_key = log_key or key
+    log = records.get_head(db, log_key) if log_key != key else head
+    retired = (
+        records.history(db, log_key, limit=history_limit, offset=history_offset) if history_limit else []
+    )
     meta = thread.om_metadata
+    active = None
+    if log is not None:
+        active = _active(log)
+        if head is not None and log is not head:
+            active = replace(active, observed_through_seq=head.last_observed_seq)
     return ObservationsView(
         thread_id=public_id(thread.id),
         resource_id=public_id(thread.resource_id),
-        active=_active(head) if head is not None else None,
+        active=active,
         buffered_chunks=list(head.chunks) if head is not None else [],
-        buffered_reflection=_buffered_reflection(head) if head is not None else None,
+        buffered_reflection=_buffered_reflection(log) if log is not None else None,
         generations=[
             Generation(
                 record_id=r.id,
@@ -182,6 +201,31 @@ def delete_thread(db: Engine, thread_id: str, coordination: Coordination | None 
     return True
 
 
+def set_resource_config_overrides(
+    engine: MemoryEngine, resource_id: str, overrides: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """Replace a resource's overrides (every thread of the resource resolves its config from them, its
+    own overrides merged over them); returns the resource's effective config. Validated like a thread's:
+    the overrides alone and merged under each existing thread's own overrides, so no thread is left with
+    a config that does not resolve. Raises `OMConfigError` / `ValidationError` and stores nothing then."""
+    stored = dict(overrides) if overrides else None
+    engine.config_for(stored)
+    for thread in history.list_threads(engine.db, resource_id):
+        engine.config_for(records.deep_merge(dict(stored or {}), thread.config_overrides or {}))
+    effective = effective_config(engine, stored)
+    with engine.db.begin() as conn:
+        history.set_resource_overrides(conn, resource_id, stored)
+    return effective
+
+
+def resource_config_overrides(db: Engine, resource_id: str) -> dict[str, Any] | None:
+    with db.connect() as conn:
+        value = conn.execute(
+            select(schema.resources.c.metadata).where(schema.resources.c.id == resource_id)
+        ).scalar()
+    return history.resource_overrides(value)
+
+
 def effective_config(engine: MemoryEngine, overrides: Mapping[str, Any] | None) -> dict[str, Any]:
     """The service config with `overrides` applied, as the public camelCase dict."""
     config = engine.base_config.with_overrides(overrides) if overrides else engine.base_config
@@ -195,8 +239,10 @@ def set_config_overrides(
     config. Raises `OMConfigError` (or pydantic's `ValidationError` for a wrong type) and stores nothing
     when the result would be invalid."""
     stored = dict(overrides) if overrides else None
-    engine.config_for(stored)
-    effective = effective_config(engine, stored)
+    thread = history.get_thread(engine.db, thread_id)
+    merged = replace(thread, config_overrides=stored).effective_overrides if thread is not None else stored
+    engine.config_for(merged)
+    effective = effective_config(engine, merged)
     with engine.db.begin() as conn:
         conn.execute(
             update(schema.threads)

@@ -278,6 +278,17 @@ def owned_thread(db: Engine, tenant_id: str | None, thread_id: str) -> history.T
     return thread
 
 
+def claim_resource(db: Engine, tenant_id: str | None, resource_id: str) -> bool:
+    """Create the resource (stored id) for `tenant_id`, or confirm the tenant owns it; False only if a row
+    under this stored id belongs to someone else (answered as "not found")."""
+    with db.begin() as conn:
+        exists, owner = _resource_owner(conn, resource_id)
+        if exists:
+            return _visible(owner, tenant_id)
+        history.ensure_resource(conn, resource_id, tenant_id)
+    return True
+
+
 def resource_visible(db: Engine, tenant_id: str | None, resource_id: str) -> bool:
     """Whether the resource (stored id) exists and belongs to the tenant (or tenancy is off)."""
     with db.connect() as conn:

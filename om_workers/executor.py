@@ -9,7 +9,8 @@ and its result lands for a later turn; the turn itself goes on with the uncompre
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Sequence
 
 from celery import Celery
 from celery.exceptions import TimeoutError as ResultTimeout
@@ -17,6 +18,7 @@ from celery.result import AsyncResult
 
 from om_core import Task, task_to_dict
 from om_core.engine import kind_of
+from om_core.engine.tasks import run_each
 
 
 class CeleryExecutor:
@@ -56,6 +58,26 @@ class CeleryExecutor:
             return False
         return True
 
+    def run_all(self, tasks: Sequence[Task], deadline_s: float) -> bool:
+        """Send every task first (workers run them in parallel), then wait for each within what is left
+        of the one deadline. Every result is waited for before the first failure is raised."""
+        results = [self.send(task) for task in tasks]
+        end = time.monotonic() + max(deadline_s, 0.001)
+        failure: Exception | None = None
+        finished = True
+        for result in results:
+            try:
+                result.get(
+                    timeout=max(end - time.monotonic(), 0.001), propagate=True, disable_sync_subtasks=False
+                )
+            except ResultTimeout:
+                finished = False
+            except Exception as exc:
+                failure = failure or exc
+        if failure is not None:
+            raise failure
+        return finished
+
 
 class WorkerExecutor(CeleryExecutor):
     """The executor of an engine that itself runs inside a worker.
@@ -77,3 +99,6 @@ class WorkerExecutor(CeleryExecutor):
             raise RuntimeError("WorkerExecutor is not bound to an engine; call bind(engine.run_task)")
         self.runner(task)
         return True
+
+    def run_all(self, tasks: Sequence[Task], deadline_s: float) -> bool:
+        return run_each(self, tasks, deadline_s)

@@ -120,9 +120,9 @@ def wait_for_dead_holder(runtime: WorkerRuntime, task: Task) -> bool:
     True when the lock is free. A lock still held after that belongs to a live worker doing the same
     work; the engine then skips this run, as it should.
     """
-    name = kind_of(task).lock_of(task)
+    names = kind_of(task).locks_of(task)
     deadline = time.monotonic() + runtime.settings.lock_lease_s * 1.5 + 1.0
-    while runtime.coordination.is_locked(name):
+    while any(runtime.coordination.is_locked(name) for name in names):
         if time.monotonic() >= deadline:
             return False
         time.sleep(0.05)

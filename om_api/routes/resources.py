@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from fastapi import APIRouter
+from pydantic import ValidationError
 
 from om_api.auth import Caller, Runtime
 from om_api.errors import ApiError
 from om_api.routes.common import COMMON_ERRORS, ResourceId
-from om_api.schemas import ThreadInfo, ThreadsResponse
+from om_api.routes.threads import config_error
+from om_api.schemas import ResourceConfigRequest, ResourceConfigResponse, ThreadInfo, ThreadsResponse
 from om_core import public_id, queries, tenancy
+from om_core.errors import OMConfigError
 
 router = APIRouter(prefix="/v1/resources", tags=["resources"])
 
@@ -43,4 +46,54 @@ def get_threads(resource_id: ResourceId, runtime: Runtime, caller: Caller) -> Th
             )
             for t in threads
         ],
+    )
+
+
+def _not_found(resource_id: str) -> ApiError:
+    return ApiError(
+        404,
+        "resource_not_found",
+        f"resource {resource_id!r} does not exist for this API key; PUT its config or post a turn with this "
+        "resource_id",
+    )
+
+
+@router.get(
+    "/{resource_id}/config",
+    response_model=ResourceConfigResponse,
+    responses=COMMON_ERRORS,
+    summary="The resource's config overrides (merged under each thread's own) and its effective config",
+)
+def get_resource_config(resource_id: ResourceId, runtime: Runtime, caller: Caller) -> ResourceConfigResponse:
+    stored = caller.stored_id(resource_id)
+    if not tenancy.resource_visible(runtime.db, caller.tenant_id, stored):
+        raise _not_found(resource_id)
+    overrides = queries.resource_config_overrides(runtime.db, stored)
+    return ResourceConfigResponse(
+        resource_id=resource_id,
+        overrides=overrides,
+        effective=queries.effective_config(runtime.engine, overrides),
+    )
+
+
+@router.put(
+    "/{resource_id}/config",
+    response_model=ResourceConfigResponse,
+    responses=COMMON_ERRORS,
+    summary="Replace the resource's config overrides (validated; applies to all its threads)",
+)
+def put_resource_config(
+    resource_id: ResourceId, body: ResourceConfigRequest, runtime: Runtime, caller: Caller
+) -> ResourceConfigResponse:
+    stored = caller.stored_id(resource_id)
+    if not tenancy.claim_resource(runtime.db, caller.tenant_id, stored):
+        raise _not_found(resource_id)
+    try:
+        effective = queries.set_resource_config_overrides(runtime.engine, stored, body.overrides)
+    except (ValidationError, OMConfigError) as exc:
+        raise config_error(exc) from None
+    return ResourceConfigResponse(
+        resource_id=resource_id,
+        overrides=dict(body.overrides) if body.overrides else None,
+        effective=effective,
     )

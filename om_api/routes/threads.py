@@ -36,7 +36,7 @@ from om_api.schemas import (
 from om_api.settings import ApiSettings
 from om_api.turn_body import turn_json_response
 from om_core import queries, tenancy
-from om_core.engine import MemoryDisabled, Observe, Reflect, Task, TurnResult, kind_of, new_cycle_id
+from om_core.engine import MemoryDisabled, Task, TurnResult, kind_of
 from om_core.errors import OMConfigError
 from om_core.scoped_ids import public_id, scoped_id
 from om_core.store import history
@@ -211,7 +211,11 @@ def get_observations(
 ) -> ObservationsResponse:
     thread = require_thread(runtime, caller, thread_id)
     view = queries.observations_view(
-        runtime.db, thread, history_limit=history_limit, history_offset=history_offset
+        runtime.db,
+        thread,
+        history_limit=history_limit,
+        history_offset=history_offset,
+        log_key=runtime.engine.log_key(thread.id, runtime.engine.config_for(thread.effective_overrides)),
     )
     return ObservationsResponse(
         thread_id=view.thread_id,
@@ -283,22 +287,25 @@ def _require_enabled(runtime: ApiRuntime, thread: history.ThreadRow) -> None:
 
 
 def _operate(
-    runtime: ApiRuntime, thread: history.ThreadRow, task: Task, wait: bool
+    runtime: ApiRuntime, thread: history.ThreadRow, work: Task | list[Task], wait: bool
 ) -> OperationResponse:
     _require_enabled(runtime, thread)
+    tasks = work if isinstance(work, list) else [work]
+    task = tasks[0]
     first = runtime.engine.event_mark(thread.id)
     runtime.require_broker()
     completed = False
     error: str | None = None
     if wait:
         try:
-            completed = runtime.engine.executor.run(task, runtime.settings.blocking_deadline_s)
+            completed = runtime.engine.executor.run_all(tasks, runtime.settings.blocking_deadline_s)
         except _INFRASTRUCTURE:
             raise
         except Exception as exc:  # a model failure: recorded as a failed event, reported here
             completed, error = True, f"{type(exc).__name__}: {exc}"
     else:
-        runtime.engine.executor.submit(task)
+        for each in tasks:
+            runtime.engine.executor.submit(each)
     outcome = runtime.engine.operation_outcome(task, first)
     return OperationResponse(
         thread_id=public_id(thread.id),
@@ -326,8 +333,8 @@ def post_observe(
 ) -> OperationResponse:
     thread = require_thread(runtime, caller, thread_id)
     wait = body.wait if body is not None else True
-    task = Observe(thread.id, new_cycle_id("observe"), trigger="manual")
-    return _operate(runtime, thread, task, wait)
+    _require_enabled(runtime, thread)
+    return _operate(runtime, thread, runtime.engine.manual_observe(thread.id), wait)
 
 
 @router.post(
@@ -344,8 +351,8 @@ def post_reflect(
 ) -> OperationResponse:
     thread = require_thread(runtime, caller, thread_id)
     request = body or ReflectRequest()
-    task = Reflect(thread.id, new_cycle_id("reflect"), trigger="manual", manual_prompt=request.prompt)
-    return _operate(runtime, thread, task, request.wait)
+    _require_enabled(runtime, thread)
+    return _operate(runtime, thread, runtime.engine.manual_reflect(thread.id, request.prompt), request.wait)
 
 
 # ----------------------------------------------------------------------------------------- config
@@ -362,7 +369,8 @@ def get_config(thread_id: ThreadId, runtime: Runtime, caller: Caller) -> ConfigR
     return ConfigResponse(
         thread_id=thread_id,
         overrides=thread.config_overrides,
-        effective=queries.effective_config(runtime.engine, thread.config_overrides),
+        resource_overrides=thread.resource_overrides,
+        effective=queries.effective_config(runtime.engine, thread.effective_overrides),
     )
 
 
@@ -379,18 +387,26 @@ def put_config(thread_id: ThreadId, body: ConfigRequest, runtime: Runtime, calle
         thread = require_thread(runtime, caller, thread_id)
     try:
         effective = queries.set_config_overrides(runtime.engine, thread.id, body.overrides)
-    except ValidationError as exc:
+    except (ValidationError, OMConfigError) as exc:
+        raise config_error(exc) from None
+    return ConfigResponse(
+        thread_id=thread_id,
+        overrides=dict(body.overrides) if body.overrides else None,
+        resource_overrides=thread.resource_overrides,
+        effective=effective,
+    )
+
+
+def config_error(exc: ValidationError | OMConfigError) -> ApiError:
+    """A 422 naming the overrides field to fix."""
+    if isinstance(exc, ValidationError):
         error = exc.errors()[0]
         field = field_path(error["loc"], skip_source=False)
-        raise ApiError(
+        return ApiError(
             422, "invalid_config", f"overrides.{field}: {error['msg']}", field=f"overrides.{field}"
-        ) from None
-    except OMConfigError as exc:
-        field = f"overrides.{exc.field}" if exc.field else "overrides"
-        raise ApiError(422, "invalid_config", f"{exc} (fix {field})", field=field) from None
-    return ConfigResponse(
-        thread_id=thread_id, overrides=dict(body.overrides) if body.overrides else None, effective=effective
-    )
+        )
+    field = f"overrides.{exc.field}" if exc.field else "overrides"
+    return ApiError(422, "invalid_config", f"{exc} (fix {field})", field=field)
 
 
 # ----------------------------------------------------------------------------------------- delete

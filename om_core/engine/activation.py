@@ -6,7 +6,7 @@ past its TTL (the prompt cache is cold either way); beat's idle check does the s
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -18,8 +18,9 @@ from om_core.engine import reflection
 from om_core.engine.core import Activity, EngineCore, early_trigger, policy_tokens
 from om_core.engine.tasks import lookup_key
 from om_core.engine.window import Window
+from om_core.resource_log import compose_section, thread_label
 from om_core.store import history, records
-from om_core.store.types import ActivationResult, NewEvent, Record
+from om_core.store.types import ActivationResult, Chunk, NewEvent, Record
 
 
 def step_zero_activation(
@@ -51,19 +52,20 @@ def step_zero_activation(
 def threshold_activation(
     core: EngineCore,
     thread_id: str,
-    cfg: ResolvedConfig,
     head: Record,
     window: Window,
     status: policy.Status,
+    status_of: Callable[[Record, Window], policy.Status],
 ) -> tuple[Record, Window, policy.Status]:
-    """At the threshold: activate ready chunks until under it or nothing is left (spec §4.5)."""
+    """At the threshold: activate ready chunks until under it or nothing is left (spec §4.5).
+    `status_of` is the turn's status rule (in resource scope it counts the other threads too)."""
     while status.should_observe and status.can_activate:
         activated = activate(core, thread_id, pending_tokens=status.pending, triggered_by="threshold")
         if activated is None:
             break
         head = activated
         window = core.window(thread_id, head.last_observed_seq)
-        status = core.status_of(head, window, cfg)
+        status = status_of(head, window)
     return head, window, status
 
 
@@ -127,14 +129,16 @@ def activate(
     """
     cfg = core.thread_config(thread_id)
     key = lookup_key(thread_id)
+    shared = _shared_log(core, thread_id, cfg)
     for _attempt in range(3):
         head = records.get_head(core.db, key)
         if head is None or not head.chunks:
             return None
         window = core.window(thread_id, head.last_observed_seq)
         pending = pending_tokens if pending_tokens is not None else window.tokens
+        log = records.get_head(core.db, shared.key) if shared is not None else head
         threshold = policy.dynamic_threshold(
-            policy_tokens(cfg.observation.message_tokens), head.observation_token_count
+            policy_tokens(cfg.observation.message_tokens), (log or head).observation_token_count
         )
         buffer_activation = cfg.observation.buffer_activation
         floor = policy.retention_floor(buffer_activation, threshold) if buffer_activation is not None else 0.0
@@ -158,6 +162,7 @@ def activate(
                     "suggestedResponse": r.suggested_continuation,
                 },
                 events=events,
+                shared_log=shared,
             )
         if result.retired:
             continue
@@ -169,6 +174,20 @@ def activate(
             core.update_title(thread_id, head, result.thread_title, result.activated_cycle_ids[-1])
         return result.record
     return None
+
+
+def _shared_log(core: EngineCore, thread_id: str, cfg: ResolvedConfig) -> records.SharedLog | None:
+    """In resource scope, the resource's log and the thread's section in it (spec §4.12)."""
+    key = core.log_key(thread_id, cfg)
+    if key == lookup_key(thread_id):
+        return None
+    label = thread_label(thread_id, obscure=cfg.obscure_thread_ids)
+
+    def compose(text: str, chunk: Chunk) -> str:
+        observed_at = chunk.last_observed_at or chunk.created_at
+        return compose_section(text, label, chunk.observations, observed_at)
+
+    return records.SharedLog(key, compose)
 
 
 def on_idle(
@@ -185,7 +204,7 @@ def on_idle(
     head = records.get_head(core.db, lookup_key(thread_id))
     if thread is None or head is None:
         return False
-    cfg = core.config_for(thread.config_overrides)
+    cfg = core.config_for(thread.effective_overrides)
     if not cfg.enabled:
         return False  # OM off: an idle trigger armed before it was switched off activates nothing
     moment = now or core.clock()

@@ -11,7 +11,9 @@ backlog raw is what memory exists to avoid, and an actor model would refuse or t
 parts left out reach the actor through the observations as their batches commit; nothing is dropped.
 
 An executor that runs background work in the calling thread (`InlineExecutor`) observes the whole
-backlog in the turn, and the turn then shows the normal context.
+backlog in the turn, and the turn then shows the normal context. Thread scope only: in resource scope the
+turn's blocking work is already the resource's batches, sent together and run in parallel
+(`engine.resource`).
 """
 
 from __future__ import annotations
@@ -40,14 +42,12 @@ def is_backlog(core: EngineCore, window: Window) -> bool:
     return window.tokens > core.settings.observer_input_cap_tokens
 
 
-def observe_blocking(core: EngineCore, thread_id: str, window: Window) -> tuple[str | None, bool]:
-    """The turn's blocking observation: (degraded reason, whether a backlog is left to the background).
-    A backlog is observed one batch now, the rest by a background run."""
-    if not is_backlog(core, window):
-        return core.run_blocking(Observe(thread_id, new_cycle_id("observe")), thread_id), False
+def observe_blocking(core: EngineCore, thread_id: str) -> str | None:
+    """The turn's blocking observation of a backlog: the oldest batch now, the rest by a background run.
+    Returns the reason the turn is degraded, if the batch failed or missed its deadline."""
     reason = core.run_blocking(Observe(thread_id, new_cycle_id("observe"), batches=1), thread_id)
     core.executor.submit(Observe(thread_id, new_cycle_id("observe"), trigger="backlog"))
-    return reason, True
+    return reason
 
 
 def bounded_view(core: EngineCore, cfg: ResolvedConfig, thread_id: str, result: TurnResult) -> TurnResult:

@@ -22,7 +22,8 @@ from om_core.engine.core import EngineCore, policy_tokens
 from om_core.engine.cycle import Cycle, holding_lock
 from om_core.engine.observer_call import observe_messages
 from om_core.engine.ports import ObserverDegenerateError
-from om_core.engine.tasks import BufferObservation, lookup_key, new_cycle_id
+from om_core.engine.resource import is_shared
+from om_core.engine.tasks import BufferObservation, lookup_key, new_cycle_id, resource_key
 from om_core.engine.window import Window, build_window, cut_for_budget
 from om_core.messages import Message
 from om_core.store import history, records
@@ -56,6 +57,8 @@ class _Snapshot:
     cfg: ResolvedConfig
     head: Record
     unobserved: history.Unobserved
+    #: The log the chunk will join: the resource's in resource scope, else the thread's own head.
+    log: Record
 
 
 def _snapshot(core: EngineCore, task: BufferObservation) -> _Snapshot | None:
@@ -67,7 +70,7 @@ def _snapshot(core: EngineCore, task: BufferObservation) -> _Snapshot | None:
         thread = history.get_thread(conn, task.thread_id)
         if thread is None:
             return None
-        cfg = core.config_for(thread.config_overrides)
+        cfg = core.config_for(thread.effective_overrides)
         if not cfg.enabled or not cfg.async_observation_enabled:
             return None  # OM off (a task queued before it was switched off) or buffering off
         head = records.read_head(conn, key)
@@ -81,8 +84,9 @@ def _snapshot(core: EngineCore, task: BufferObservation) -> _Snapshot | None:
         unobserved = history.read_unobserved(
             conn, task.thread_id, head.buffer_cursor, known=lambda seq: core.cached_part(thread, seq)
         )
+        log = records.read_head(conn, resource_key(thread.resource_id)) if is_shared(cfg) else head
     core.remember_parts(thread, unobserved, {})
-    return _Snapshot(thread, cfg, head, unobserved)
+    return _Snapshot(thread, cfg, head, unobserved, log or head)
 
 
 def _safe_buffer_cut(candidates: Sequence[Message], from_seq: int, window: Window) -> int:
@@ -141,8 +145,8 @@ def _buffer_locked(core: EngineCore, task: BufferObservation) -> bool:
         to_seq, cut_for_budget(window, core.settings.observer_input_cap_tokens, _spans(candidates, window))
     )
     batch_tokens = window.tokens_upto(to_seq)
-    threshold = policy.dynamic_threshold(
-        policy_tokens(cfg.observation.message_tokens), head.observation_token_count
+    threshold = policy.dynamic_threshold(  # the log's size (the resource's in resource scope) sets it
+        policy_tokens(cfg.observation.message_tokens), snapshot.log.observation_token_count
     )
     interval = cfg.observation.buffer_tokens_at(threshold) or 0
     if not policy.meets_minimum(batch_tokens, interval, task.skip_minimum):
@@ -153,7 +157,7 @@ def _buffer_locked(core: EngineCore, task: BufferObservation) -> bool:
     cycle = Cycle.of(core, task, head, batch_tokens)
     cycle.start(core.marker_config(cfg), with_change=lambda conn: _set_buffering(conn, key, True))
     try:
-        output = observe_messages(core, cfg, head, batch, cycle.usage, thread=thread)
+        output = observe_messages(core, cfg, head, batch, cycle.usage, thread=thread, log=snapshot.log)
         text = output.observations.strip()
         if not text:  # a failure like any other: the cycle ends, a redelivery calls no model
             raise ObserverDegenerateError("the Observer returned no observations for the messages")

@@ -25,10 +25,11 @@ from om_core.coordination import Coordination, Keys, LocalCoordination, Peek
 from om_core.early_activation import provider_changed, resolve_ttl_ms, ttl_expired
 from om_core.engine import events as ev
 from om_core.engine.ports import EngineSettings, EventPublisher, ModelCaller, NullPublisher
-from om_core.engine.tasks import Executor, InlineExecutor, Task, kind_of
+from om_core.engine.tasks import Executor, InlineExecutor, Task, kind_of, lookup_key, resource_key
 from om_core.engine.window import Window, build_window
 from om_core.messages import Part
 from om_core.models.selection import DEFAULT_MODEL, ModelByInputTokens, ModelSpec
+from om_core.observer import thread_title_update
 from om_core.store import history, records, schema
 from om_core.store.outbox import last_event_id, list_events, write_record_events
 from om_core.store.part_cache import PartCache
@@ -145,7 +146,15 @@ class EngineCore:
 
     def thread_config(self, thread_id: str) -> ResolvedConfig:
         thread = history.get_thread(self.db, thread_id)
-        return self.config_for(thread.config_overrides if thread is not None else None)
+        return self.config_for(thread.effective_overrides if thread is not None else None)
+
+    def log_key(self, thread_id: str, cfg: ResolvedConfig) -> str:
+        """The record chain holding the thread's observation log: its own, or its resource's in resource
+        scope (where the thread's own chain holds only its cursor)."""
+        if cfg.scope != "resource":
+            return lookup_key(thread_id)
+        thread = history.get_thread(self.db, thread_id)
+        return resource_key(thread.resource_id) if thread is not None else lookup_key(thread_id)
 
     def marker_config(self, cfg: ResolvedConfig) -> dict[str, Any]:
         """The `config` field of start and activation markers."""
@@ -165,25 +174,46 @@ class EngineCore:
             rows = history.part_tokens_after(conn, thread_id, after_seq)
         return build_window(rows, self.counter)
 
-    def peek(self, key: str) -> Peek:
-        """The coordination state a turn's decisions read (status and reflection), in one round trip."""
+    def peek(self, *keys: str) -> Peek:
+        """The coordination state a turn's decisions read (status and reflection), in one round trip: of
+        its thread's key, and of its log's when that is another (resource scope)."""
+        unique = list(dict.fromkeys(keys))
         return self.coordination.peek(
-            [Keys.buffer_lock(key), Keys.buffered_reflection_lock(key), Keys.reflect_lock(key)],
-            [Keys.buffer_boundary(key), Keys.reflection_boundary(key)],
+            [
+                name
+                for key in unique
+                for name in (
+                    Keys.buffer_lock(key),
+                    Keys.buffered_reflection_lock(key),
+                    Keys.reflect_lock(key),
+                )
+            ],
+            [name for key in unique for name in (Keys.buffer_boundary(key), Keys.reflection_boundary(key))],
         )
 
     def status_of(
-        self, record: Record, window: Window, cfg: ResolvedConfig, view: Peek | None = None
+        self,
+        record: Record,
+        window: Window,
+        cfg: ResolvedConfig,
+        view: Peek | None = None,
+        *,
+        log: Record | None = None,
+        others_tokens: int = 0,
     ) -> policy.Status:
+        """The thread's status. In resource scope `log` is the resource's shared log (its observation
+        and reflection state count) and `others_tokens` the other threads' context block, which the
+        actor sees too and so counts toward pending (spec §4.12)."""
         key = record.lookup_key
-        view = view or self.peek(key)
+        log = log or record
+        view = view or self.peek(key, log.lookup_key)
         buffering = view.is_locked(Keys.buffer_lock(key))
         message_tokens = policy_tokens(cfg.observation.message_tokens)
-        threshold = policy.dynamic_threshold(message_tokens, record.observation_token_count)
+        threshold = policy.dynamic_threshold(message_tokens, log.observation_token_count)
         return policy.compute_status(
-            pending=window.tokens,
+            pending=window.tokens + others_tokens,
             message_tokens=message_tokens,
-            observation_token_count=record.observation_token_count,
+            observation_token_count=log.observation_token_count,
             reflection_threshold=cfg.reflection.observation_tokens,
             async_observation_enabled=cfg.async_observation_enabled,
             async_reflection_enabled=cfg.async_reflection_enabled,
@@ -195,10 +225,10 @@ class EngineCore:
             chunk_observation_tokens=[c.token_count for c in record.chunks],
             buffer_activation=cfg.observation.buffer_activation,
             buffering_observation=buffering,
-            buffering_reflection=view.is_locked(Keys.buffered_reflection_lock(key)),
-            has_buffered_reflection=bool(record.buffered_reflection),
-            buffered_reflection_tokens=record.buffered_reflection_tokens,
-            buffered_reflection_input_tokens=record.buffered_reflection_input_tokens,
+            buffering_reflection=view.is_locked(Keys.buffered_reflection_lock(log.lookup_key)),
+            has_buffered_reflection=bool(log.buffered_reflection),
+            buffered_reflection_tokens=log.buffered_reflection_tokens,
+            buffered_reflection_input_tokens=log.buffered_reflection_input_tokens,
         )
 
     def cached_part(self, thread: history.ThreadRow, seq: int) -> Part | None:
@@ -236,22 +266,30 @@ class EngineCore:
         self.publish(stored)
 
     @contextmanager
-    def holding(self, lock: str) -> Iterator[bool]:
-        """Hold `lock` for the block if it is free (yields False, holding nothing, when it is not)."""
-        token = self.coordination.try_lock(lock, self.settings.lock_ttl_s)
+    def holding(self, *locks: str) -> Iterator[bool]:
+        """Hold every one of `locks` for the block if all are free (yields False, holding nothing, when
+        one is not). Taken in the order given: callers pass them sorted."""
+        held: list[tuple[str, str]] = []
         try:
-            yield token is not None
+            for lock in locks:
+                token = self.coordination.try_lock(lock, self.settings.lock_ttl_s)
+                if token is None:
+                    break
+                held.append((lock, token))
+            yield len(held) == len(locks)
         finally:
-            if token is not None:
+            for lock, token in reversed(held):
                 self.coordination.release(lock, token)
 
     def update_title(self, thread_id: str, head: Record, title: str, cycle_id: str) -> None:
-        clean = title.strip()
-        if len(clean) < 3:
-            return
+        """Apply a title the Observer proposed under `observer.thread_title_update` (at least 3
+        characters, different from the current title), with its `data-om-thread-update` event (§5.6).
+        Buffering, blocking observation (either scope) and activation all call this; the caller checks that
+        `observation.threadTitle` is on."""
         thread = history.get_thread(self.db, thread_id)
         old = thread.title if thread is not None else None
-        if old == clean:
+        clean = thread_title_update(title, old)
+        if clean is None:
             return
         with self.db.begin() as conn:
             conn.execute(update(schema.threads).where(schema.threads.c.id == thread_id).values(title=clean))
@@ -271,13 +309,17 @@ class EngineCore:
 
     # -------------------------------------------------------------------------------- blocking
 
-    def run_blocking(self, task: Task, thread_id: str) -> str | None:
-        """Run blocking work within the deadline. Returns a reason when the turn goes on uncompressed.
+    def run_blocking(self, task: Task | Sequence[Task], thread_id: str) -> str | None:
+        """Run blocking work (one task, or several in parallel) within the deadline. Returns a reason when
+        the turn goes on uncompressed.
 
         Events the work wrote in another process (a Celery worker) are added to this turn's events."""
+        tasks = [task] if not isinstance(task, Sequence) else list(task)
+        if not tasks:
+            return None
         mark = last_event_id(self.db, thread_id)
         try:
-            return self._run_within_deadline(task)
+            return self._run_within_deadline(tasks)
         finally:
             sink = EVENT_SINK.get()
             if sink is not None:
@@ -285,9 +327,13 @@ class EngineCore:
                 remote = list_events(self.db, thread_id=thread_id, after_id=mark, limit=1000)
                 sink.extend(event for event in remote if event.id not in known)
 
-    def _run_within_deadline(self, task: Task) -> str | None:
+    def _run_within_deadline(self, tasks: Sequence[Task]) -> str | None:
+        task = tasks[0]
         try:
-            finished = self.executor.run(task, self.settings.blocking_deadline_s)
+            if len(tasks) == 1:
+                finished = self.executor.run(task, self.settings.blocking_deadline_s)
+            else:
+                finished = self.executor.run_all(tasks, self.settings.blocking_deadline_s)
         except Exception as exc:
             if self.settings.failure_policy == "raise":
                 raise
@@ -302,6 +348,10 @@ class EngineCore:
                 raise TimeoutError(f"{type(task).__name__} did not finish within the turn deadline")
             return f"{type(task).__name__.lower()}-deadline"
         return None
+
+
+def _turn_locks(key: str) -> tuple[str, str, str]:
+    return (Keys.buffer_lock(key), Keys.buffered_reflection_lock(key), Keys.reflect_lock(key))
 
 
 def early_trigger(

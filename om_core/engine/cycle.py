@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -21,7 +21,8 @@ from om_core.config import ResolvedConfig
 from om_core.engine import events as ev
 from om_core.engine.core import EngineCore
 from om_core.engine.ports import Completion
-from om_core.engine.tasks import Task, TaskKind, kind_of, lookup_key
+from om_core.engine.tasks import Task, TaskKind, kind_of
+from om_core.errors import OMError
 from om_core.store.outbox import write_record_events
 from om_core.store.types import NewEvent, Record, StoredEvent
 
@@ -50,8 +51,9 @@ class Usage:
 
 @contextmanager
 def holding_lock(core: EngineCore, task: Task) -> Iterator[bool]:
-    """The lock of `task`'s kind on its thread, for the block (False: another run holds it)."""
-    with core.holding(kind_of(task).lock(lookup_key(task.thread_id))) as held:
+    """The locks of `task`'s kind on its key (or its batch's threads), for the block (False: another run
+    holds one)."""
+    with core.holding(*kind_of(task).locks_of(task)) as held:
         yield held
 
 
@@ -96,9 +98,15 @@ class Cycle:
         return self.kind.operation
 
     def start(
-        self, config: dict[str, Any], *, with_change: Callable[[Connection], None] | None = None
+        self,
+        config: dict[str, Any],
+        *,
+        with_change: Callable[[Connection], None] | None = None,
+        thread_ids: list[str] | None = None,
     ) -> None:
-        """Report the start (with `with_change` in the same transaction, when the start changes state)."""
+        """Report the start (with `with_change` in the same transaction, when the start changes state).
+        `thread_ids` (public ids) are the threads of a multi-thread batch, reported on each thread's start
+        marker (spec §10.1)."""
         draft = ev.start(
             self.kind.phase.start,
             cycle_id=self.cycle_id,
@@ -109,31 +117,37 @@ class Cycle:
             thread_id=self.thread_id,
             config=config,
         )
+        if thread_ids is not None:
+            draft = replace(draft, payload={**draft.payload, "threadIds": thread_ids})
 
         def write(conn: Connection) -> tuple[None, list[StoredEvent]]:
             if with_change is not None:
                 with_change(conn)
-            return None, write_record_events(conn, self.head, [draft])
+            return None, write_record_events(conn, self.head, [self.own(draft)])
 
         self.commit(write)
 
     def fail(self, error: BaseException, *, retrying: bool = False) -> None:
-        """Report the failure; the record is untouched, so nothing leaves the actor's context."""
+        """Report the failure; the record is untouched, so nothing leaves the actor's context. An error OM
+        raised on purpose reports its code too (`errorCode`, e.g. `MODEL_TIER_EXCEEDED`, spec §11.1)."""
         self.core.write_events(
             self.head,
             [
-                ev.failed(
-                    self.kind.phase.failed,
-                    cycle_id=self.cycle_id,
-                    operation=self.operation,
-                    started_at=self.started,
-                    failed_at=self.core.clock(),
-                    tokens_attempted=self.tokens,
-                    error=str(error) or type(error).__name__,
-                    record_id=self.head.id,
-                    thread_id=self.thread_id,
-                    usage=self.usage.fields(),
-                    retrying=retrying,
+                self.own(
+                    ev.failed(
+                        self.kind.phase.failed,
+                        cycle_id=self.cycle_id,
+                        operation=self.operation,
+                        started_at=self.started,
+                        failed_at=self.core.clock(),
+                        tokens_attempted=self.tokens,
+                        error=str(error) or type(error).__name__,
+                        record_id=self.head.id,
+                        thread_id=self.thread_id,
+                        usage=self.usage.fields(),
+                        retrying=retrying,
+                        error_code=error.code if isinstance(error, OMError) else None,
+                    )
                 )
             ],
         )
@@ -161,9 +175,14 @@ class Cycle:
                 "usage": self.usage.fields(),
             }
             end = ev.buffering_end if self.kind.phase is ev.BUFFERED else ev.observation_end
-            return [end(**common, **fields)]
+            return [self.own(end(**common, **fields))]
 
         return build
+
+    def own(self, draft: NewEvent) -> NewEvent:
+        """`draft` reported on this cycle's thread's stream, whichever record it is written for (a
+        resource's shared log belongs to no one thread)."""
+        return replace(draft, thread_id=self.thread_id)
 
     def commit(self, write: Callable[[Connection], tuple[T, list[StoredEvent]]]) -> T:
         """One transaction (the store re-checks everything under the row lock), then publish."""

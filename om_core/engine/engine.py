@@ -13,7 +13,16 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from om_core.engine import activation, buffering, observation, reflection, reflection_buffer, turn
+from om_core.engine import (
+    activation,
+    buffering,
+    observation,
+    reflection,
+    reflection_buffer,
+    resource,
+    resource_observation,
+    turn,
+)
 from om_core.engine import events as ev
 from om_core.engine.core import Activity, EngineCore
 from om_core.engine.cycle import Cycle
@@ -22,6 +31,7 @@ from om_core.engine.tasks import (
     BufferObservation,
     BufferReflection,
     Observe,
+    ObserveBatch,
     Reflect,
     Task,
     kind_of,
@@ -31,7 +41,7 @@ from om_core.engine.tasks import (
 from om_core.engine.turn import TurnInput, TurnResult
 from om_core.messages import Message
 from om_core.policy import StatusPayload
-from om_core.store import records
+from om_core.store import history, records
 from om_core.store.outbox import last_event_id, list_events
 from om_core.store.types import Record, StoredEvent
 
@@ -78,14 +88,7 @@ class MemoryEngine(EngineCore):
         )
 
     def status(self, thread_id: str, step_number: int = 0) -> StatusPayload:
-        cfg = self.thread_config(thread_id)
-        head = records.get_head(self.db, lookup_key(thread_id))
-        if head is None:
-            raise KeyError(thread_id)
-        window = self.window(thread_id, head.last_observed_seq)
-        return self.status_of(head, window, cfg).to_status_payload(
-            head.id, thread_id, step_number, head.generation_count
-        )
+        return turn.current_status(self, thread_id, step_number)
 
     # -------------------------------------------------------------------------- task handlers
 
@@ -97,6 +100,9 @@ class MemoryEngine(EngineCore):
 
     def observe(self, task: Observe) -> bool:
         return observation.observe(self, task)
+
+    def observe_batch(self, task: ObserveBatch) -> bool:
+        return resource_observation.observe_batch(self, task)
 
     def reflect(self, task: Reflect) -> bool:
         return reflection.reflect(self, task)
@@ -160,15 +166,32 @@ class MemoryEngine(EngineCore):
         if not self.thread_config(thread_id).enabled:
             raise MemoryDisabled(thread_id)
 
+    def manual_observe(self, thread_id: str) -> list[Task]:
+        """The tasks of a manual observation: the thread's `Observe`, or in resource scope the batches of
+        everything its resource has unobserved (run in parallel by the caller's executor)."""
+        cycle_id = new_cycle_id("observe")
+        cfg = self.thread_config(thread_id)
+        thread = history.get_thread(self.db, thread_id)
+        if thread is not None and resource.is_shared(cfg):
+            batches = resource.plan_for(self, thread, cfg, cycle_id=cycle_id, trigger="manual")
+            if batches:
+                return list(batches)
+        return [Observe(thread_id, cycle_id, trigger="manual")]
+
     def observe_now(self, thread_id: str) -> bool:
         self.require_enabled(thread_id)
         return self.observe(Observe(thread_id, new_cycle_id("observe"), trigger="manual"))
 
     def reflect_now(self, thread_id: str, prompt: str | None = None) -> bool:
         self.require_enabled(thread_id)
-        return self.reflect(
-            Reflect(thread_id, new_cycle_id("reflect"), trigger="manual", manual_prompt=prompt)
-        )
+        return self.reflect(self.manual_reflect(thread_id, prompt))
+
+    def manual_reflect(self, thread_id: str, prompt: str | None = None) -> Reflect:
+        """The task of a manual reflection: of the thread's log, which in resource scope is its
+        resource's (the task then names that key, so it holds the resource's lock)."""
+        key = self.log_key(thread_id, self.thread_config(thread_id))
+        shared = "" if key == lookup_key(thread_id) else key
+        return Reflect(thread_id, new_cycle_id("reflect"), trigger="manual", manual_prompt=prompt, key=shared)
 
     def event_mark(self, thread_id: str) -> int:
         """The newest event id of the thread now: what `operation_outcome` reads after."""

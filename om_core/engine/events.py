@@ -200,7 +200,10 @@ def failed(
     thread_id: str | None,
     usage: dict[str, Any] | None = None,
     retrying: bool = False,
+    error_code: str | None = None,
 ) -> NewEvent:
+    """`error_code` is the stable code of an error OM raised on purpose (`MODEL_TIER_EXCEEDED`, ...): a
+    client branches on it rather than on the message text."""
     payload: dict[str, Any] = {
         **_finished(cycle_id, operation, started_at, "failedAt", failed_at),
         "tokensAttempted": tokens_attempted,
@@ -209,6 +212,8 @@ def failed(
         "threadId": _public(thread_id),
         **(usage or {}),
     }
+    if error_code is not None:
+        payload["errorCode"] = error_code
     if retrying:
         payload["retrying"] = True
     return NewEvent(kind.value, payload, cycle_id)

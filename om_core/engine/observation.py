@@ -13,7 +13,7 @@ from sqlalchemy import Connection
 from om_core import policy
 from om_core.config import ResolvedConfig
 from om_core.coordination import Keys
-from om_core.engine import activation
+from om_core.engine import activation, resource, resource_observation
 from om_core.engine.core import EngineCore, policy_tokens
 from om_core.engine.cycle import Cycle, run_if_enabled
 from om_core.engine.observer_call import observe_messages
@@ -31,7 +31,12 @@ _MAX_BATCHES = 64
 
 def observe(core: EngineCore, task: Observe) -> bool:
     """True when anything was observed or activated. Raises `OperationFailed` when an Observer call
-    failed (its failed event is written), so a turn waiting on it reports itself degraded."""
+    failed (its failed event is written), so a turn waiting on it reports itself degraded.
+
+    In resource scope the resource's batches run instead, each holding its own threads' locks."""
+    cfg = core.thread_config(task.thread_id)
+    if cfg.enabled and resource.is_shared(cfg):
+        return resource_observation.observe_resource(core, task, cfg)
     return run_if_enabled(core, task, lambda cfg: _observe_locked(core, task, cfg))
 
 

@@ -6,7 +6,7 @@ plus chunks waiting, deduplicated against a buffered reflection) and reject the 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from om_core.config import ResolvedConfig
 from om_core.engine.core import EngineCore, primary_model, resolve_model
@@ -14,18 +14,22 @@ from om_core.engine.cycle import Usage
 from om_core.engine.ports import ObserverDegenerateError
 from om_core.messages import Message
 from om_core.observer import (
+    MultiThreadObserverOutput,
     ObserverOutput,
     ObserverPromptOptions,
+    PriorThreadMetadata,
     build_observer_system_prompt,
     build_observer_user_message,
     combine_for_observer,
+    parse_multi_thread_output,
     parse_observer_output,
     prepare_observer_context,
+    render_thread_blocks,
 )
+from om_core.observer_input import forwarding_rule, observer_user_content, render_histories
 from om_core.reply_checks import unusable_reply
 from om_core.store import history
 from om_core.store.types import Record
-from om_core.transcript import render_transcript
 
 #: Calls per observation: one retry after an unusable or degenerate reply, then the cycle fails.
 _ATTEMPTS = 2
@@ -41,6 +45,14 @@ def observer_system_prompt(cfg: ResolvedConfig, include_hints: bool) -> str:
     )
 
 
+def attachment_rule(core: EngineCore, cfg: ResolvedConfig, model: str | list[str]) -> bool | Sequence[str]:
+    """Which attachments reach the Observer (§5.5). "auto" reads the capability data of the primary model
+    of the call (the one capability decisions follow, §11.2), after tiers are resolved for its input."""
+    return forwarding_rule(
+        cfg.observation.observe_attachments, lambda: core.models.accepts_images(primary_model(model))
+    )
+
+
 def observe_messages(
     core: EngineCore,
     cfg: ResolvedConfig,
@@ -49,30 +61,40 @@ def observe_messages(
     usage: Usage,
     *,
     thread: history.ThreadRow | None,
+    log: Record | None = None,
 ) -> ObserverOutput:
     """Observations of `batch`. `thread` is the caller's read of the thread (its metadata feeds the
-    prompt); usage of every call is added to `usage`, also of calls whose reply was not usable."""
+    prompt); usage of every call is added to `usage`, also of calls whose reply was not usable. `log` is
+    the log the observations will join when it is not `head`'s own (resource scope: the resource's).
+
+    The user message carries the batch's images and files as content parts when `observeAttachments`
+    forwards any (`observer_input`); placeholders stay in the transcript either way."""
     meta = thread.om_metadata if thread is not None else {}
-    transcript = render_transcript(batch, head.observed_timezone, counter=core.counter.count_string)
+    log = log or head
+    histories = render_histories([batch], head.observed_timezone, counter=core.counter.count_string)
     previous, truncated = prepare_observer_context(
-        combine_for_observer(head.active_observations, [c.observations for c in head.chunks]),
+        combine_for_observer(log.active_observations, [c.observations for c in head.chunks]),
         budget=cfg.observation.previous_observer_tokens,
-        buffered_reflection=head.buffered_reflection,
-        reflected_line_count=head.reflected_observation_line_count,
+        buffered_reflection=log.buffered_reflection,
+        reflected_line_count=log.reflected_observation_line_count,
         count=core.counter.count_string,
         count_line=core.line_counts,
     )
     system = observer_system_prompt(cfg, include_hints=True)
-    user = build_observer_user_message(
-        transcript=transcript.text,
-        previous_observations=previous,
-        previous_truncated=truncated,
-        prior_current_task=meta.get("currentTask"),
-        prior_suggested_response=meta.get("suggestedResponse"),
-        prior_thread_title=meta.get("threadTitle") if cfg.observation.thread_title else None,
-        include_hints=True,
-    )
+
+    def compose(texts: Sequence[str]) -> str:
+        return build_observer_user_message(
+            transcript=texts[0],
+            previous_observations=previous,
+            previous_truncated=truncated,
+            prior_current_task=meta.get("currentTask"),
+            prior_suggested_response=meta.get("suggestedResponse"),
+            prior_thread_title=meta.get("threadTitle") if cfg.observation.thread_title else None,
+            include_hints=True,
+        )
+
     model = resolve_model(cfg.observation.model, core.counter.count_messages(batch))
+    user = observer_user_content(histories, compose, attachment_rule(core, cfg, model))
     last_problem = "empty"
     for _attempt in range(_ATTEMPTS):
         completion = core.models.complete(
@@ -89,6 +111,88 @@ def observe_messages(
             last_problem = unusable
             continue
         output = parse_observer_output(completion.text)
+        if not output.degenerate:
+            return output
+        last_problem = "degenerate output (repetition loop)"
+    raise ObserverDegenerateError(
+        f"the Observer produced {last_problem} twice for model {primary_model(model)}"
+    )
+
+
+def observe_threads(
+    core: EngineCore,
+    cfg: ResolvedConfig,
+    log: Record,
+    sections: Mapping[str, tuple[history.ThreadRow, Sequence[Message]]],
+    usage: Usage,
+) -> MultiThreadObserverOutput:
+    """Observations of several threads of a resource in one call (spec §4.12, §5.2 multi-thread), keyed by
+    the labels of `sections` (what the model sees for each thread). The previous observations are the
+    resource's shared log; each thread's priors are shown under its label. Attachments travel as in
+    `observe_messages`, each inside its thread's block, numbered across the batch (§5.5)."""
+    labels = list(sections)
+    histories = render_histories(
+        [messages for _thread, messages in sections.values()],
+        log.observed_timezone,
+        counter=core.counter.count_string,
+    )
+    previous, truncated = prepare_observer_context(
+        log.active_observations,
+        budget=cfg.observation.previous_observer_tokens,
+        buffered_reflection=log.buffered_reflection,
+        reflected_line_count=log.reflected_observation_line_count,
+        count=core.counter.count_string,
+        count_line=core.line_counts,
+    )
+    system = build_observer_system_prompt(
+        ObserverPromptOptions(
+            thread_title=cfg.observation.thread_title,
+            include_hints=True,
+            instruction=cfg.observation.instruction,
+            multi_thread=True,
+        )
+    )
+    priors = {
+        label: PriorThreadMetadata(
+            thread.om_metadata.get("currentTask"),
+            thread.om_metadata.get("suggestedResponse"),
+            thread.om_metadata.get("threadTitle") if cfg.observation.thread_title else None,
+        )
+        for label, (thread, _messages) in sections.items()
+    }
+
+    def compose(texts: Sequence[str]) -> str:
+        return build_observer_user_message(
+            transcript=render_thread_blocks(dict(zip(labels, texts, strict=True))),
+            previous_observations=previous,
+            previous_truncated=truncated,
+            prior_current_task=None,
+            prior_suggested_response=None,
+            prior_thread_title=None,
+            include_hints=True,
+            multi_thread=True,
+            prior_by_thread=priors,
+        )
+
+    input_tokens = sum(core.counter.count_messages(list(m)) for _t, m in sections.values())
+    model = resolve_model(cfg.observation.model, input_tokens)
+    user = observer_user_content(histories, compose, attachment_rule(core, cfg, model))
+    last_problem = "empty"
+    for _attempt in range(_ATTEMPTS):
+        completion = core.models.complete(
+            model,
+            system=system,
+            user=user,
+            temperature=cfg.observation.temperature,
+            max_output_tokens=cfg.observation.max_output_tokens,
+            provider_options=cfg.observation.provider_options,
+        )
+        usage.add(completion)
+        unusable = unusable_reply(completion.text, completion.finish_reason)
+        if unusable is not None:
+            last_problem = unusable
+            continue
+        output = parse_multi_thread_output(completion.text)
         if not output.degenerate:
             return output
         last_problem = "degenerate output (repetition loop)"

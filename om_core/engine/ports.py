@@ -6,7 +6,7 @@ the model-call policy. Keeping them protocols keeps the engine free of any shell
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -31,17 +31,27 @@ class Completion(Protocol):
     def finish_reason(self) -> str | None: ...
 
 
+#: A user message: plain text, or OpenAI-style content parts (text, `image_url`, `file`) when
+#: attachments travel with it.
+UserContent = str | Sequence[Mapping[str, Any]]
+
+
 class ModelCaller(Protocol):
     def complete(
         self,
         model: str | list[str],
         *,
         system: str,
-        user: str,
+        user: UserContent,
         temperature: float | None,
         max_output_tokens: int | None,
         provider_options: dict[str, Any] | None,
     ) -> Completion: ...
+
+    def accepts_images(self, model: str) -> bool | None:
+        """Whether `model` (a router id) takes image input: what `observeAttachments: "auto"` decides
+        from. None when nothing is known about the model (the spec then forwards everything, §5.5)."""
+        ...
 
 
 class EventPublisher(Protocol):

@@ -8,7 +8,7 @@ the exact input is then suppressed until the log changes.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -21,7 +21,7 @@ from om_core.engine import events as ev
 from om_core.engine.core import Activity, EngineCore, early_trigger
 from om_core.engine.cycle import Cycle, run_if_enabled
 from om_core.engine.reflector_call import ladder_usage, run_ladder
-from om_core.engine.tasks import BufferReflection, Reflect, lookup_key, new_cycle_id
+from om_core.engine.tasks import BufferReflection, Reflect, lookup_key, new_cycle_id, task_key
 from om_core.errors import OperationFailed
 from om_core.reflector import (
     ReflectionEmptyError,
@@ -47,7 +47,7 @@ def maybe_reflect(
 
     `head` is the caller's current read of the head, if it has one (saves a round trip)."""
     cfg = cfg or core.thread_config(thread_id)
-    key = lookup_key(thread_id)
+    key = head.lookup_key if head is not None else core.log_key(thread_id, cfg)
     head = head or records.get_head(core.db, key)
     if head is None:
         return False, None
@@ -88,7 +88,8 @@ def maybe_reflect(
         last = core.coordination.get_int(Keys.reflection_suppressed(key))
         if policy.sync_reflection_suppressed(last, head.observation_token_count, decision.triggered_by):
             return False, None
-        return True, core.run_blocking(Reflect(thread_id, new_cycle_id("reflect")), thread_id)
+        task = Reflect(thread_id, new_cycle_id("reflect"), key=_shared_key(thread_id, key))
+        return True, core.run_blocking(task, thread_id)
     return False, None
 
 
@@ -97,7 +98,15 @@ def start_buffered_reflection(core: EngineCore, thread_id: str, head: Record) ->
     if core.coordination.get_int(Keys.reflection_boundary(key)) == head.observation_token_count:
         return  # already tried on exactly this log; wait until it changes
     core.coordination.set_int(Keys.reflection_boundary(key), head.observation_token_count, ttl_s=3600)
-    core.executor.submit(BufferReflection(thread_id, head.id, new_cycle_id("buffer-refl")))
+    core.executor.submit(
+        BufferReflection(thread_id, head.id, new_cycle_id("buffer-refl"), key=_shared_key(thread_id, key))
+    )
+
+
+def _shared_key(thread_id: str, key: str) -> str:
+    """A task's `key`: set only when the log is not the thread's own, so thread-scope payloads keep
+    their shape."""
+    return "" if key == lookup_key(thread_id) else key
 
 
 @dataclass(frozen=True)
@@ -113,6 +122,9 @@ class _ReflectionActivationEvents:
     details: Mapping[str, Any]
 
     def __call__(self, successor: Record) -> list[NewEvent]:
+        return [replace(draft, thread_id=self.thread_id) for draft in self._drafts(successor)]
+
+    def _drafts(self, successor: Record) -> list[NewEvent]:
         return [
             ev.reflection_activation(
                 cycle_id=self.cycle_id,
@@ -135,7 +147,7 @@ def activate_buffered_reflection(
 ) -> str:
     """Swap a buffered reflection into a new generation: "activated", "suppressed" (an early trigger's
     guard said it would not pay off) or "no-buffer"."""
-    key = lookup_key(thread_id)
+    key = core.log_key(thread_id, cfg)
     head = records.get_head(core.db, key)
     if head is None or not head.buffered_reflection or head.reflected_observation_line_count is None:
         return "no-buffer"
@@ -185,7 +197,7 @@ def reflect(core: EngineCore, task: Reflect) -> bool:
 
 
 def _reflect_locked(core: EngineCore, task: Reflect, cfg: ResolvedConfig) -> bool:
-    key = lookup_key(task.thread_id)
+    key = task_key(task) if task.key else core.log_key(task.thread_id, cfg)
     snapshot = records.get_head(core.db, key)
     if snapshot is None or not snapshot.active_observations.strip():
         return False

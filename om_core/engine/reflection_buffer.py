@@ -11,7 +11,7 @@ from om_core.coordination import Keys
 from om_core.engine.core import EngineCore
 from om_core.engine.cycle import Cycle, run_if_enabled
 from om_core.engine.reflector_call import ladder_usage, run_ladder
-from om_core.engine.tasks import BufferReflection, lookup_key
+from om_core.engine.tasks import BufferReflection
 from om_core.store import records
 from om_core.store.types import StoredEvent, WriteResult
 
@@ -40,7 +40,7 @@ def _buffer_locked(core: EngineCore, task: BufferReflection, cfg: ResolvedConfig
     if n_lines <= 0:
         return False
     text = "\n".join(lines[:n_lines])
-    boundary = Keys.reflection_boundary(lookup_key(task.thread_id))
+    boundary = Keys.reflection_boundary(head.lookup_key)
     cycle = Cycle.of(core, task, head, slice_estimate)
     cycle.start(core.marker_config(cfg))
     try:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal, Protocol
 
@@ -29,8 +29,15 @@ def new_cycle_id(kind: str) -> str:
 
 
 def lookup_key(thread_id: str) -> str:
-    """The key of a thread's record chain (thread scope), its locks and its triggers."""
+    """The key of a thread's record chain, its locks and its triggers. In thread scope the chain holds
+    the thread's observation log; in resource scope it holds only the thread's cursors (and chunks), and
+    the log lives under `resource_key`."""
     return f"thread:{thread_id}"
+
+
+def resource_key(resource_id: str) -> str:
+    """The key of a resource's shared observation log (resource scope) and its reflection locks."""
+    return f"resource:{resource_id}"
 
 
 @dataclass(frozen=True)
@@ -46,6 +53,8 @@ class BufferReflection:
     thread_id: str
     record_id: str
     cycle_id: str
+    #: The log's key when it is not the thread's own (resource scope): what the lock protects.
+    key: str = ""
 
 
 @dataclass(frozen=True)
@@ -66,9 +75,35 @@ class Reflect:
     cycle_id: str
     trigger: Trigger = "turn-sync"
     manual_prompt: str | None = None
+    #: The log's key when it is not the thread's own (resource scope): what the lock protects.
+    key: str = ""
 
 
-Task = BufferObservation | BufferReflection | Observe | Reflect
+@dataclass(frozen=True)
+class ObserveBatch:
+    """One multi-thread Observer batch of a resource (resource scope, spec §4.12). `thread_id` is the
+    thread whose turn or request asked for it (its events report the batch); `thread_ids` are the threads
+    observed. The batches of one request run in parallel, each holding the observe locks of its threads.
+    `keep_tail` names the thread whose newest message stays raw (the prompt being answered)."""
+
+    thread_id: str
+    cycle_id: str
+    thread_ids: tuple[str, ...]
+    keep_tail: str = ""
+    trigger: Trigger = "turn-sync"
+
+    def __post_init__(self) -> None:
+        # A payload decoded from JSON carries a list.
+        object.__setattr__(self, "thread_ids", tuple(self.thread_ids))
+
+
+Task = BufferObservation | BufferReflection | Observe | Reflect | ObserveBatch
+
+
+def task_key(task: Task) -> str:
+    """The record chain `task` works on: the log's key when the task names one, else its thread's."""
+    key = getattr(task, "key", "")
+    return key if isinstance(key, str) and key else lookup_key(task.thread_id)
 
 
 @dataclass(frozen=True)
@@ -89,8 +124,12 @@ class TaskKind:
     phase: Phase
     handler: str
 
-    def lock_of(self, task: Task) -> str:
-        return self.lock(lookup_key(task.thread_id))
+    def locks_of(self, task: Task) -> tuple[str, ...]:
+        """The locks a run of `task` holds: one per thread of a batch (sorted, so two batches never wait
+        on each other in opposite orders), else the one lock of its key."""
+        if isinstance(task, ObserveBatch):
+            return tuple(self.lock(lookup_key(t)) for t in sorted(set(task.thread_ids)))
+        return (self.lock(task_key(task)),)
 
 
 OBSERVE_QUEUE = "om.observe"
@@ -113,6 +152,15 @@ TASKS: tuple[TaskKind, ...] = (
         Operation.OBSERVATION,
         BUFFERED,
         "buffer_observation",
+    ),
+    TaskKind(
+        ObserveBatch,
+        "om.observe_batch",
+        OBSERVE_QUEUE,
+        Keys.observe_lock,
+        Operation.OBSERVATION,
+        BLOCKING,
+        "observe_batch",
     ),
     TaskKind(
         Reflect, "om.reflect", REFLECT_QUEUE, Keys.reflect_lock, Operation.REFLECTION, BLOCKING, "reflect"
@@ -159,6 +207,10 @@ class Executor(Protocol):
     def run(self, task: Task, deadline_s: float) -> bool:
         """Run `task` and wait at most `deadline_s`; True if it finished in time (its effects are stored)."""
 
+    def run_all(self, tasks: Sequence[Task], deadline_s: float) -> bool:
+        """Run `tasks` in parallel where the executor can, and wait at most `deadline_s` for all of them;
+        True if all finished in time. The first failure is raised after every task was waited for."""
+
 
 class InlineExecutor:
     """Runs every task immediately in the calling thread. `runner` is the engine's task dispatcher."""
@@ -179,7 +231,25 @@ class InlineExecutor:
         self._run(task)
         return True
 
+    def run_all(self, tasks: Sequence[Task], deadline_s: float) -> bool:
+        return run_each(self, tasks, deadline_s)
+
     def _run(self, task: Task) -> None:
         if self.runner is None:
             raise RuntimeError("InlineExecutor is not bound to an engine; call bind(engine.run_task)")
         self.runner(task)
+
+
+def run_each(executor: Executor, tasks: Sequence[Task], deadline_s: float) -> bool:
+    """`run_all` for executors that run in the calling thread: one after the other, every task run even
+    when an earlier one failed (each commits on its own), the first failure raised at the end."""
+    failure: Exception | None = None
+    finished = True
+    for task in tasks:
+        try:
+            finished = executor.run(task, deadline_s) and finished
+        except Exception as exc:
+            failure = failure or exc
+    if failure is not None:
+        raise failure
+    return finished

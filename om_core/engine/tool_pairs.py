@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from sqlalchemy import Connection
+
 from om_core.engine.core import EngineCore
 from om_core.engine.window import Window
 from om_core.messages import Message
@@ -16,7 +18,12 @@ from om_core.tool_exchanges import Span, ToolPart, exchange_spans, orphan_result
 def spans_after(core: EngineCore, thread_id: str, after_seq: int, window: Window) -> list[Span]:
     """The exchanges among the parts after `after_seq`, read from the parts' call ids and states only."""
     with core.db.connect() as conn:
-        rows = history.tool_parts_after(conn, thread_id, after_seq)
+        return spans_read(conn, thread_id, after_seq, window)
+
+
+def spans_read(conn: Connection, thread_id: str, after_seq: int, window: Window) -> list[Span]:
+    """`spans_after` on a connection the caller holds."""
+    rows = history.tool_parts_after(conn, thread_id, after_seq)
     parts = [ToolPart(row.seq, row.call_id, row.state, row.has_result) for row in rows]
     return exchange_spans(parts, window.user_seqs)
 

@@ -9,7 +9,7 @@ conversation is past `blockAfter`.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any, NamedTuple
 
@@ -18,12 +18,13 @@ from sqlalchemy import Connection
 from om_core import policy, tenancy, triggers
 from om_core.config import ResolvedConfig, message_threshold_max
 from om_core.context import ActorContext, build_actor_context
+from om_core.coordination import Peek
 from om_core.early_activation import resolve_ttl_ms
-from om_core.engine import activation, backlog, buffering, reflection, reminders
+from om_core.engine import activation, backlog, buffering, reflection, reminders, resource
 from om_core.engine import events as ev
 from om_core.engine.core import EVENT_SINK, Activity, EngineCore
 from om_core.engine.ports import ThreadIdRequired
-from om_core.engine.tasks import BufferObservation, lookup_key, new_cycle_id
+from om_core.engine.tasks import BufferObservation, Observe, Task, lookup_key, new_cycle_id
 from om_core.engine.tool_pairs import with_observed_calls
 from om_core.engine.window import Window, build_window, start_of_recent
 from om_core.messages import Message
@@ -56,15 +57,28 @@ class TurnResult:
 
 
 @dataclass(frozen=True)
+class _Shared:
+    """The memory a thread's turn sees beyond its own record: the log (the resource's in resource scope,
+    else the thread's own head) and the other threads' unobserved messages, rendered as the actor's
+    other-conversations block, with the tokens that block adds to pending (spec §4.12)."""
+
+    log: Record
+    others: str = ""
+    others_tokens: int = 0
+    windows: tuple[resource.ThreadWindow, ...] = ()
+
+
+@dataclass(frozen=True)
 class _Stored:
     """What the store transaction of a turn read: the thread before and after locking it, the head, the
-    unobserved window and its messages."""
+    unobserved window and its messages, and the shared memory."""
 
     before: history.ThreadRow | None
     thread: history.ThreadRow
     head: Record
     window: Window
     messages: list[Message]
+    shared: _Shared
     reminders: list[StoredEvent] = field(default_factory=list)
 
 
@@ -75,6 +89,7 @@ class _Current(NamedTuple):
     window: Window
     thread: history.ThreadRow
     messages: list[Message]
+    shared: _Shared
 
 
 @dataclass(frozen=True)
@@ -113,8 +128,8 @@ def _ingest(core: EngineCore, turn: TurnInput, sink: list[StoredEvent]) -> TurnR
     thread_id = turn.thread_id
     stored = store_and_read(core, turn)
     reminders.announce(core, stored.reminders)
-    before, head, window = stored.before, stored.head, stored.window
-    cfg = core.config_for(before.config_overrides if before is not None else None)
+    before, head, window, shared = stored.before, stored.head, stored.window, stored.shared
+    cfg = core.config_for(stored.thread.effective_overrides)
     if not cfg.enabled:
         return _disabled_turn(core, thread_id, cfg, stored, turn.step_number)
     activity = Activity(
@@ -131,10 +146,14 @@ def _ingest(core: EngineCore, turn: TurnInput, sink: list[StoredEvent]) -> TurnR
         activated = activation.step_zero_activation(core, thread_id, cfg, head, window, activity, now)
         if activated is not head:
             head, window = activated, core.window(thread_id, activated.last_observed_seq)
-    view = core.peek(head.lookup_key)
-    status = first_status = core.status_of(head, window, cfg, view)
+    view = core.peek(head.lookup_key, shared.log.lookup_key)
+    status = first_status = _status(core, head, window, cfg, shared, view)
     if status.should_observe:
-        head, window, status = activation.threshold_activation(core, thread_id, cfg, head, window, status)
+        head, window, status = activation.threshold_activation(
+            core, thread_id, head, window, status, lambda h, w: _status(core, h, w, cfg, _fresh(core, shared))
+        )
+        if status.should_observe and any(w.cursor.chunks for w in shared.windows):
+            shared, status = _activate_other_threads(core, stored.thread, cfg, head, window, shared, status)
     if policy.must_block(
         async_enabled=cfg.async_observation_enabled,
         pending=status.pending,
@@ -142,7 +161,10 @@ def _ingest(core: EngineCore, turn: TurnInput, sink: list[StoredEvent]) -> TurnR
         block_after=cfg.observation.block_after_at(status.threshold),
     ):
         blocked = True
-        degraded_reason, in_backlog = backlog.observe_blocking(core, thread_id, window)
+        if not resource.is_shared(cfg) and backlog.is_backlog(core, window):
+            degraded_reason, in_backlog = backlog.observe_blocking(core, thread_id), True
+        else:
+            degraded_reason = core.run_blocking(_blocking_observation(core, stored.thread, cfg), thread_id)
 
     reflect_blocked, reflect_reason = reflection.maybe_reflect(
         core,
@@ -150,7 +172,7 @@ def _ingest(core: EngineCore, turn: TurnInput, sink: list[StoredEvent]) -> TurnR
         activity=activity,
         now=now,
         cfg=cfg,
-        head=None if sink else head,
+        head=None if sink else shared.log,
         view=None if sink else view,
     )
     blocked = blocked or reflect_blocked
@@ -180,13 +202,85 @@ def _ingest(core: EngineCore, turn: TurnInput, sink: list[StoredEvent]) -> TurnR
         blocked,
         degraded_reason,
         sink,
-        current=_Current(head, window, stored.thread, stored.messages) if unchanged else None,
+        current=_Current(head, window, stored.thread, stored.messages, shared) if unchanged else None,
         # A launch moved the buffering boundary the status shows: compute it again then.
         status=first_status if unchanged and not first_status.should_buffer else None,
     )
     if in_backlog:
         result = backlog.bounded_view(core, cfg, thread_id, result)
     return reminders.with_reminder_events(result, stored.reminders)
+
+
+def _blocking_observation(core: EngineCore, thread: history.ThreadRow, cfg: ResolvedConfig) -> list[Task]:
+    """What a turn past the threshold waits for: its thread's `Observe`, or in resource scope the
+    resource's batches, sent together so workers run them in parallel."""
+    cycle_id = new_cycle_id("observe")
+    if resource.is_shared(cfg):
+        return list(resource.plan_for(core, thread, cfg, cycle_id=cycle_id, trigger="turn-sync"))
+    return [Observe(thread.id, cycle_id)]
+
+
+def _status(
+    core: EngineCore,
+    head: Record,
+    window: Window,
+    cfg: ResolvedConfig,
+    shared: _Shared,
+    view: Peek | None = None,
+) -> policy.Status:
+    return core.status_of(head, window, cfg, view, log=shared.log, others_tokens=shared.others_tokens)
+
+
+def _activate_other_threads(
+    core: EngineCore,
+    thread: history.ThreadRow,
+    cfg: ResolvedConfig,
+    head: Record,
+    window: Window,
+    shared: _Shared,
+    status: policy.Status,
+) -> tuple[_Shared, policy.Status]:
+    """Resource scope at the threshold, after the thread's own chunks: the other threads' chunks, the
+    largest backlog first, until the resource is under the threshold. Without this a thread whose turns
+    happen to follow another's activation would never see its own chunks activated (its messages
+    would stay raw in every thread's context)."""
+    for other in sorted(shared.windows, key=lambda w: w.window.tokens, reverse=True):
+        if not status.should_observe:
+            break
+        if not other.cursor.chunks:
+            continue
+        activated = activation.activate(
+            core, other.thread.id, pending_tokens=status.pending, triggered_by="threshold"
+        )
+        if activated is None:
+            continue
+        with core.db.connect() as conn:
+            shared = _read_shared(core, conn, thread, head, cfg)
+        status = _status(core, head, window, cfg, shared)
+    return shared, status
+
+
+def _fresh(core: EngineCore, shared: _Shared) -> _Shared:
+    """`shared` with its log read again when it is a resource's (an activation just grew it)."""
+    if shared.log.scope != "resource":
+        return shared
+    log = records.get_head(core.db, shared.log.lookup_key)
+    return replace(shared, log=log) if log is not None else shared
+
+
+def _read_shared(
+    core: EngineCore, conn: Connection, thread: history.ThreadRow, head: Record, cfg: ResolvedConfig
+) -> _Shared:
+    if not cfg.enabled or not resource.is_shared(cfg):
+        return _Shared(head)
+    log = resource.read_log(conn, core, thread.resource_id)
+    others = resource.thread_windows(conn, core, thread.resource_id, exclude=thread.id)
+    if not others:
+        return _Shared(log)
+    block = resource.render_other_conversations(
+        others, core.settings.timezone, obscure=cfg.obscure_thread_ids
+    )
+    return _Shared(log, block, core.counter.count_string(block) if block else 0, tuple(others))
 
 
 def store_and_read(core: EngineCore, turn: TurnInput) -> _Stored:
@@ -201,8 +295,8 @@ def store_and_read(core: EngineCore, turn: TurnInput) -> _Stored:
             conn, turn.tenant_id, thread_id, turn.resource_id or thread_id
         )
         tenancy.check_turn_access(thread, turn.tenant_id, turn.resource_id)
-        cfg = core.config_for(thread.config_overrides)
-        if cfg.enabled and cfg.temporal_markers:  # OM off stores the turn's messages and nothing else
+        cfg = core.config_for(thread.effective_overrides)
+        if cfg.temporal_markers:  # never with OM off: markers are OM's own messages
             incoming = reminders.with_markers(conn, thread, incoming, core.settings.timezone)
         fresh = history.append_to_locked(
             conn,
@@ -228,9 +322,10 @@ def store_and_read(core: EngineCore, turn: TurnInput) -> _Stored:
             _context_start(core, conn, thread, head, cfg),
             known=lambda seq: fresh_parts.get(seq) or core.cached_part(thread, seq),
         )
+        shared = _read_shared(core, conn, thread, head, cfg)
     core.remember_parts(thread, unobserved, fresh_parts)
     window = build_window(unobserved.rows, core.counter)
-    return _Stored(before, thread, head, window, unobserved.messages, reminder_events)
+    return _Stored(before, thread, head, window, unobserved.messages, shared, reminder_events)
 
 
 def _context_start(
@@ -266,7 +361,7 @@ def _disabled_turn(
     idle trigger, no event. The cursor stays where it was, so turning OM on later observes the
     backlog by the normal policy. The status reports the record as it stands and the context's
     message tokens."""
-    status = core.status_of(stored.head, stored.window, cfg)
+    status = _status(core, stored.head, stored.window, cfg, stored.shared)
     return TurnResult(
         thread_id=public_id(thread_id),
         resource_id=public_id(stored.thread.resource_id),
@@ -279,8 +374,9 @@ def _disabled_turn(
     )
 
 
-def _read_current(core: EngineCore, thread_id: str) -> _Current:
-    """Head, window and unobserved messages as committed now (after work that changed them)."""
+def _read_current(core: EngineCore, thread_id: str, cfg: ResolvedConfig) -> _Current:
+    """Head, window, unobserved messages and shared memory as committed now (after work that changed
+    them)."""
     with core.db.connect() as conn:
         head = records.read_head(conn, lookup_key(thread_id))
         thread = history.get_thread(conn, thread_id)
@@ -291,8 +387,22 @@ def _read_current(core: EngineCore, thread_id: str) -> _Current:
             head.last_observed_seq,
             known=lambda seq: core.cached_part(thread, seq),
         )
+        shared = _read_shared(core, conn, thread, head, cfg)
     core.remember_parts(thread, unobserved, {})
-    return _Current(head, build_window(unobserved.rows, core.counter), thread, unobserved.messages)
+    window = build_window(unobserved.rows, core.counter)
+    return _Current(head, window, thread, unobserved.messages, shared)
+
+
+def current_status(core: EngineCore, thread_id: str, step_number: int = 0) -> StatusPayload:
+    """The thread's status as committed now, as its next turn would compute it. KeyError when the
+    thread has no record yet."""
+    cfg = core.thread_config(thread_id)
+    if records.get_head(core.db, lookup_key(thread_id)) is None:
+        raise KeyError(thread_id)
+    head, window, _thread, _messages, shared = _read_current(core, thread_id, cfg)
+    log = shared.log
+    status = _status(core, head, window, cfg, shared)
+    return status.to_status_payload(log.id, thread_id, step_number, log.generation_count)
 
 
 def _schedule_idle_trigger(
@@ -347,27 +457,28 @@ def turn_result(
     status: policy.Status | None = None,
 ) -> TurnResult:
     """Write the turn's status event and build what the actor sees from one consistent read."""
-    head, window, thread, unobserved = current or _read_current(core, thread_id)
-    status = status or core.status_of(head, window, cfg)
-    payload = status.to_status_payload(head.id, thread_id, step_number, head.generation_count)
+    head, window, thread, unobserved, shared = current or _read_current(core, thread_id, cfg)
+    status = status or _status(core, head, window, cfg, shared)
+    log = shared.log
+    payload = status.to_status_payload(log.id, thread_id, step_number, log.generation_count)
     with core.db.begin() as conn:
         stored = write_events(
             conn,
             lookup_key=lookup_key(thread_id),
             thread_id=thread_id,
             resource_id=head.resource_id,
-            record_id=head.id,
+            record_id=log.id,
             events=[NewEvent(ev.STATUS.value, dict(payload))],
         )
     core.publish(stored)
     visible = with_observed_calls(
         core, thread_id, head.last_observed_seq, [m for m in unobserved if m.has_visible_content]
     )
-    context = actor_context(core, thread, head, has_unobserved=bool(visible))
+    context = actor_context(core, thread, log, has_unobserved=bool(visible), others=shared.others)
     return TurnResult(
         thread_id=public_id(thread_id),
         resource_id=public_id(thread.resource_id),
-        record_id=head.id,
+        record_id=log.id,
         system_messages=list(context.system_messages),
         messages=visible,
         continuation_reminder=context.continuation_reminder,
@@ -381,12 +492,19 @@ def turn_result(
 
 
 def actor_context(
-    core: EngineCore, thread: history.ThreadRow | None, head: Record, *, has_unobserved: bool
+    core: EngineCore,
+    thread: history.ThreadRow | None,
+    log: Record,
+    *,
+    has_unobserved: bool,
+    others: str = "",
 ) -> ActorContext:
-    """The observation log and the thread's hints as the actor's system messages."""
+    """The observation log, the other conversations (resource scope) and the thread's hints as the
+    actor's system messages."""
     meta = thread.om_metadata if thread is not None else {}
     return build_actor_context(
-        active_observations=head.active_observations,
+        active_observations=log.active_observations,
+        other_conversations=others or None,
         current_task=meta.get("currentTask"),
         suggested_response=meta.get("suggestedResponse"),
         now=core.clock(),

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from om_core.errors import OMError
+from om_core.models.capabilities import accepts_images
 from om_core.models.retry import RetryPolicy, is_abort
 from om_core.models.routing import RoutedModel, litellm_params_for, route
 
@@ -199,6 +200,10 @@ class ModelClient:
                 raise
             return _completion(response, routed.router_id, attempts)
         raise AssertionError("unreachable: the loop returns or raises")
+
+    def accepts_images(self, model: str) -> bool | None:
+        """Whether `model` takes image input by litellm's model data; None when litellm does not know it."""
+        return accepts_images(model)
 
     def before_attempt(self, router_id: str) -> None:
         """Runs before every request sent to a provider (each retry, each fallback model): the place to

@@ -18,6 +18,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from om_core.messages import Message, Part
 from om_core.scoped_ids import public_id
 from om_core.store import schema
+from om_core.store.records import deep_merge
 
 T = schema.threads
 M = schema.messages
@@ -44,6 +45,15 @@ class ThreadRow:
     created_at: datetime
     updated_at: datetime
     tenant_id: str | None = None
+    #: The resource's overrides (read with the thread); the thread's own are merged over them.
+    resource_overrides: dict[str, Any] | None = None
+
+    @property
+    def effective_overrides(self) -> dict[str, Any] | None:
+        """What the thread's config is resolved from: the resource's overrides, the thread's over them."""
+        if not self.resource_overrides:
+            return self.config_overrides
+        return deep_merge(dict(self.resource_overrides), self.config_overrides or {})
 
 
 @dataclass(frozen=True)
@@ -80,17 +90,42 @@ def _thread_from_row(row: Any) -> ThreadRow:
         created_at=row["created_at"],
         updated_at=row["updated_at"],
         tenant_id=row["tenant_id"],
+        resource_overrides=resource_overrides(row.get("resource_metadata")),
+    )
+
+
+#: The key of a resource's config overrides in its metadata.
+RESOURCE_OVERRIDES_KEY = "configOverrides"
+
+
+def resource_overrides(metadata: Any) -> dict[str, Any] | None:
+    value = metadata.get(RESOURCE_OVERRIDES_KEY) if isinstance(metadata, dict) else None
+    return dict(value) if value else None
+
+
+def set_resource_overrides(conn: Connection, resource_id: str, overrides: dict[str, Any] | None) -> None:
+    """Replace the resource's overrides (None clears them), keeping the rest of its metadata."""
+    R = schema.resources
+    row = conn.execute(select(R.c.metadata).where(R.c.id == resource_id).with_for_update()).first()
+    metadata = dict(row[0] or {}) if row is not None else {}
+    metadata.pop(RESOURCE_OVERRIDES_KEY, None)
+    if overrides:
+        metadata[RESOURCE_OVERRIDES_KEY] = overrides
+    conn.execute(update(R).where(R.c.id == resource_id).values(metadata=metadata))
+
+
+def ensure_resource(conn: Connection, resource_id: str, tenant_id: str | None = None) -> None:
+    conn.execute(
+        _insert(conn)(schema.resources)
+        .values(id=resource_id, tenant_id=tenant_id, metadata={}, created_at=_now())
+        .on_conflict_do_nothing()
     )
 
 
 def ensure_thread(conn: Connection, thread_id: str, resource_id: str, tenant_id: str | None = None) -> None:
     now = _now()
     insert = _insert(conn)
-    conn.execute(
-        insert(schema.resources)
-        .values(id=resource_id, tenant_id=tenant_id, metadata={}, created_at=now)
-        .on_conflict_do_nothing()
-    )
+    ensure_resource(conn, resource_id, tenant_id)
     conn.execute(
         insert(T)
         .values(
@@ -116,17 +151,31 @@ def get_thread(engine_or_conn: Engine | Connection, thread_id: str) -> ThreadRow
     return _thread_from_row(row) if row is not None else None
 
 
-def list_threads(engine: Engine, resource_id: str, tenant_id: str | None = None) -> list[ThreadRow]:
-    query = select(T).where(T.c.resource_id == resource_id).order_by(T.c.created_at)
+def list_threads(
+    engine_or_conn: Engine | Connection, resource_id: str, tenant_id: str | None = None
+) -> list[ThreadRow]:
+    """The resource's threads, oldest first, each with the resource's overrides."""
+    query = (
+        select(T, schema.resources.c.metadata.label("resource_metadata"))
+        .outerjoin(schema.resources, schema.resources.c.id == T.c.resource_id)
+        .where(T.c.resource_id == resource_id)
+        .order_by(T.c.created_at, T.c.id)
+    )
     if tenant_id is not None:
         query = query.where(T.c.tenant_id == tenant_id)
-    with engine.connect() as conn:
-        return [_thread_from_row(row) for row in conn.execute(query).mappings()]
+    if isinstance(engine_or_conn, Engine):
+        with engine_or_conn.connect() as conn:
+            return [_thread_from_row(row) for row in conn.execute(query).mappings()]
+    return [_thread_from_row(row) for row in engine_or_conn.execute(query).mappings()]
 
 
 # Statements every turn runs, built once with bind parameters (no expression building per call).
-_THREAD = select(T).where(T.c.id == bindparam("thread_id"))
-_LOCK_THREAD = _THREAD.with_for_update()
+_THREAD = (
+    select(T, schema.resources.c.metadata.label("resource_metadata"))
+    .outerjoin(schema.resources, schema.resources.c.id == T.c.resource_id)
+    .where(T.c.id == bindparam("thread_id"))
+)
+_LOCK_THREAD = _THREAD.with_for_update(of=T)
 _KNOWN_MESSAGES = select(M.c.id, M.c.role, M.c.part_count).where(
     M.c.thread_id == bindparam("thread_id"), M.c.id.in_(bindparam("ids", expanding=True))
 )

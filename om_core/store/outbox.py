@@ -47,8 +47,9 @@ def write_events(
     statement = _INSERT_EVENT["postgresql" if conn.dialect.name == "postgresql" else "sqlite"]
     for event in events:
         now = datetime.now(UTC)
+        event_thread = event.thread_id or thread_id
         values: dict[str, Any] = {
-            "thread_id": thread_id,
+            "thread_id": event_thread,
             "resource_id": resource_id,
             "lookup_key": lookup_key,
             "record_id": record_id,
@@ -64,7 +65,7 @@ def write_events(
             StoredEvent(
                 id=int(row[0]),
                 type=event.type,
-                thread_id=thread_id,
+                thread_id=event_thread,
                 lookup_key=lookup_key,
                 record_id=record_id,
                 cycle_id=event.cycle_id,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -29,6 +29,7 @@ from om_core.store.types import (
     NewEvent,
     Record,
     StoredEvent,
+    ThreadObservation,
     WriteResult,
 )
 
@@ -341,6 +342,7 @@ def activate(
     pending_tokens: int | None,
     thread_metadata_patch: Callable[[ActivationResult], Mapping[str, Any]] | None = None,
     events: EventBuilder | None = None,
+    shared_log: SharedLog | None = None,
 ) -> tuple[ActivationResult, list[StoredEvent]]:
     """Move a prefix of the *stored* chunk list into the active log (spec §3.5(4)).
 
@@ -348,6 +350,10 @@ def activate(
     cursor only moves forward. A retired target writes nothing and reports `retired=True`, so the caller
     re-reads the head and retries; the caller removes messages from the actor's context only after this
     returns activated chunks from a live head (invariant 8).
+
+    With `shared_log` (resource scope) the chunks' text joins the resource's log instead, locked after the
+    thread's record (the order every writer of both takes) and composed there from its stored text; the
+    thread's record only moves its cursor.
     """
     head, reason = lock_live(conn, record_id, redirect=False)
     if head is None:
@@ -362,8 +368,19 @@ def activate(
     now = _now()
     texts = [c.observations.strip() for c in chosen if c.observations.strip()]
     joined = "\n\n".join(texts)
-    existing = head.active_observations.rstrip()
-    new_text = f"{existing}\n\n{joined}" if existing and joined else (existing or joined)
+    log = head
+    if shared_log is not None:
+        found = read_head(conn, shared_log.key, for_update=True)
+        if found is None:
+            return ActivationResult(record=head), []
+        log = found
+    existing = log.active_observations.rstrip()
+    if shared_log is not None:
+        new_text = log.active_observations
+        for chunk in chosen:
+            new_text = shared_log.compose(new_text, chunk)
+    else:
+        new_text = f"{existing}\n\n{joined}" if existing and joined else (existing or joined)
     message_tokens = sum(c.message_tokens for c in chosen)
     observation_tokens = sum(c.token_count for c in chosen)
     pending = (
@@ -381,26 +398,33 @@ def activate(
         .where(C.c.id.in_([c.id for c in chosen]), C.c.state == "buffered")
         .values(state="activated", activated_at=now)
     )
-    conn.execute(
-        update(R)
-        .where(R.c.id == head.id)
-        .values(
-            active_observations=new_text,
-            observation_token_count=head.observation_token_count + observation_tokens,
-            pending_message_tokens=max(0, pending - message_tokens),
-            last_observed_seq=cursor,
-            last_observed_at=observed_at,
-            total_tokens_observed=head.total_tokens_observed + message_tokens,
-            last_buffered_at_tokens=0,
-            is_buffering_observation=False,
-            updated_at=now,
-        )
-    )
+    log_values: dict[str, Any] = {
+        "active_observations": new_text,
+        "observation_token_count": log.observation_token_count + observation_tokens,
+    }
+    cursor_values: dict[str, Any] = {
+        "pending_message_tokens": max(0, pending - message_tokens),
+        "last_observed_seq": cursor,
+        "last_observed_at": observed_at,
+        "total_tokens_observed": head.total_tokens_observed + message_tokens,
+        "last_buffered_at_tokens": 0,
+        "is_buffering_observation": False,
+        "updated_at": now,
+    }
+    if shared_log is None:
+        conn.execute(update(R).where(R.c.id == head.id).values(**log_values, **cursor_values))
+    else:
+        conn.execute(update(R).where(R.c.id == log.id).values(**log_values, updated_at=now))
+        conn.execute(update(R).where(R.c.id == head.id).values(**cursor_values))
     last = chosen[-1]
     updated = replace(
         head,
-        active_observations=new_text,
-        observation_token_count=head.observation_token_count + observation_tokens,
+        active_observations=new_text if shared_log is None else head.active_observations,
+        observation_token_count=(
+            log.observation_token_count + observation_tokens
+            if shared_log is None
+            else head.observation_token_count
+        ),
         last_observed_seq=cursor,
         last_observed_at=observed_at,
         pending_message_tokens=max(0, pending - message_tokens),
@@ -436,6 +460,15 @@ def activate(
     if thread_metadata_patch is not None and head.thread_id is not None:
         patch_thread_metadata(conn, head.thread_id, thread_metadata_patch(result))
     return result, _finish(conn, updated, events, result)
+
+
+@dataclass(frozen=True)
+class SharedLog:
+    """Where activated chunks go in resource scope: the resource's log key and how a chunk's text joins
+    it (its thread's section)."""
+
+    key: str
+    compose: Callable[[str, Chunk], str]
 
 
 def commit_observation(
@@ -504,6 +537,110 @@ def commit_observation(
         patch_thread_metadata(conn, head.thread_id, thread_metadata)
     result = WriteResult(True, None, updated)
     return result, _finish(conn, updated, events, result)
+
+
+#: What the events of a multi-thread commit are written for: each thread's cursor record and its drafts.
+BatchEventBuilder = Callable[[Mapping[str, Record]], Sequence[tuple[Record, Sequence[NewEvent]]]]
+
+
+def commit_thread_observations(
+    conn: Connection,
+    log_key: str,
+    entries: Sequence[ThreadObservation],
+    *,
+    compose: Callable[[str, ThreadObservation], str],
+    events: BatchEventBuilder | None = None,
+) -> tuple[WriteResult, list[StoredEvent]]:
+    """Commit a multi-thread observation into a resource's shared log (spec §4.12, §3.5(5)), all or
+    nothing.
+
+    Each thread's cursor record is locked (in id order; the log row after them, the order every writer
+    of both takes) and must still start at the entry's `from_seq` with no chunk reaching past `to_seq`,
+    exactly the fence of `commit_observation`; one refused thread refuses the batch, so no thread's
+    parts are ever covered twice and none is skipped. The sections are composed here from the stored log
+    (`compose`), so a concurrent reflection or batch is never overwritten.
+    """
+    cursors: dict[str, Record] = {}
+    for entry in sorted(entries, key=lambda e: e.cursor_record_id):
+        head, reason = lock_live(conn, entry.cursor_record_id, redirect=True)
+        if head is None:
+            return WriteResult(False, reason), []
+        if head.last_observed_seq >= entry.to_seq:
+            return WriteResult(False, "covered", head), []
+        if head.last_observed_seq != entry.from_seq or any(c.to_seq > entry.to_seq for c in head.chunks):
+            return WriteResult(False, "conflict", head), []
+        cursors[entry.thread_id] = head
+    log = read_head(conn, log_key, for_update=True)
+    if log is None:
+        return WriteResult(False, "not-found"), []
+    now = _now()
+    text = log.active_observations
+    for entry in entries:
+        text = compose(text, entry)
+    observed_at = max(
+        [t for t in (log.last_observed_at, *(e.last_observed_at for e in entries)) if t is not None],
+        default=None,
+    )
+    added_tokens = sum(e.token_count for e in entries)
+    conn.execute(
+        update(R)
+        .where(R.c.id == log.id)
+        .values(
+            active_observations=text,
+            observation_token_count=log.observation_token_count + added_tokens,
+            last_observed_at=observed_at,
+            total_tokens_observed=log.total_tokens_observed + sum(e.observed_message_tokens for e in entries),
+            updated_at=now,
+        )
+    )
+    updated: dict[str, Record] = {}
+    for entry in entries:
+        head = cursors[entry.thread_id]
+        if head.chunks:
+            conn.execute(
+                update(C)
+                .where(C.c.id.in_([c.id for c in head.chunks]))
+                .values(state="superseded", activated_at=now)
+            )
+        observed_at = max(t for t in (head.last_observed_at, entry.last_observed_at) if t is not None)
+        buffered_seq = max(head.last_buffered_seq, entry.to_seq)
+        total = head.total_tokens_observed + entry.observed_message_tokens
+        conn.execute(
+            update(R)
+            .where(R.c.id == head.id)
+            .values(
+                last_observed_seq=entry.to_seq,
+                last_observed_at=observed_at,
+                last_buffered_seq=buffered_seq,
+                last_buffered_at_tokens=0,
+                pending_message_tokens=0,
+                total_tokens_observed=total,
+                updated_at=now,
+            )
+        )
+        updated[entry.thread_id] = replace(
+            head,
+            last_observed_seq=entry.to_seq,
+            last_observed_at=observed_at,
+            last_buffered_seq=buffered_seq,
+            last_buffered_at_tokens=0,
+            pending_message_tokens=0,
+            total_tokens_observed=total,
+            chunks=(),
+        )
+        patch_thread_metadata(conn, entry.thread_id, entry.thread_metadata)
+    new_log = replace(
+        log,
+        active_observations=text,
+        observation_token_count=log.observation_token_count + added_tokens,
+        last_observed_at=observed_at,
+    )
+    stored: list[StoredEvent] = []
+    if events is not None:
+        for record, drafts in events(updated):
+            if drafts:
+                stored.extend(write_record_events(conn, record, drafts))
+    return WriteResult(True, None, new_log), stored
 
 
 def create_reflection_generation(

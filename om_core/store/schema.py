@@ -81,6 +81,8 @@ resources = Table(
     metadata,
     Column("id", String(ID_LENGTH), primary_key=True),
     Column("tenant_id", String(255), nullable=True),
+    # `configOverrides`: config overrides for every thread of the resource (a thread's own are merged
+    # over them), kept here so that a turn reads them in the statement that locks its thread.
     Column("metadata", Json, nullable=False, server_default=text("'{}'")),
     Column("created_at", Timestamp, nullable=False),
 )

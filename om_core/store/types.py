@@ -141,6 +141,23 @@ class WriteResult:
 
 
 @dataclass(frozen=True)
+class ThreadObservation:
+    """One thread's share of a multi-thread observation (resource scope): its parts (from_seq, to_seq]
+    observed into `observations`, shown in the shared log under `label`."""
+
+    cursor_record_id: str
+    thread_id: str
+    label: str
+    from_seq: int
+    to_seq: int
+    observations: str
+    token_count: int
+    observed_message_tokens: int
+    last_observed_at: datetime
+    thread_metadata: dict[str, Any]
+
+
+@dataclass(frozen=True)
 class StoredEvent:
     id: int
     type: str
@@ -159,3 +176,5 @@ class NewEvent:
     type: str
     payload: dict[str, Any]
     cycle_id: str | None = None
+    #: The thread whose stream reports it, when not the record's own (a resource's shared log has none).
+    thread_id: str | None = None

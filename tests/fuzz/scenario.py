@@ -40,7 +40,7 @@ from om_core.engine import (
     ObserverDegenerateError,
     TurnResult,
 )
-from om_core.engine.tasks import Observe, Reflect, Task, Trigger, new_cycle_id
+from om_core.engine.tasks import Observe, Reflect, Task, Trigger, new_cycle_id, run_each
 from om_core.errors import OperationFailed
 from om_core.messages import Message, Part
 from om_core.reflector import ReflectionEmptyError
@@ -279,6 +279,9 @@ class RecordingExecutor:
         assert self.runner is not None
         self.runner(task)
         return True
+
+    def run_all(self, tasks: Sequence[Task], deadline_s: float) -> bool:
+        return run_each(self, tasks, deadline_s)
 
 
 @dataclass

@@ -23,7 +23,7 @@ import threading
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -155,6 +155,10 @@ class HoldingExecutor:
 
     def run(self, task: Task, deadline_s: float) -> bool:
         self.held.append(task)
+        return False
+
+    def run_all(self, tasks: Sequence[Task], deadline_s: float) -> bool:
+        self.held.extend(tasks)
         return False
 
 

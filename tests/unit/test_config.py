@@ -415,10 +415,11 @@ def test_resource_scope_disables_buffering_silently() -> None:
         ({"reflection": {"bufferActivation": 0.5}}, "reflection.bufferActivation"),
     ],
 )
-def test_resource_scope_rejects_explicit_buffering(value: dict[str, Any], field: str) -> None:
-    error = config_error({"scope": "resource", **value})
-    assert error.code == "RESOURCE_SCOPE_NO_ASYNC"
-    assert_names_field(error, field)
+def test_resource_scope_turns_buffering_on_only_when_asked(value: dict[str, Any], field: str) -> None:
+    # The reference refuses these (RESOURCE_SCOPE_NO_ASYNC); om buffers in resource scope on request.
+    assert resolve({"scope": "resource", **value}).async_observation_enabled, field
+    assert not resolve({"scope": "resource"}).async_observation_enabled
+    assert resolve({"scope": "thread", **value}).async_observation_enabled
 
 
 def test_resource_scope_accepts_explicit_buffer_tokens_false() -> None:

@@ -12,6 +12,7 @@ import om_core.models  # noqa: F401
 # isort: split
 import asyncio
 import re
+from collections.abc import Sequence
 from datetime import UTC, datetime
 
 import litellm
@@ -31,6 +32,7 @@ from om_core.observer import (
     parse_observer_output,
     render_thread_blocks,
 )
+from om_core.observer_input import observer_user_content, render_histories
 from om_core.reflector import (
     ReflectorPromptOptions,
     build_reflector_system_prompt,
@@ -891,3 +893,34 @@ def test_reflection_of_a_long_log_stays_under_the_budget(level: int, share: floa
     reflected = _reflected(log, level=level, target=target)
     assert count_tokens(reflected) < target
     assert "Date: Jan 5, 2026" in reflected or share <= 0.15
+
+
+def test_a_user_message_given_as_content_parts_gets_the_answer_of_its_text() -> None:
+    """The Observer's user message becomes content parts when attachments travel with it; the offline model
+    reads its text parts and answers as it would the plain message."""
+    chat = [
+        *_chat()[:2],
+        Message(
+            id="img",
+            role="user",
+            parts=[
+                Part(type="text", text="My sister Maya gave me this tent on May 3."),
+                Part(type="image", url="https://x.test/tent.png"),
+            ],
+            created_at=datetime(2025, 12, 4, 15, 0, tzinfo=UTC),
+        ),
+    ]
+    histories = render_histories([chat], "UTC")
+
+    def compose(texts: Sequence[str]) -> str:
+        return _observer_prompt(texts[0])[1]
+
+    parts = observer_user_content(histories, compose, True)
+    assert isinstance(parts, list) and any(p["type"] == "image_url" for p in parts)
+    system = _observer_prompt("")[0]
+    register_local_models()
+    as_parts = litellm.completion(
+        model=MODEL, messages=[{"role": "system", "content": system}, {"role": "user", "content": parts}]
+    )
+    assert _text(as_parts) == _text(_complete(system, compose([histories[0].text])))
+    assert "Maya" in _text(as_parts), "the message the image came with is observed"

@@ -19,9 +19,11 @@ from om_core.engine import (
     BufferReflection,
     MemoryEngine,
     Observe,
+    ObserveBatch,
     Reflect,
     kind_of,
     lookup_key,
+    resource_key,
     task_from_dict,
     task_to_dict,
 )
@@ -91,7 +93,9 @@ def test_every_kind_has_its_own_name_a_handler_and_a_declared_queue() -> None:
 
 def test_a_blocking_observation_never_shares_a_queue_with_background_work() -> None:
     observe = kind_of(Observe)
-    assert [kind for kind in TASKS if kind.queue == observe.queue] == [observe]
+    blocking = [kind for kind in TASKS if kind.queue == observe.queue]
+    assert blocking == [observe, kind_of(ObserveBatch)]
+    assert all(kind.phase == ev.BLOCKING for kind in blocking)
 
 
 @pytest.mark.parametrize(
@@ -101,11 +105,12 @@ def test_a_blocking_observation_never_shares_a_queue_with_background_work() -> N
         (BufferReflection("t", "r", "c"), Keys.buffered_reflection_lock, ev.BUFFERING_FAILED, "reflection"),
         (Observe("t", "c"), Keys.observe_lock, ev.OBSERVATION_FAILED, "observation"),
         (Reflect("t", "c"), Keys.reflect_lock, ev.OBSERVATION_FAILED, "reflection"),
+        (ObserveBatch("t", "c", ("t",)), Keys.observe_lock, ev.OBSERVATION_FAILED, "observation"),
     ],
 )
 def test_each_kind_names_its_lock_and_failure(task, lock, failed, operation) -> None:  # type: ignore[no-untyped-def]
     kind = kind_of(task)
-    assert kind.lock_of(task) == lock(lookup_key("t"))
+    assert kind.locks_of(task) == (lock(lookup_key("t")),)
     assert kind.phase.failed == failed
     assert kind.operation == operation
 
@@ -115,3 +120,14 @@ def test_task_values_round_trip_and_old_payloads_with_a_queue_still_load() -> No
     assert task_from_dict(task_to_dict(task)) == task
     old = {**task_to_dict(task), "queue": "om.reflect"}
     assert task_from_dict(old) == task
+
+
+def test_a_batch_holds_every_thread_lock_in_one_order_and_a_shared_reflection_the_resource_lock() -> None:
+    batch = ObserveBatch("t2", "c", ("t2", "t1", "t2"))
+    assert kind_of(batch).locks_of(batch) == (
+        Keys.observe_lock(lookup_key("t1")),
+        Keys.observe_lock(lookup_key("t2")),
+    )
+    assert task_from_dict(task_to_dict(batch)) == batch
+    shared = Reflect("t1", "c", key=resource_key("u"))
+    assert kind_of(shared).locks_of(shared) == (Keys.reflect_lock("resource:u"),)
