@@ -149,8 +149,11 @@ def _turn_body(
     actor_model: str | None,
     step_number: int,
     turn_end: bool | None,
+    actor_provider_options: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     body: dict[str, Any] = {"messages": [_message_body(m) for m in messages], "step_number": step_number}
+    if actor_provider_options is not None:
+        body["actor_provider_options"] = dict(actor_provider_options)
     if resource_id is not None:
         body["resource_id"] = resource_id
     if actor_model is not None:
@@ -241,8 +244,9 @@ class OMClient:
         actor_model: str | None = None,
         step_number: int = 0,
         turn_end: bool | None = None,
+        actor_provider_options: Mapping[str, Any] | None = None,
     ) -> TurnResponse:
-        body = _turn_body(messages, resource_id, actor_model, step_number, turn_end)
+        body = _turn_body(messages, resource_id, actor_model, step_number, turn_end, actor_provider_options)
         return self._call(TurnResponse, "POST", _thread(thread_id, "/turns"), json=body)
 
     def status(self, thread_id: str) -> StatusPayload:
@@ -371,8 +375,9 @@ class AsyncOMClient:
         actor_model: str | None = None,
         step_number: int = 0,
         turn_end: bool | None = None,
+        actor_provider_options: Mapping[str, Any] | None = None,
     ) -> TurnResponse:
-        body = _turn_body(messages, resource_id, actor_model, step_number, turn_end)
+        body = _turn_body(messages, resource_id, actor_model, step_number, turn_end, actor_provider_options)
         return await self._call(TurnResponse, "POST", _thread(thread_id, "/turns"), json=body)
 
     async def status(self, thread_id: str) -> StatusPayload:

@@ -157,8 +157,10 @@ def _result_text(result: Any) -> str:
 
 def to_openai(messages: Sequence[Message]) -> list[dict[str, Any]]:
     """Chat-completions messages for stored messages (only what a model can read: no data parts, no
-    reasoning). A tool result whose call is not in the list (its call is already in the observations) is
-    left out, because chat APIs refuse a tool message that answers no call."""
+    reasoning). Every tool message follows an assistant message calling it, as chat APIs require: a
+    result whose call is not in the list (the engine shows observed calls again beside their results,
+    so this is a result that answers no stored call) gets a call rebuilt from what the result holds
+    (its id, tool name and arguments if it carries them) rather than being dropped from the actor's view."""
     out: list[dict[str, Any]] = []
     called: set[str] = set()
     for message in messages:
@@ -166,29 +168,15 @@ def to_openai(messages: Sequence[Message]) -> list[dict[str, Any]]:
         if not visible:
             continue
         if message.role == "assistant":
-            calls = [p for p in visible if p.type == TOOL_KIND]
-            entry: dict[str, Any] = {"role": "assistant", "content": _text_of(visible) or None}
-            if calls:
-                entry["tool_calls"] = [
-                    {
-                        "id": p.tool_call_id or "",
-                        "type": "function",
-                        "function": {
-                            "name": p.tool_name or "unknown",
-                            "arguments": _result_text(p.args or {}),
-                        },
-                    }
-                    for p in calls
-                ]
-                called.update(p.tool_call_id or "" for p in calls)
-            out.append(entry)
-            for p in calls:
-                if p.result is not None or p.state in ("result", "output-error"):
-                    out.append(_tool_message(p))
+            out.extend(_assistant_entries(visible, called))
         elif message.role == "tool":
             for p in visible:
-                if p.type == TOOL_KIND and (p.tool_call_id or "") in called:
-                    out.append(_tool_message(p))
+                if p.type != TOOL_KIND:
+                    continue
+                if (p.tool_call_id or "") not in called:
+                    out.append({"role": "assistant", "content": None, "tool_calls": [_call_entry(p)]})
+                    called.add(p.tool_call_id or "")
+                out.append(_tool_message(p))
         else:
             content = _user_content(visible)
             if content:
@@ -196,6 +184,35 @@ def to_openai(messages: Sequence[Message]) -> list[dict[str, Any]]:
     return out
 
 
+def _assistant_entries(visible: Sequence[Part], called: set[str]) -> list[dict[str, Any]]:
+    """One assistant message with its calls (each call id once, however many parts it has: a call part
+    and its result part appended later), then a tool message per answered call."""
+    tools = [p for p in visible if p.type == TOOL_KIND]
+    firsts: dict[str, Part] = {}
+    for p in tools:
+        firsts.setdefault(p.tool_call_id or "", p)
+    entry: dict[str, Any] = {"role": "assistant", "content": _text_of(visible) or None}
+    if firsts:
+        entry["tool_calls"] = [_call_entry(p) for p in firsts.values()]
+        called.update(firsts)
+    answers: dict[str, Part] = {}
+    for p in tools:
+        if p.result is not None or p.state in ("result", "output-error", "output-denied"):
+            answers.setdefault(p.tool_call_id or "", p)
+    return [entry, *(_tool_message(p) for p in answers.values())]
+
+
+def _call_entry(part: Part) -> dict[str, Any]:
+    return {
+        "id": part.tool_call_id or "",
+        "type": "function",
+        "function": {"name": part.tool_name or "unknown", "arguments": _result_text(part.args or {})},
+    }
+
+
 def _tool_message(part: Part) -> dict[str, Any]:
-    body = part.error_text if part.state == "output-error" and part.error_text else part.result
+    if part.state == "output-denied":
+        body: Any = part.approval_reason or "the tool call was not approved"
+    else:
+        body = part.error_text if part.state == "output-error" and part.error_text else part.result
     return {"role": "tool", "tool_call_id": part.tool_call_id or "", "content": _result_text(body)}

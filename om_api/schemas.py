@@ -9,6 +9,7 @@ server adds.
 
 from __future__ import annotations
 
+import json
 import re
 import uuid
 from datetime import datetime
@@ -33,6 +34,9 @@ from om_core import Message, Part, Role
 ID_PATTERN = r"^[A-Za-z0-9._:@+=~-]{1,255}$"
 Identifier = Annotated[str, StringConstraints(pattern=ID_PATTERN, min_length=1, max_length=255)]
 ModelName = Annotated[str, StringConstraints(pattern=r"^[^\s\x00-\x1f\x7f]{1,255}$", max_length=255)]
+
+#: The actor's provider options are a few settings; anything larger is not what the field is for.
+MAX_PROVIDER_OPTIONS_BYTES = 16_384
 
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 
@@ -149,6 +153,34 @@ class TurnRequest(_Request):
     turn_end: bool | None = Field(
         default=None, description="Whether the turn is finished; defaults to 'the last message is the reply'"
     )
+    actor_provider_options: dict[str, dict[str, Any]] | None = Field(
+        default=None,
+        description=(
+            "The provider options of the actor's call, by provider, as sent to it "
+            '(`{"anthropic": {"cacheControl": {"type": "ephemeral", "ttl": "1h"}}}`, '
+            '`{"openai": {"promptCacheRetention": "24h"}}`): `activateAfterIdle: "auto"` reads them to '
+            "know how long the actor's prompt cache stays warm"
+        ),
+    )
+
+    @field_validator("actor_provider_options")
+    @classmethod
+    def _small_plain_options(
+        cls, value: dict[str, dict[str, Any]] | None
+    ) -> dict[str, dict[str, Any]] | None:
+        if value is None:
+            return None
+        if len(json.dumps(value, default=str)) > MAX_PROVIDER_OPTIONS_BYTES:
+            raise ValueError(
+                f"is larger than {MAX_PROVIDER_OPTIONS_BYTES} bytes as JSON; "
+                "send only the provider options of the actor's call"
+            )
+        if any(not name or len(name) > 64 for name in value):
+            raise ValueError("provider names must be 1 to 64 characters (e.g. 'anthropic', 'openai')")
+        where = find_unstorable(value)
+        if where is not None:
+            raise ValueError(f"{where} contains a NUL character or an unpaired surrogate; remove it")
+        return value
 
 
 class ObserveRequest(_Request):

@@ -382,6 +382,18 @@ class TokenRange:
 
 
 @dataclass(frozen=True)
+class SharedScales:
+    """Under `shareTokenBudget` with async buffering the message threshold moves with the observation
+    log (§4.2), so the buffering interval and `blockAfter` given as shares of it move too: a ratio
+    `bufferTokens` and a multiplier `blockAfter` are kept as such and applied to the threshold of the
+    moment. None in a field means the option was absolute tokens, which stay fixed (and were validated
+    against every threshold the range allows)."""
+
+    buffer_ratio: float | None
+    block_after_multiplier: float | None
+
+
+@dataclass(frozen=True)
 class ResolvedRetrieval:
     vector: bool
     scope: Scope
@@ -413,6 +425,22 @@ class ResolvedObservation:
     activate_on_provider_change: bool
     extract: list[dict[str, Any]]
     manage_working_memory: bool
+    #: Set under a shared budget with async buffering; see `SharedScales`.
+    shared_scales: SharedScales | None = None
+
+    def buffer_tokens_at(self, threshold: int) -> int | None:
+        """The buffering interval at this message threshold (fixed unless `shared_scales` says a ratio)."""
+        ratio = self.shared_scales.buffer_ratio if self.shared_scales is not None else None
+        if self.buffer_tokens is None or ratio is None:
+            return self.buffer_tokens
+        return max(1, round_half_up(threshold * ratio))
+
+    def block_after_at(self, threshold: int) -> int | None:
+        """`blockAfter` at this message threshold (fixed unless `shared_scales` says a multiplier)."""
+        multiplier = self.shared_scales.block_after_multiplier if self.shared_scales is not None else None
+        if self.block_after is None or multiplier is None:
+            return self.block_after
+        return round_half_up(threshold * multiplier)
 
 
 @dataclass(frozen=True)
@@ -468,6 +496,7 @@ class _Buffering:
     block_after: int | None
     reflection_buffer_activation: float | None
     reflection_block_after: int | None
+    shared_scales: SharedScales | None = None
 
 
 def _resolve(config: ObservationalMemoryConfig) -> ResolvedConfig:
@@ -487,8 +516,6 @@ def _resolve(config: ObservationalMemoryConfig) -> ResolvedConfig:
 
     warnings: list[str] = []
     async_enabled = _async_buffering_enabled(config)
-    if config.share_token_budget and async_enabled:
-        raise _shared_budget_error(config)
     message_tokens: int | TokenRange = (
         TokenRange(obs.message_tokens, obs.message_tokens + refl.observation_tokens)
         if config.share_token_budget
@@ -527,6 +554,7 @@ def _resolve(config: ObservationalMemoryConfig) -> ResolvedConfig:
         ),
         extract=copy.deepcopy(obs.extract),
         manage_working_memory=obs.manage_working_memory,
+        shared_scales=buffering.shared_scales,
     )
     reflection = ResolvedReflection(
         model=resolve_default_alias(reflector_choice),
@@ -621,26 +649,6 @@ def _async_buffering_enabled(config: ObservationalMemoryConfig) -> bool:
     return bool(_explicit_async_options(config))
 
 
-def _shared_budget_error(config: ObservationalMemoryConfig) -> OMConfigError:
-    obs, refl = config.observation, config.reflection
-    set_options = _explicit_async_options(config)
-    if obs.block_after is not None:
-        set_options.append("observation.blockAfter")
-    if refl.block_after is not None:
-        set_options.append("reflection.blockAfter")
-    if set_options:
-        advice = (
-            "add observation: {bufferTokens: false} and remove the buffering options "
-            f"{', '.join(set_options)}"
-        )
-    else:
-        advice = (
-            "async buffering is on by default and cannot be combined with a shared budget yet; "
-            "add observation: {bufferTokens: false}"
-        )
-    return OMConfigError("SHARED_BUDGET_REQUIRES_SYNC", "shareTokenBudget", advice, True)
-
-
 def _ignored_buffering_options(config: ObservationalMemoryConfig) -> list[str]:
     obs, refl = config.observation, config.reflection
     given = {
@@ -660,6 +668,9 @@ def _resolve_buffering(config: ObservationalMemoryConfig, message_tokens: int | 
     obs, refl = config.observation, config.reflection
     window = message_tokens.max if isinstance(message_tokens, TokenRange) else message_tokens
     raw_buffer = DEFAULT_BUFFER_TOKENS if obs.buffer_tokens is None else obs.buffer_tokens
+    raw_block_after = DEFAULT_BLOCK_AFTER if obs.block_after is None else obs.block_after
+    if isinstance(message_tokens, TokenRange):
+        return _shared_budget_buffering(config, message_tokens, raw_buffer, raw_block_after)
     return _Buffering(
         buffer_tokens=_resolve_buffer_tokens(raw_buffer, window),
         buffer_activation=_resolve_buffer_activation(
@@ -667,7 +678,7 @@ def _resolve_buffering(config: ObservationalMemoryConfig, message_tokens: int | 
             obs.message_tokens,
         ),
         block_after=_resolve_block_after(
-            DEFAULT_BLOCK_AFTER if obs.block_after is None else obs.block_after,
+            raw_block_after,
             obs.message_tokens,
             field="observation.blockAfter",
             threshold_name="observation.messageTokens",
@@ -683,6 +694,33 @@ def _resolve_buffering(config: ObservationalMemoryConfig, message_tokens: int | 
             threshold_name="reflection.observationTokens",
             code="REFLECTION_BLOCK_AFTER_BELOW_THRESHOLD",
         ),
+    )
+
+
+def _shared_budget_buffering(
+    config: ObservationalMemoryConfig, budget: TokenRange, raw_buffer: float, raw_block_after: float
+) -> _Buffering:
+    """Buffering under a shared budget: the threshold ranges over `[min, max]`, so every option must hold
+    at each threshold of the range. A ratio `bufferTokens` and a multiplier `blockAfter` scale with the
+    threshold (`SharedScales`); absolute tokens stay fixed, so they are checked against the whole range:
+    an interval below `min`, a `blockAfter` above `max`. The resolved fixed values are those at `max`."""
+    plain = _resolve_buffering(config, budget.min)
+    ratio = float(raw_buffer) if 0 < raw_buffer < 1 else None
+    multiplier = float(raw_block_after) if 1 <= raw_block_after < BLOCK_AFTER_ABSOLUTE_FROM else None
+    block_after = _resolve_block_after(
+        raw_block_after,
+        budget.max,
+        field="observation.blockAfter",
+        threshold_name="the shared budget (observation.messageTokens + reflection.observationTokens)",
+        code="BLOCK_AFTER_BELOW_THRESHOLD",
+    )
+    return _Buffering(
+        buffer_tokens=round_half_up(budget.max * ratio) if ratio is not None else plain.buffer_tokens,
+        buffer_activation=plain.buffer_activation,
+        block_after=block_after,
+        reflection_buffer_activation=plain.reflection_buffer_activation,
+        reflection_block_after=plain.reflection_block_after,
+        shared_scales=SharedScales(ratio, multiplier),
     )
 
 

@@ -23,6 +23,7 @@ OPENAI_EXTENDED_TTL_MS = HOUR_MS
 GEMINI_TTL_MS = 24 * HOUR_MS
 DEEPSEEK_TTL_MS = HOUR_MS
 GROQ_TTL_MS = 2 * HOUR_MS
+ANTHROPIC_EXTENDED_TTL_MS = HOUR_MS
 
 #: OpenAI models whose prompt cache is only kept in memory for minutes.
 _OPENAI_SHORT_TTL_MODEL = re.compile(r"^gpt-4|^gpt-5(?:$|-|\.([1-4])(?:$|-))")
@@ -50,6 +51,16 @@ def _openai_cache_retention(provider_options: Mapping[str, Any] | None) -> str |
     return value.lower() if isinstance(value, str) else None
 
 
+def _anthropic_cache_ttl(provider_options: Mapping[str, Any] | None) -> str | None:
+    """The `ttl` of Anthropic's `cacheControl` (`"5m"` or `"1h"`), as the AI SDK and litellm spell it."""
+    anthropic = (provider_options or {}).get("anthropic")
+    if not isinstance(anthropic, Mapping):
+        return None
+    control = anthropic.get("cacheControl", anthropic.get("cache_control"))
+    ttl = control.get("ttl") if isinstance(control, Mapping) else None
+    return ttl.lower() if isinstance(ttl, str) else None
+
+
 def auto_ttl_ms(
     provider: str | None, model_id: str | None, provider_options: Mapping[str, Any] | None
 ) -> int:
@@ -69,6 +80,8 @@ def auto_ttl_ms(
         return DEEPSEEK_TTL_MS
     if "groq" in provider_name:
         return GROQ_TTL_MS
+    if "anthropic" in provider_name and _anthropic_cache_ttl(provider_options) == "1h":
+        return ANTHROPIC_EXTENDED_TTL_MS  # the extended cache (beyond the spec's table, which predates it)
     # anthropic, xai / grok, openrouter and anything unknown keep caches for minutes.
     return SHORT_TTL_MS
 

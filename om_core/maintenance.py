@@ -122,9 +122,13 @@ def fire_due_triggers(engine: MemoryEngine, report: MaintenanceReport, *, now: d
         if trigger.thread_id is None or trigger.kind not in (IDLE, STALE):
             continue
         actor_model = trigger.payload.get("actorModel")
+        options = trigger.payload.get("providerOptions")
         try:
             if engine.on_idle(
-                trigger.thread_id, actor_model=actor_model if isinstance(actor_model, str) else None, now=now
+                trigger.thread_id,
+                actor_model=actor_model if isinstance(actor_model, str) else None,
+                now=now,
+                provider_options=options if isinstance(options, dict) else None,
             ):
                 report.activated.append(trigger.thread_id)
         except Exception:  # one thread's failure must not stop the pass; its next turn re-arms the trigger
@@ -183,6 +187,10 @@ def rebuffer_stalled(
         status = engine.status(thread_id)["windows"]
         pending = int(status["active"]["messages"]["tokens"])
         buffered = int(status["buffered"]["observations"]["messageTokens"])
+        # Under a shared budget the interval follows the threshold of the moment (§4.2).
+        interval = (
+            cfg.observation.buffer_tokens_at(int(status["active"]["messages"]["threshold"])) or interval
+        )
         if pending - buffered < interval:
             continue
         engine.executor.submit(BufferObservation(thread_id, new_cycle_id("buffer-obs"), pending))

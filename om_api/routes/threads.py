@@ -119,6 +119,7 @@ def ingest(
     actor_model: str | None = None,
     step_number: int = 0,
     turn_end: bool | None = None,
+    provider_options: dict[str, Any] | None = None,
 ) -> tuple[TurnResult, str]:
     """The turn path shared by `/turns` and the proxy: check the broker, then one engine turn, which also
     creates the thread for the caller or confirms the caller owns it (inside its store transaction). Ids
@@ -136,6 +137,7 @@ def ingest(
             step_number=step_number,
             turn_end=turn_end,
             tenant_id=tenant_id,
+            provider_options=provider_options,
         )
     except tenancy.ThreadNotVisible as exc:
         raise ApiError(404, "thread_not_found", str(exc)) from None
@@ -162,6 +164,7 @@ def post_turn(thread_id: ThreadId, body: TurnRequest, runtime: Runtime, caller: 
         actor_model=body.actor_model,
         step_number=body.step_number,
         turn_end=body.turn_end,
+        provider_options=body.actor_provider_options,
     )
     # Serialised here, in one pass; `TurnResponse` (response_model) documents the same body.
     return turn_json_response(result, resource)

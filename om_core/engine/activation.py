@@ -143,7 +143,10 @@ def activate(
         buffer_activation = cfg.observation.buffer_activation
         floor = policy.retention_floor(buffer_activation, threshold) if buffer_activation is not None else 0.0
         choose = _Choice(
-            pending, floor, policy.force_activation(pending, cfg.observation.block_after), activate_all
+            pending,
+            floor,
+            policy.force_activation(pending, cfg.observation.block_after_at(threshold)),
+            activate_all,
         )
         events = _ActivationEvents(
             thread_id, core.clock(), triggered_by, core.marker_config(cfg), trigger_details or {}
@@ -197,7 +200,14 @@ def _shared_log(core: EngineCore, thread_id: str, cfg: ResolvedConfig) -> record
     return records.SharedLog(key, compose)
 
 
-def on_idle(core: EngineCore, thread_id: str, *, actor_model: str | None, now: datetime | None) -> bool:
+def on_idle(
+    core: EngineCore,
+    thread_id: str,
+    *,
+    actor_model: str | None,
+    now: datetime | None,
+    provider_options: Mapping[str, Any] | None = None,
+) -> bool:
     """Beat's idle check: activate buffered observations (and a buffered reflection) whose idle TTL
     expired, so the next, uncached prompt is the compressed one. True if anything was activated."""
     thread = history.get_thread(core.db, thread_id)
@@ -212,6 +222,7 @@ def on_idle(core: EngineCore, thread_id: str, *, actor_model: str | None, now: d
         previous_model=thread.last_actor_model,
         last_activity_at=thread.last_activity_at,
         actor_model=actor_model or thread.last_actor_model,
+        provider_options=provider_options,
     )
     activated = False
     trigger, details = early_trigger(cfg, activity, moment, reflection=False)

@@ -18,7 +18,7 @@ from om_core import policy
 from om_core.config import ResolvedConfig
 from om_core.coordination import Keys
 from om_core.engine import events as ev
-from om_core.engine.core import EngineCore
+from om_core.engine.core import EngineCore, policy_tokens
 from om_core.engine.cycle import Cycle, holding_lock
 from om_core.engine.observer_call import observe_messages
 from om_core.engine.ports import ObserverDegenerateError
@@ -29,6 +29,7 @@ from om_core.messages import Message
 from om_core.store import history, records
 from om_core.store.outbox import has_event
 from om_core.store.types import AppendResult, ChunkInput, Record, StoredEvent
+from om_core.tool_exchanges import Span, exchange_spans, safe_cut_backward, tool_parts_of
 
 log = logging.getLogger("om.engine")
 
@@ -89,7 +90,17 @@ def _snapshot(core: EngineCore, task: BufferObservation) -> _Snapshot | None:
 
 
 def _safe_buffer_cut(candidates: Sequence[Message], from_seq: int, window: Window) -> int:
-    """The last sequence number safe to buffer: stop before an open tool call on the newest message."""
+    """The last sequence number safe to buffer: stop before an open tool call on the newest message
+    (spec §4.3), and before any call whose result is not in yet or comes after the cut (§4.10): a chunk
+    never holds a call without its result, so no activation can leave a result without its call."""
+    return safe_cut_backward(_prefix_cut(candidates, from_seq, window), _spans(candidates, window))
+
+
+def _spans(candidates: Sequence[Message], window: Window) -> list[Span]:
+    return exchange_spans(tool_parts_of(candidates), window.user_seqs)
+
+
+def _prefix_cut(candidates: Sequence[Message], from_seq: int, window: Window) -> int:
     safe = policy.select_safe_buffer_prefix(candidates)
     if len(safe) == len(candidates):
         return window.max_seq
@@ -130,9 +141,15 @@ def _buffer_locked(core: EngineCore, task: BufferObservation) -> bool:
     to_seq = _safe_buffer_cut(candidates, from_seq, window)
     if to_seq <= from_seq:
         return False  # deferred: a tool exchange is still open; the next step retries
-    to_seq = min(to_seq, cut_for_budget(window, core.settings.observer_input_cap_tokens))
+    to_seq = min(
+        to_seq, cut_for_budget(window, core.settings.observer_input_cap_tokens, _spans(candidates, window))
+    )
     batch_tokens = window.tokens_upto(to_seq)
-    if not policy.meets_minimum(batch_tokens, cfg.observation.buffer_tokens or 0, task.skip_minimum):
+    threshold = policy.dynamic_threshold(  # the log's size (the resource's in resource scope) sets it
+        policy_tokens(cfg.observation.message_tokens), snapshot.log.observation_token_count
+    )
+    interval = cfg.observation.buffer_tokens_at(threshold) or 0
+    if not policy.meets_minimum(batch_tokens, interval, task.skip_minimum):
         return False
     batch = [m for m in _parts_upto(candidates, to_seq) if m.has_visible_content]
     if not batch:

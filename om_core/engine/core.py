@@ -85,6 +85,8 @@ class Activity:
     previous_model: str | None = None
     last_activity_at: datetime | None = None
     actor_model: str | None = None
+    #: The actor call's provider options: `"auto"` reads its prompt-cache settings (spec §4.7).
+    provider_options: Mapping[str, Any] | None = None
 
 
 class EngineCore:
@@ -206,15 +208,17 @@ class EngineCore:
         log = log or record
         view = view or self.peek(key, log.lookup_key)
         buffering = view.is_locked(Keys.buffer_lock(key))
+        message_tokens = policy_tokens(cfg.observation.message_tokens)
+        threshold = policy.dynamic_threshold(message_tokens, log.observation_token_count)
         return policy.compute_status(
             pending=window.tokens + others_tokens,
-            message_tokens=policy_tokens(cfg.observation.message_tokens),
+            message_tokens=message_tokens,
             observation_token_count=log.observation_token_count,
             reflection_threshold=cfg.reflection.observation_tokens,
             async_observation_enabled=cfg.async_observation_enabled,
             async_reflection_enabled=cfg.async_reflection_enabled,
-            block_after=cfg.observation.block_after,
-            buffer_tokens=cfg.observation.buffer_tokens,
+            block_after=cfg.observation.block_after_at(threshold),
+            buffer_tokens=cfg.observation.buffer_tokens_at(threshold),
             last_boundary=buffering_boundary(record, view),
             buffering_in_flight=buffering,
             chunk_message_tokens=[c.message_tokens for c in record.chunks],
@@ -360,7 +364,7 @@ def early_trigger(
             "previousModel": activity.previous_model,
             "currentModel": activity.actor_model,
         }
-    ttl = resolve_ttl_ms(phase.activate_after_idle, activity.actor_model, None)
+    ttl = resolve_ttl_ms(phase.activate_after_idle, activity.actor_model, activity.provider_options)
     if ttl is not None and activity.last_activity_at is not None:
         expired, idle_ms = ttl_expired(ttl, activity.last_activity_at, now)
         if expired:

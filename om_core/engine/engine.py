@@ -69,11 +69,22 @@ class MemoryEngine(EngineCore):
         step_number: int = 0,
         turn_end: bool | None = None,
         tenant_id: str | None = None,
+        provider_options: Mapping[str, Any] | None = None,
     ) -> TurnResult:
-        """Store the new messages and return what the actor should see next (see `engine.turn`)."""
+        """Store the new messages and return what the actor should see next (see `engine.turn`).
+        `provider_options` are the actor call's (they set the `"auto"` idle TTL, spec §4.7)."""
         return turn.ingest_turn(
             self,
-            TurnInput(thread_id, resource_id, list(messages), actor_model, step_number, turn_end, tenant_id),
+            TurnInput(
+                thread_id,
+                resource_id,
+                list(messages),
+                actor_model,
+                step_number,
+                turn_end,
+                tenant_id,
+                dict(provider_options) if provider_options else None,
+            ),
         )
 
     def status(self, thread_id: str, step_number: int = 0) -> StatusPayload:
@@ -136,8 +147,17 @@ class MemoryEngine(EngineCore):
         """Decide and run reflection work as a turn would, on its own (the interleaving fuzz drives it)."""
         return reflection.maybe_reflect(self, thread_id, activity=activity, now=now)
 
-    def on_idle(self, thread_id: str, *, actor_model: str | None = None, now: datetime | None = None) -> bool:
-        return activation.on_idle(self, thread_id, actor_model=actor_model, now=now)
+    def on_idle(
+        self,
+        thread_id: str,
+        *,
+        actor_model: str | None = None,
+        now: datetime | None = None,
+        provider_options: Mapping[str, Any] | None = None,
+    ) -> bool:
+        return activation.on_idle(
+            self, thread_id, actor_model=actor_model, now=now, provider_options=provider_options
+        )
 
     # ---------------------------------------------------------------------------- manual API
 

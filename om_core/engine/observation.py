@@ -19,6 +19,7 @@ from om_core.engine.cycle import Cycle, run_if_enabled
 from om_core.engine.observer_call import observe_messages
 from om_core.engine.ports import ObserverDegenerateError
 from om_core.engine.tasks import Observe, lookup_key
+from om_core.engine.tool_pairs import spans_after
 from om_core.engine.window import cut_for_budget, cut_keeping_tail
 from om_core.errors import OperationFailed
 from om_core.store import history, records
@@ -41,7 +42,7 @@ def observe(core: EngineCore, task: Observe) -> bool:
 
 def _observe_locked(core: EngineCore, task: Observe, cfg: ResolvedConfig) -> bool:
     observed_any = False
-    for _batch in range(_MAX_BATCHES):
+    for _batch in range(task.batches or _MAX_BATCHES):
         if activation.activate(core, task.thread_id, activate_all=True, triggered_by="threshold"):
             observed_any = True
         outcome = _observe_one_batch(core, task, cfg, manual=task.trigger == "manual")
@@ -68,12 +69,13 @@ def _observe_one_batch(core: EngineCore, task: Observe, cfg: ResolvedConfig, *, 
     buffer_activation = cfg.observation.buffer_activation
     floor = policy.retention_floor(buffer_activation, threshold) if buffer_activation is not None else 1.0
     # The kept tail is over the threshold only when one message is; it is observed by the next batch.
-    cut = cut_keeping_tail(window, max(floor, 1.0), max_keep=threshold - 1)
+    spans = spans_after(core, task.thread_id, head.last_observed_seq, window)  # pairs stay together
+    cut = cut_keeping_tail(window, max(floor, 1.0), max_keep=threshold - 1, spans=spans)
     if cut <= head.last_observed_seq:
         return None
     if head.chunks:
         return None  # activation above did not clear the list (retired head); the next step retries
-    cut = min(cut, cut_for_budget(window, core.settings.observer_input_cap_tokens))
+    cut = min(cut, cut_for_budget(window, core.settings.observer_input_cap_tokens, spans))
     from_seq = head.last_observed_seq
     with core.db.connect() as conn:
         thread = history.get_thread(conn, task.thread_id)

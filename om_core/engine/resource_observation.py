@@ -21,6 +21,7 @@ from om_core.engine.cycle import Cycle, Usage, run_if_enabled
 from om_core.engine.observer_call import observe_threads
 from om_core.engine.ports import ObserverDegenerateError
 from om_core.engine.tasks import Observe, ObserveBatch, kind_of, lookup_key
+from om_core.engine.tool_pairs import spans_read
 from om_core.engine.window import build_window, cut_for_budget, cut_keeping_tail
 from om_core.errors import OperationFailed
 from om_core.messages import Message
@@ -29,6 +30,7 @@ from om_core.resource_log import compose_section, thread_label
 from om_core.scoped_ids import public_id
 from om_core.store import history, records
 from om_core.store.types import NewEvent, Record, StoredEvent, ThreadObservation, WriteResult
+from om_core.tool_exchanges import safe_cut_backward
 
 
 def observe_resource(core: EngineCore, task: Observe, cfg: ResolvedConfig) -> bool:
@@ -83,10 +85,11 @@ def _shares(core: EngineCore, task: ObserveBatch, cfg: ResolvedConfig, resource_
             )
             if not window.messages:
                 continue
-            cut = window.max_seq
+            spans = spans_read(conn, thread_id, cursor.last_observed_seq, window)  # pairs stay together
+            cut = safe_cut_backward(window.max_seq, spans)
             if thread_id == task.keep_tail:
-                cut = cut_keeping_tail(window, 1.0, max_keep=threshold - 1)
-            cut = min(cut, cut_for_budget(window, core.settings.observer_input_cap_tokens))
+                cut = cut_keeping_tail(window, 1.0, max_keep=threshold - 1, spans=spans)
+            cut = min(cut, cut_for_budget(window, core.settings.observer_input_cap_tokens, spans))
             if cut <= cursor.last_observed_seq:
                 continue
             messages = [

@@ -20,7 +20,7 @@ from typing import Any, Literal, Protocol
 from om_core.coordination import Keys
 from om_core.engine.events import BLOCKING, BUFFERED, Operation, Phase
 
-Trigger = Literal["manual", "turn-sync", "async-buffer"]
+Trigger = Literal["manual", "turn-sync", "async-buffer", "backlog"]
 
 
 def new_cycle_id(kind: str) -> str:
@@ -64,6 +64,9 @@ class Observe:
     thread_id: str
     cycle_id: str
     trigger: Trigger = "turn-sync"
+    #: At most this many Observer calls (None: the run's own limit). A turn facing a backlog larger than
+    #: one call waits for one and leaves the rest to a background run (`engine.backlog`).
+    batches: int | None = None
 
 
 @dataclass(frozen=True)

@@ -20,11 +20,12 @@ from om_core.config import ResolvedConfig, message_threshold_max
 from om_core.context import ActorContext, build_actor_context
 from om_core.coordination import Peek
 from om_core.early_activation import resolve_ttl_ms
-from om_core.engine import activation, buffering, reflection, resource
+from om_core.engine import activation, backlog, buffering, reflection, reminders, resource
 from om_core.engine import events as ev
 from om_core.engine.core import EVENT_SINK, Activity, EngineCore
 from om_core.engine.ports import ThreadIdRequired
 from om_core.engine.tasks import BufferObservation, Observe, Task, lookup_key, new_cycle_id
+from om_core.engine.tool_pairs import with_observed_calls
 from om_core.engine.window import Window, build_window, start_of_recent
 from om_core.messages import Message
 from om_core.policy import StatusPayload
@@ -32,7 +33,6 @@ from om_core.scoped_ids import public_id
 from om_core.store import history, records
 from om_core.store.outbox import write_events
 from om_core.store.types import NewEvent, Record, StoredEvent
-from om_core.temporal import temporal_marker_for
 
 #: Parts read per page when looking for the start of the recent history (OM off); a page is ~30 KB of rows.
 _RECENT_PAGE = 512
@@ -79,6 +79,7 @@ class _Stored:
     window: Window
     messages: list[Message]
     shared: _Shared
+    reminders: list[StoredEvent] = field(default_factory=list)
 
 
 class _Current(NamedTuple):
@@ -102,6 +103,8 @@ class TurnInput:
     step_number: int = 0
     turn_end: bool | None = None
     tenant_id: str | None = None
+    #: The actor call's provider options (`"auto"` idle TTL, spec §4.7).
+    provider_options: dict[str, Any] | None = None
 
 
 def ingest_turn(core: EngineCore, turn: TurnInput) -> TurnResult:
@@ -124,6 +127,7 @@ def ingest_turn(core: EngineCore, turn: TurnInput) -> TurnResult:
 def _ingest(core: EngineCore, turn: TurnInput, sink: list[StoredEvent]) -> TurnResult:
     thread_id = turn.thread_id
     stored = store_and_read(core, turn)
+    reminders.announce(core, stored.reminders)
     before, head, window, shared = stored.before, stored.head, stored.window, stored.shared
     cfg = core.config_for(stored.thread.effective_overrides)
     if not cfg.enabled:
@@ -132,9 +136,10 @@ def _ingest(core: EngineCore, turn: TurnInput, sink: list[StoredEvent]) -> TurnR
         previous_model=before.last_actor_model if before is not None else None,
         last_activity_at=before.last_activity_at if before is not None else None,
         actor_model=turn.actor_model,
+        provider_options=turn.provider_options,
     )
     now = core.clock()
-    blocked = False
+    blocked = in_backlog = False
     degraded_reason: str | None = None
 
     if head.chunks:
@@ -153,10 +158,13 @@ def _ingest(core: EngineCore, turn: TurnInput, sink: list[StoredEvent]) -> TurnR
         async_enabled=cfg.async_observation_enabled,
         pending=status.pending,
         threshold=status.threshold,
-        block_after=cfg.observation.block_after,
+        block_after=cfg.observation.block_after_at(status.threshold),
     ):
         blocked = True
-        degraded_reason = core.run_blocking(_blocking_observation(core, stored.thread, cfg), thread_id)
+        if not resource.is_shared(cfg) and backlog.is_backlog(core, window):
+            degraded_reason, in_backlog = backlog.observe_blocking(core, thread_id), True
+        else:
+            degraded_reason = core.run_blocking(_blocking_observation(core, stored.thread, cfg), thread_id)
 
     reflect_blocked, reflect_reason = reflection.maybe_reflect(
         core,
@@ -182,11 +190,11 @@ def _ingest(core: EngineCore, turn: TurnInput, sink: list[StoredEvent]) -> TurnR
         core.executor.submit(
             BufferObservation(thread_id, new_cycle_id("buffer-obs"), status.pending, skip_minimum=True)
         )
-    _schedule_idle_trigger(core, thread_id, stored.thread.resource_id, cfg, turn.actor_model)
+    _schedule_idle_trigger(core, thread_id, stored.thread.resource_id, cfg, activity)
     # Anything that changed the head reported an event; without one, and without blocking work that may
     # have run in another process, the reads above are current.
     unchanged = not sink and not blocked
-    return turn_result(
+    result = turn_result(
         core,
         thread_id,
         cfg,
@@ -198,6 +206,9 @@ def _ingest(core: EngineCore, turn: TurnInput, sink: list[StoredEvent]) -> TurnR
         # A launch moved the buffering boundary the status shows: compute it again then.
         status=first_status if unchanged and not first_status.should_buffer else None,
     )
+    if in_backlog:
+        result = backlog.bounded_view(core, cfg, thread_id, result)
+    return reminders.with_reminder_events(result, stored.reminders)
 
 
 def _blocking_observation(core: EngineCore, thread: history.ThreadRow, cfg: ResolvedConfig) -> list[Task]:
@@ -285,8 +296,8 @@ def store_and_read(core: EngineCore, turn: TurnInput) -> _Stored:
         )
         tenancy.check_turn_access(thread, turn.tenant_id, turn.resource_id)
         cfg = core.config_for(thread.effective_overrides)
-        if cfg.temporal_markers:
-            incoming = _with_temporal_markers(core, conn, thread_id, incoming)
+        if cfg.temporal_markers:  # never with OM off: markers are OM's own messages
+            incoming = reminders.with_markers(conn, thread, incoming, core.settings.timezone)
         fresh = history.append_to_locked(
             conn,
             thread,
@@ -303,6 +314,7 @@ def store_and_read(core: EngineCore, turn: TurnInput) -> _Stored:
             config=core.base_config.to_public_dict(),
             observed_timezone=core.settings.timezone,
         )
+        reminder_events = reminders.write_reminders(conn, thread_id, head, fresh)
         fresh_parts = {part.seq: part for message in fresh for part in message.parts}
         unobserved = history.read_unobserved(
             conn,
@@ -313,7 +325,7 @@ def store_and_read(core: EngineCore, turn: TurnInput) -> _Stored:
         shared = _read_shared(core, conn, thread, head, cfg)
     core.remember_parts(thread, unobserved, fresh_parts)
     window = build_window(unobserved.rows, core.counter)
-    return _Stored(before, thread, head, window, unobserved.messages, shared)
+    return _Stored(before, thread, head, window, unobserved.messages, shared, reminder_events)
 
 
 def _context_start(
@@ -394,14 +406,16 @@ def current_status(core: EngineCore, thread_id: str, step_number: int = 0) -> St
 
 
 def _schedule_idle_trigger(
-    core: EngineCore, thread_id: str, resource_id: str, cfg: ResolvedConfig, actor_model: str | None
+    core: EngineCore, thread_id: str, resource_id: str, cfg: ResolvedConfig, activity: Activity
 ) -> None:
-    """Arm (or move) the idle trigger for beat: the earliest phase TTL after the last activity."""
+    """Arm (or move) the idle trigger for beat: the earliest phase TTL after the last activity. The
+    payload keeps the actor's model and provider options, so beat resolves `"auto"` as the turn did."""
+    actor_model, options = activity.actor_model, activity.provider_options
     ttls = [
         ttl
         for ttl in (
-            resolve_ttl_ms(cfg.observation.activate_after_idle, actor_model, None),
-            resolve_ttl_ms(cfg.reflection.activate_after_idle, actor_model, None),
+            resolve_ttl_ms(cfg.observation.activate_after_idle, actor_model, options),
+            resolve_ttl_ms(cfg.reflection.activate_after_idle, actor_model, options),
         )
         if ttl is not None
     ]
@@ -418,7 +432,7 @@ def _schedule_idle_trigger(
             thread_id=thread_id,
             resource_id=resource_id,
             due_at=thread.last_activity_at + timedelta(milliseconds=min(ttls)),
-            payload={"actorModel": actor_model},
+            payload={"actorModel": actor_model, "providerOptions": dict(options) if options else None},
         )
 
 
@@ -428,22 +442,6 @@ def _count_part(core: EngineCore, actor_model: str | None) -> Callable[[Any], tu
         return (counted.tokens, counted.overhead_delta, counted.extra_messages)
 
     return count
-
-
-def _with_temporal_markers(
-    core: EngineCore, conn: Connection, thread_id: str, incoming: list[Message]
-) -> list[Message]:
-    previous = history.last_messages(conn, thread_id, limit=1)
-    out: list[Message] = []
-    seen: list[Message] = list(previous)
-    for message in incoming:
-        if message.role == "user":
-            marker = temporal_marker_for(message, seen, core.settings.timezone)
-            if marker is not None:
-                out.append(marker)
-        out.append(message)
-        seen.append(message)
-    return out
 
 
 def turn_result(
@@ -473,7 +471,9 @@ def turn_result(
             events=[NewEvent(ev.STATUS.value, dict(payload))],
         )
     core.publish(stored)
-    visible = [m for m in unobserved if m.has_visible_content]
+    visible = with_observed_calls(
+        core, thread_id, head.last_observed_seq, [m for m in unobserved if m.has_visible_content]
+    )
     context = actor_context(core, thread, log, has_unobserved=bool(visible), others=shared.others)
     return TurnResult(
         thread_id=public_id(thread_id),

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from om_core.store.history import PartTokens
 from om_core.tokens import CONVERSATION_OVERHEAD, PartCount, TokenCounter
+from om_core.tool_exchanges import Span, safe_cut, safe_cut_backward
 
 
 def _is_visible(part_type: str) -> bool:
@@ -42,6 +43,16 @@ class Window:
     def max_seq(self) -> int:
         return max((m.last_seq for m in self.messages), default=0)
 
+    @property
+    def lowest_cut(self) -> int:
+        """The cut that observes nothing of this window: just before its first part."""
+        return min((m.first_seq for m in self.messages), default=1) - 1
+
+    @property
+    def user_seqs(self) -> tuple[int, ...]:
+        """Where user messages start: a user message after an open tool call abandons it."""
+        return tuple(m.first_seq for m in self.messages if m.role == "user")
+
     def tokens_upto(self, seq: int) -> int:
         """Weight of the messages whose unobserved parts all lie at or before `seq`."""
         inside = [m.tokens for m in self.messages if m.last_seq <= seq]
@@ -72,10 +83,20 @@ def build_window(rows: Sequence[PartTokens], counter: TokenCounter) -> Window:
     return Window(tuple(out))
 
 
-def cut_for_budget(window: Window, budget: int) -> int:
+def cut_for_budget(window: Window, budget: int, spans: Sequence[Span] = ()) -> int:
     """The largest sequence number such that the parts up to it fit in `budget` tokens, cutting only after
     a whole message; at least the first message is taken even if it alone is larger than the budget (a
-    single huge message is still observed: no dead zone)."""
+    single huge message is still observed: no dead zone). A cut inside a tool exchange (`spans`) moves
+    back before its call, or, if that leaves nothing, forward past its result: a pair larger than the
+    budget is observed whole, like a single huge message."""
+    cut = _budget_cut(window, budget)
+    if not spans or not cut:
+        return cut
+    moved = safe_cut(cut, spans, lowest=window.lowest_cut)
+    return moved if moved > window.lowest_cut else 0
+
+
+def _budget_cut(window: Window, budget: int) -> int:
     total = CONVERSATION_OVERHEAD
     cut = 0
     for message in sorted(window.messages, key=lambda m: m.last_seq):
@@ -86,14 +107,24 @@ def cut_for_budget(window: Window, budget: int) -> int:
     return cut
 
 
-def cut_keeping_tail(window: Window, keep_tokens: float, max_keep: int) -> int:
+def cut_keeping_tail(window: Window, keep_tokens: float, max_keep: int, spans: Sequence[Span] = ()) -> int:
     """The sequence number to observe up to, keeping the newest messages raw.
 
     Newest messages stay raw while the kept tail is under `keep_tokens` (the retention floor; pass at
     least 1 to keep the prompt being answered) and adding one keeps the tail within `max_keep`. A newest
     message larger than `max_keep` is observed too, so a single huge message never sits in a dead zone.
-    Returns 0 when nothing is to be observed.
+    A cut inside a tool exchange (`spans`) moves back before its call: the pair stays raw together, and
+    it is never moved forward, which would observe the prompt being answered. Returns 0 when nothing is
+    to be observed.
     """
+    cut = _tail_cut(window, keep_tokens, max_keep)
+    if not spans or not cut:
+        return cut
+    moved = safe_cut_backward(cut, spans)
+    return moved if moved > window.lowest_cut else 0
+
+
+def _tail_cut(window: Window, keep_tokens: float, max_keep: int) -> int:
     ordered = sorted(window.messages, key=lambda m: m.last_seq)
     kept = 0
     first_kept = len(ordered)

@@ -202,6 +202,16 @@ _BODIES = select(P.c.seq, P.c.body).where(
 )
 
 
+def known_message_ids(conn: Connection, thread_id: str, ids: Sequence[str]) -> set[str]:
+    """Which of `ids` the thread already stores."""
+    if not ids:
+        return set()
+    return {
+        row["id"]
+        for row in conn.execute(_KNOWN_MESSAGES, {"thread_id": thread_id, "ids": list(ids)}).mappings()
+    }
+
+
 def lock_thread(conn: Connection, thread_id: str) -> ThreadRow | None:
     """Read the thread row under its lock (held to commit): the state every append builds on."""
     row = conn.execute(_LOCK_THREAD, {"thread_id": thread_id}).mappings().first()
@@ -516,3 +526,59 @@ def delete_thread(conn: Connection, thread_id: str) -> None:
     conn.execute(delete(schema.events).where(schema.events.c.thread_id == thread_id))
     conn.execute(delete(schema.triggers).where(schema.triggers.c.thread_id == thread_id))
     conn.execute(delete(T).where(T.c.id == thread_id))
+
+
+@dataclass(frozen=True)
+class ToolPartRow:
+    """A stored tool part's identity, read without its body (results can be large)."""
+
+    seq: int
+    call_id: str
+    state: str | None
+    has_result: bool
+
+
+def tool_parts_after(conn: Connection, thread_id: str, after_seq: int) -> list[ToolPartRow]:
+    """The tool parts after `after_seq` by call id and state, for pairing calls with results: the JSON
+    fields are read in the database, so a large result is never transferred to find its pair."""
+    body = P.c.body
+    query = (
+        select(
+            P.c.seq,
+            body["toolCallId"].as_string().label("call_id"),
+            body["state"].as_string().label("state"),
+            body["result"].as_string().is_not(None).label("has_result"),
+        )
+        .where(P.c.thread_id == thread_id, P.c.seq > after_seq, P.c.type == "tool-invocation")
+        .order_by(P.c.seq)
+    )
+    return [
+        ToolPartRow(int(row["seq"]), str(row["call_id"]), row["state"], bool(row["has_result"]))
+        for row in conn.execute(query).mappings()
+        if row["call_id"]
+    ]
+
+
+def call_parts(conn: Connection, thread_id: str, call_ids: Sequence[str], *, upto_seq: int) -> list[Message]:
+    """The stored call parts (not results) of `call_ids` at or before `upto_seq`, each in a copy of its
+    message holding only that part: what the actor is shown again beside a result whose call was
+    observed."""
+    body = P.c.body
+    ending = ("result", "output-error", "output-denied")
+    state = body["state"].as_string()
+    query = select(P.c.message_id, P.c.body, P.c.seq).where(
+        P.c.thread_id == thread_id,
+        P.c.seq <= upto_seq,
+        P.c.type == "tool-invocation",
+        body["toolCallId"].as_string().in_(list(call_ids)),
+        state.is_(None) | state.not_in(ending),
+    )
+    rows = conn.execute(query.order_by(P.c.seq)).mappings().all()
+    if not rows:
+        return []
+    ids = sorted({row["message_id"] for row in rows})
+    message_rows = {
+        row["id"]: row
+        for row in conn.execute(select(M).where(M.c.thread_id == thread_id, M.c.id.in_(ids))).mappings()
+    }
+    return _assemble(rows, message_rows, thread_id)

@@ -107,8 +107,11 @@ class ScenarioSettings:
     missed_deadline: float = 0.25
     #: Words per planted message part (about 1.3 tokens each).
     words: tuple[int, int] = (30, 380)
-    #: Turn on early activation (idle TTL, provider change) and turn-end buffering for some seeds.
+    #: Turn on early activation (idle TTL, provider change), turn-end buffering and a shared token budget
+    #: for some seeds.
     vary_config: bool = True
+    #: Every seed shares one budget between messages and observations (`shareTokenBudget`, async on).
+    share_token_budget: bool = False
 
 
 @dataclass(frozen=True)
@@ -147,7 +150,10 @@ def om_options(seed: int, settings: ScenarioSettings) -> dict[str, Any]:
                 block["activateAfterIdle"] = "5m"
             if rng.random() < 0.3:
                 block["activateOnProviderChange"] = True
-    return {"observation": observation, "reflection": reflection}
+    # Drawn after the draws above, so adding it left every earlier seed's other options unchanged.
+    shared = settings.share_token_budget or (settings.vary_config and rng.random() < 0.25)
+    options: dict[str, Any] = {"observation": observation, "reflection": reflection}
+    return {**options, "shareTokenBudget": True} if shared else options
 
 
 @dataclass(frozen=True)

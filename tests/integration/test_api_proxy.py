@@ -184,9 +184,15 @@ def test_messages_round_trip_through_the_stored_model() -> None:
     assert back[4]["content"][1] == {"type": "image_url", "image_url": {"url": "https://x/y.png"}}
 
 
-def test_a_tool_result_whose_call_was_observed_is_left_out() -> None:
+def test_a_tool_result_without_its_call_keeps_a_call_rebuilt_from_it() -> None:
+    """Chat APIs refuse a tool message that answers no call, but dropping it would hide the result from
+    the actor: the call is rebuilt from what the result holds (id and tool name)."""
     stored = from_openai(CONVERSATION, created_at=datetime.now(UTC))
-    assert [m["role"] for m in to_openai(stored[2:])] == ["assistant", "user"]
+    sent = to_openai(stored[2:])
+    assert [m["role"] for m in sent] == ["assistant", "tool", "assistant", "user"]
+    assert sent[0]["tool_calls"][0]["id"] == "call-1"
+    assert sent[0]["tool_calls"][0]["function"]["name"] == "weather"
+    assert sent[1] == {"role": "tool", "tool_call_id": "call-1", "content": "18C and sunny"}
 
 
 def test_instructions_are_split_from_the_conversation() -> None:

@@ -196,22 +196,41 @@ def test_provider_options_replace_the_defaults() -> None:
 # --------------------------------------------------------------------------------------------------
 
 
-def test_shared_budget_requires_sync_and_explains_the_default() -> None:
-    error = config_error({"shareTokenBudget": True})
-    assert error.code == "SHARED_BUDGET_REQUIRES_SYNC"
-    assert_names_field(error, "shareTokenBudget")
-    assert "bufferTokens: false" in str(error)
-    assert "default" in str(error)
-
-
-def test_shared_budget_error_lists_the_buffering_options_to_remove() -> None:
-    error = config_error(
-        {"shareTokenBudget": True, "observation": {"bufferActivation": 0.7, "blockAfter": 1.5}}
+def test_shared_budget_with_buffering_scales_interval_and_block_after_with_the_threshold() -> None:
+    rc = resolve(
+        {
+            "shareTokenBudget": True,
+            "observation": {"messageTokens": 20000, "bufferTokens": 0.2, "blockAfter": 1.5},
+            "reflection": {"observationTokens": 80000},
+        }
     )
-    assert error.code == "SHARED_BUDGET_REQUIRES_SYNC"
-    assert "bufferTokens: false" in str(error)
-    assert "observation.bufferActivation" in str(error)
-    assert "observation.blockAfter" in str(error)
+    assert rc.async_observation_enabled and rc.async_reflection_enabled
+    assert rc.observation.message_tokens == TokenRange(min=20000, max=100000)
+    assert rc.observation.buffer_tokens_at(100000) == 20000
+    assert rc.observation.buffer_tokens_at(20000) == 4000
+    assert rc.observation.block_after_at(100000) == 150000
+    assert rc.observation.block_after_at(20000) == 30000
+    assert rc.observation.buffer_activation == 0.8
+
+
+def test_shared_budget_keeps_absolute_values_fixed_and_checks_them_against_the_range() -> None:
+    base = {"shareTokenBudget": True, "reflection": {"observationTokens": 80000}}
+    rc = resolve(
+        {**base, "observation": {"messageTokens": 20000, "bufferTokens": 5000, "blockAfter": 120000}}
+    )
+    assert rc.observation.buffer_tokens_at(20000) == rc.observation.buffer_tokens_at(100000) == 5000
+    assert rc.observation.block_after_at(20000) == rc.observation.block_after_at(100000) == 120000
+    error = config_error({**base, "observation": {"messageTokens": 20000, "blockAfter": 90000}})
+    assert error.code == "BLOCK_AFTER_BELOW_THRESHOLD"
+    assert "shared budget" in str(error)
+    error = config_error({**base, "observation": {"messageTokens": 20000, "bufferTokens": 25000}})
+    assert error.code == "BUFFER_TOKENS_TOO_LARGE"
+
+
+def test_without_a_shared_budget_the_interval_and_block_after_are_fixed() -> None:
+    rc = resolve({"observation": {"messageTokens": 20000}})
+    assert rc.observation.buffer_tokens_at(5000) == rc.observation.buffer_tokens == 4000
+    assert rc.observation.block_after_at(5000) == rc.observation.block_after == 24000
 
 
 def test_shared_budget_with_sync_observation_is_a_range() -> None:

@@ -29,6 +29,10 @@ NOW = datetime(2026, 4, 20, 12, 0, tzinfo=UTC)
     ("provider", "model_id", "options", "ttl"),
     [
         ("anthropic", "claude-sonnet-4", None, FIVE_MIN),
+        ("anthropic", "claude-sonnet-4", {"anthropic": {"cacheControl": {"ttl": "1h"}}}, ONE_HOUR),
+        ("anthropic", "claude-sonnet-4", {"anthropic": {"cache_control": {"ttl": "1h"}}}, ONE_HOUR),
+        ("anthropic", "claude-sonnet-4", {"anthropic": {"cacheControl": {"ttl": "5m"}}}, FIVE_MIN),
+        ("google", "gemini-2.5-pro", {"anthropic": {"cacheControl": {"ttl": "1h"}}}, 86_400_000),
         ("openrouter", "mistralai/ministral-8b", None, FIVE_MIN),
         ("xai", "grok-4-1-fast", None, FIVE_MIN),
         ("mistral", "mistral-large", None, FIVE_MIN),
