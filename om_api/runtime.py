@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextvars
 import importlib
 import logging
-import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -39,6 +38,7 @@ from om_core import (
     tenancy,
 )
 from om_core.engine import QUEUES
+from om_core.engine.tasks import wait_all
 
 log = logging.getLogger("om.api")
 
@@ -91,19 +91,7 @@ class BackgroundExecutor:
         """Every task on the blocking pool at once, each in the caller's context; all waited for within
         the one deadline, the first failure raised after."""
         futures = [self._blocking.submit(contextvars.copy_context().run, self._call, task) for task in tasks]
-        end = time.monotonic() + deadline_s
-        finished = True
-        failure: Exception | None = None
-        for future in futures:
-            try:
-                future.result(timeout=max(end - time.monotonic(), 0.0))
-            except FutureTimeout:
-                finished = False
-            except Exception as exc:
-                failure = failure or exc
-        if failure is not None:
-            raise failure
-        return finished
+        return wait_all([f.result for f in futures], deadline_s, FutureTimeout)
 
     def shutdown(self) -> None:
         for pool in (self._blocking, self._background):

@@ -9,7 +9,6 @@ and its result lands for a later turn; the turn itself goes on with the uncompre
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 
 from celery import Celery
@@ -18,7 +17,7 @@ from celery.result import AsyncResult
 
 from om_core import Task, task_to_dict
 from om_core.engine import kind_of
-from om_core.engine.tasks import run_each
+from om_core.engine.tasks import run_each, wait_all
 
 
 class CeleryExecutor:
@@ -62,21 +61,11 @@ class CeleryExecutor:
         """Send every task first (workers run them in parallel), then wait for each within what is left
         of the one deadline. Every result is waited for before the first failure is raised."""
         results = [self.send(task) for task in tasks]
-        end = time.monotonic() + max(deadline_s, 0.001)
-        failure: Exception | None = None
-        finished = True
-        for result in results:
-            try:
-                result.get(
-                    timeout=max(end - time.monotonic(), 0.001), propagate=True, disable_sync_subtasks=False
-                )
-            except ResultTimeout:
-                finished = False
-            except Exception as exc:
-                failure = failure or exc
-        if failure is not None:
-            raise failure
-        return finished
+
+        def waiter(result: AsyncResult) -> Callable[[float], object]:
+            return lambda seconds: result.get(timeout=seconds, propagate=True, disable_sync_subtasks=False)
+
+        return wait_all([waiter(result) for result in results], deadline_s, ResultTimeout)
 
 
 class WorkerExecutor(CeleryExecutor):

@@ -6,12 +6,13 @@ plus chunks waiting, deduplicated against a buffered reflection) and reject the 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Protocol, TypeVar
 
 from om_core.config import ResolvedConfig
 from om_core.engine.core import EngineCore, primary_model, resolve_model
 from om_core.engine.cycle import Usage
-from om_core.engine.ports import ObserverDegenerateError
+from om_core.engine.ports import ObserverDegenerateError, UserContent
 from om_core.messages import Message
 from om_core.observer import (
     MultiThreadObserverOutput,
@@ -95,28 +96,7 @@ def observe_messages(
 
     model = resolve_model(cfg.observation.model, core.counter.count_messages(batch))
     user = observer_user_content(histories, compose, attachment_rule(core, cfg, model))
-    last_problem = "empty"
-    for _attempt in range(_ATTEMPTS):
-        completion = core.models.complete(
-            model,
-            system=system,
-            user=user,
-            temperature=cfg.observation.temperature,
-            max_output_tokens=cfg.observation.max_output_tokens,
-            provider_options=cfg.observation.provider_options,
-        )
-        usage.add(completion)
-        unusable = unusable_reply(completion.text, completion.finish_reason)
-        if unusable is not None:
-            last_problem = unusable
-            continue
-        output = parse_observer_output(completion.text)
-        if not output.degenerate:
-            return output
-        last_problem = "degenerate output (repetition loop)"
-    raise ObserverDegenerateError(
-        f"the Observer produced {last_problem} twice for model {primary_model(model)}"
-    )
+    return _usable_reply(core, cfg, model, system, user, usage, parse_observer_output)
 
 
 def observe_threads(
@@ -177,6 +157,28 @@ def observe_threads(
     input_tokens = sum(core.counter.count_messages(list(m)) for _t, m in sections.values())
     model = resolve_model(cfg.observation.model, input_tokens)
     user = observer_user_content(histories, compose, attachment_rule(core, cfg, model))
+    return _usable_reply(core, cfg, model, system, user, usage, parse_multi_thread_output)
+
+
+class _Parsed(Protocol):
+    @property
+    def degenerate(self) -> bool: ...
+
+
+P = TypeVar("P", bound=_Parsed)
+
+
+def _usable_reply(
+    core: EngineCore,
+    cfg: ResolvedConfig,
+    model: str | list[str],
+    system: str,
+    user: UserContent,
+    usage: Usage,
+    parse: Callable[[str], P],
+) -> P:
+    """The first usable, non-degenerate reply within `_ATTEMPTS` calls, parsed; else the Observer is
+    degenerate for this input."""
     last_problem = "empty"
     for _attempt in range(_ATTEMPTS):
         completion = core.models.complete(
@@ -192,7 +194,7 @@ def observe_threads(
         if unusable is not None:
             last_problem = unusable
             continue
-        output = parse_multi_thread_output(completion.text)
+        output = parse(completion.text)
         if not output.degenerate:
             return output
         last_problem = "degenerate output (repetition loop)"

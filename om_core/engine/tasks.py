@@ -253,3 +253,26 @@ def run_each(executor: Executor, tasks: Sequence[Task], deadline_s: float) -> bo
     if failure is not None:
         raise failure
     return finished
+
+
+def wait_all(
+    waits: Sequence[Callable[[float], object]],
+    deadline_s: float,
+    timeout: type[BaseException] | tuple[type[BaseException], ...],
+) -> bool:
+    """Wait for each of several running tasks within what is left of one deadline (`wait(seconds)`
+    raises `timeout` when it runs out). True if all finished; every one is waited for before the first
+    failure is raised, so none is left unobserved."""
+    end = time.monotonic() + max(deadline_s, 0.001)
+    finished = True
+    failure: Exception | None = None
+    for wait in waits:
+        try:
+            wait(max(end - time.monotonic(), 0.001))
+        except timeout:
+            finished = False
+        except Exception as exc:
+            failure = failure or exc
+    if failure is not None:
+        raise failure
+    return finished
