@@ -49,7 +49,9 @@ ROUTES: dict[tuple[str, str], dict[str, Any] | None] = {
     ("POST", "/v1/threads/{thread_id}/reflect"): {"prompt": "keep only the secrets", "wait": True},
     ("PUT", "/v1/threads/{thread_id}/config"): {"overrides": {"observation": {"messageTokens": 900}}},
     ("DELETE", "/v1/threads/{thread_id}"): None,
-    # These create the caller's own thread under the id: they run last, after every read.
+    ("GET", "/v1/resources/{resource_id}/config"): None,
+    # These create the caller's own thread or resource under the id: they run last, after every read.
+    ("PUT", "/v1/resources/{resource_id}/config"): {"overrides": {"scope": "resource"}},
     ("POST", "/v1/threads/{thread_id}/turns"): {
         "messages": [{"id": "m0", "role": "user", "text": "intruder says hello"}],
         "resource_id": "{resource_id}",
@@ -60,7 +62,11 @@ ROUTES: dict[tuple[str, str], dict[str, Any] | None] = {
         "metadata": {"thread_id": "{thread_id}", "resource_id": "{resource_id}"},
     },
 }
-CREATING = {("POST", "/v1/threads/{thread_id}/turns"), ("POST", "/v1/chat/completions")}
+CREATING = {
+    ("POST", "/v1/threads/{thread_id}/turns"),
+    ("POST", "/v1/chat/completions"),
+    ("PUT", "/v1/resources/{resource_id}/config"),
+}
 QUERY = {"/v1/threads/{thread_id}/events": {"follow": "false"}}
 
 
@@ -208,4 +214,5 @@ def _state(tenant: Tenant, thread: str, resource: str) -> dict[str, Any]:
         "config": client.get_config(thread).model_dump(),
         "events": [e.id for e in client.events(thread, follow=False)],
         "threads": [t.model_dump() for t in client.threads(resource).threads],
+        "resource_config": client.get_resource_config(resource).model_dump(),
     }
