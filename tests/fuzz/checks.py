@@ -16,12 +16,21 @@ Issue 6 numbering:
 (7) no chunk stored that the cursor already covered.
 Duplicates that never reached the actor (the same parts sent to the Observer twice, refused appends and
 commits, redelivered tasks) are accepted by design; they are classified and counted, not failed.
+
+Resource scope (`check_resource_scenario`): every thread's cursor chain gets the checks above, with the
+resource's shared log standing in for the thread's own log, and a turn's view holds every part of the
+resource (its own raw messages; the other threads' unobserved messages in the other-conversations block;
+everything observed in the shared log), each once. The shared log carries each marker at most once (once
+when its thread's cursor covers it), and a thread's markers sit in that thread's `<thread id>` sections;
+a reflection may move lines out of the sections (the Reflector prompt allows stable facts outside them),
+so after one only "never in another thread's section" holds.
 """
 
 from __future__ import annotations
 
+import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,14 +38,19 @@ from sqlalchemy import Engine, select
 
 from om_core.engine import TurnResult
 from om_core.engine import events as ev
+from om_core.engine.tasks import resource_key
 from om_core.store import history, records, schema
 from om_core.store.outbox import list_events
 from om_core.store.types import Record, StoredEvent
-from tests.fuzz.fake_model import ModelCall, markers_in
+from tests.fuzz.fake_model import ModelCall, markers_by_section, markers_in
 from tests.support.invariants import check_thread
 
 #: At most this many messages per violation class, so one root cause does not flood the report.
 MAX_PER_CLASS = 5
+#: A section of the other-conversations block of the actor's context (resource scope).
+OTHER_CONVERSATION_RE = re.compile(
+    r'<other-conversation id="(?P<id>[^"\n]+)">\n(?P<body>.*?)\n</other-conversation>', re.DOTALL
+)
 
 
 @dataclass(frozen=True)
@@ -50,12 +64,46 @@ class View:
     own: frozenset[str]
     raw: tuple[str, ...]
     observed: tuple[str, ...]
+    #: Resource scope: the turn's thread ("" in thread scope, where every view is the one thread's) ...
+    thread_id: str = ""
+    #: ... the highest stored sequence number of each other thread of the resource before the turn ...
+    others_before: tuple[tuple[str, int], ...] = ()
+    #: ... and each marker of the other-conversations block with the section label it stood under.
+    other_sections: tuple[tuple[str, str], ...] = ()
 
 
-def view_of(result: TurnResult, label: str, stored_before: int, own: frozenset[str]) -> View:
+def view_of(
+    result: TurnResult,
+    label: str,
+    stored_before: int,
+    own: frozenset[str],
+    *,
+    thread_id: str = "",
+    others_before: Mapping[str, int] | None = None,
+) -> View:
     raw = tuple(m for message in result.messages for part in message.parts for m in markers_in(part.text))
-    observed = tuple(m for text in result.system_messages for m in markers_in(text))
-    return View(label, stored_before, own, raw, observed)
+    return view_from(label, stored_before, own, raw, result.system_messages, thread_id, others_before)
+
+
+def view_from(
+    label: str,
+    stored_before: int,
+    own: frozenset[str],
+    raw: tuple[str, ...],
+    system_messages: Sequence[str],
+    thread_id: str = "",
+    others_before: Mapping[str, int] | None = None,
+) -> View:
+    """A `View` from what a turn returned: the raw messages' markers and the system messages' text."""
+    observed = tuple(m for text in system_messages for m in markers_in(text))
+    sections = tuple(
+        (match.group("id"), m)
+        for text in system_messages
+        for match in OTHER_CONVERSATION_RE.finditer(text)
+        for m in markers_in(match.group("body"))
+    )
+    before = tuple(sorted((others_before or {}).items()))
+    return View(label, stored_before, own, raw, observed, thread_id, before, sections)
 
 
 @dataclass
@@ -64,12 +112,14 @@ class FuzzReport:
     #: Accepted duplicates and wasted work, by class (never shown to the actor twice).
     duplicates: Counter[str] = field(default_factory=Counter)
     stats: Counter[str] = field(default_factory=Counter)
+    #: Names the thread a message is about when a report covers several (resource scope).
+    prefix: str = ""
     _per_class: Counter[str] = field(default_factory=Counter)
 
     def fail(self, kind: str, message: str) -> None:
         self._per_class[kind] += 1
         if self._per_class[kind] <= MAX_PER_CLASS:
-            self.violations.append(f"[{kind}] {message}")
+            self.violations.append(f"[{kind}] {self.prefix}{message}")
         elif self._per_class[kind] == MAX_PER_CLASS + 1:
             self.violations.append(f"[{kind}] ... more of this class omitted")
 
@@ -88,14 +138,25 @@ class ChunkRow:
 class StoredState:
     """Everything the checks read, in one place."""
 
+    thread_id: str
     parts: dict[str, int]  # marker -> seq
     head: Record
     live_ids: frozenset[str]
     chunks: list[ChunkRow]
     events: list[StoredEvent]
+    #: The observation log the thread's observations land in: its head's, or its resource's (resource scope).
+    log: str
 
     def in_range(self, lo: int, hi: int) -> set[str]:
         return {m for m, seq in self.parts.items() if lo < seq <= hi}
+
+
+#: Every stored part of the scenario by marker: (its thread, its seq).
+Owners = Mapping[str, tuple[str, int]]
+
+
+def _owners(states: Iterable[StoredState]) -> dict[str, tuple[str, int]]:
+    return {m: (state.thread_id, seq) for state in states for m, seq in state.parts.items()}
 
 
 def check_scenario(
@@ -109,18 +170,82 @@ def check_scenario(
     if state is None:
         report.fail("no-head", "the thread has no live head after the scenario")
         return report
-    _check_views(report, state, views)
-    _check_final_view(report, state, final)
+    owners = _owners([state])
+    _check_views(report, state, owners, views)
+    _check_final_view(report, state, owners, final)
     _check_reached(report, state, views)
-    _check_log(report, state)
+    _check_log(report, state, Counter(markers_in(state.log)))
+    _check_phantoms_in_log(report, state.log, owners)
     _check_chunks(report, state)
     _check_event_order(report, state)
-    _count_accepted_duplicates(report, state, calls)
-    _count_stats(report, state, views, calls)
+    _count_accepted_duplicates(report, state)
+    _count_call_duplicates(report, calls)
+    _count_stats(report, state, views)
+    _count_call_stats(report, calls)
     return report
 
 
-def _load(db: Engine, thread_id: str) -> StoredState | None:
+def check_resource_scenario(
+    db: Engine,
+    resource_id: str,
+    labels: Mapping[str, str],
+    views: Sequence[View],
+    finals: Mapping[str, View],
+    calls: Sequence[ModelCall],
+) -> FuzzReport:
+    """The checks of `check_scenario` for each thread of a resource (`labels`: thread id -> the label
+    models and the log use for it; `finals`: each thread's quiet final turn), against the shared log, and
+    the shared log's own rules (module docstring)."""
+    report = FuzzReport()
+    key = resource_key(resource_id)
+    log = records.get_head(db, key)
+    if records.live_heads(db, key) != 1:
+        report.fail("live-heads", f"{key}: {records.live_heads(db, key)} live heads")
+    text = log.active_observations if log is not None else ""
+    in_log = Counter(markers_in(text))
+    states: list[StoredState] = []
+    for index, thread_id in enumerate(labels):
+        report.prefix = f"thread {index}: "
+        for message in check_thread(db, thread_id).violations:
+            report.fail("check_thread", message)
+        state = _load(db, thread_id, log=text)
+        if state is None:
+            report.fail("no-head", "the thread has no live head after the scenario")
+        else:
+            states.append(state)
+    owners = _owners(states)
+    for state in states:
+        report.prefix = f"thread {list(labels).index(state.thread_id)}: "
+        own_views = [v for v in views if v.thread_id == state.thread_id]
+        _check_views(report, state, owners, own_views, labels)
+        final = finals.get(state.thread_id)
+        if final is None:
+            report.fail("no-final-view", "the thread had no final turn")
+        else:
+            _check_final_view(report, state, owners, final, labels)
+        _check_reached(report, state, own_views)
+        _check_log(report, state, in_log)
+        _check_chunks(report, state)
+        _check_event_order(report, state)
+        _count_accepted_duplicates(report, state)
+        _count_stats(report, state, own_views)
+        _count_batches(report, state)
+        report.stats["resource:chunks-activated"] += sum(1 for c in state.chunks if c.state == "activated")
+    report.prefix = ""
+    _check_phantoms_in_log(report, text, owners)
+    reflected = log is not None and log.generation_count > 0
+    _check_sections(report, text, owners, labels, reflected=reflected)
+    _count_call_duplicates(report, calls)
+    _count_call_stats(report, calls)
+    report.stats["resource:threads"] += len(labels)
+    report.stats["resource:log-generations"] += log.generation_count if log is not None else 0
+    report.stats["resource:sections-in-log"] += sum(
+        1 for line in text.split("\n") if line.startswith("<thread ")
+    )
+    return report
+
+
+def _load(db: Engine, thread_id: str, *, log: str | None = None) -> StoredState | None:
     key = f"thread:{thread_id}"
     head = records.get_head(db, key)
     if head is None:
@@ -145,22 +270,41 @@ def _load(db: Engine, thread_id: str) -> StoredState | None:
             for r in conn.execute(select(C).where(C.c.lookup_key == key).order_by(C.c.position)).mappings()
         ]
     events = list_events(db, thread_id=thread_id, after_id=0, limit=1_000_000)
-    return StoredState(parts, head, live_ids, chunks, events)
+    return StoredState(
+        thread_id, parts, head, live_ids, chunks, events, head.active_observations if log is None else log
+    )
 
 
 # ------------------------------------------------------------------------------------------- (1)
 
 
-def _check_views(report: FuzzReport, state: StoredState, views: Sequence[View]) -> None:
+def _check_views(
+    report: FuzzReport,
+    state: StoredState,
+    owners: Owners,
+    views: Sequence[View],
+    labels: Mapping[str, str] | None = None,
+) -> None:
     """Every turn: nothing shown twice, and nothing stored before the turn (or by it) missing."""
     for index, view in enumerate(views):
         if view.label == "final":
             continue  # checked exactly by _check_final_view
         label = f"turn {index} ({view.label})"
-        _check_one_view(report, state, view, label, exact=False)
+        _check_one_view(report, state, owners, view, label, exact=False, labels=labels)
 
 
-def _check_one_view(report: FuzzReport, state: StoredState, view: View, label: str, *, exact: bool) -> None:
+def _check_one_view(
+    report: FuzzReport,
+    state: StoredState,
+    owners: Owners,
+    view: View,
+    label: str,
+    *,
+    exact: bool,
+    labels: Mapping[str, str] | None = None,
+) -> None:
+    """`state` is the turn's thread. In resource scope (`labels`) the view must also hold every part the
+    other threads had stored before the turn (in the shared log or the other-conversations block), once."""
     raw, observed = Counter(view.raw), Counter(view.observed)
     for m in sorted(set(raw) & set(observed)):
         report.fail("shown-twice:raw+observed", f"{label}: {m} (seq {state.parts.get(m)}) raw and observed")
@@ -179,13 +323,48 @@ def _check_one_view(report: FuzzReport, state: StoredState, view: View, label: s
         )
     for m in sorted(due - seen, key=lambda x: state.parts[x]):
         report.fail("missing-from-view", f"{label}: {m} (seq {state.parts[m]}) neither raw nor observed")
-    for m in sorted(seen - set(state.parts)):
+    for m in sorted(seen - set(owners)):
         report.fail("phantom", f"{label}: {m} is in the view but no stored part carries it")
+    if labels is not None:
+        _check_other_threads_in_view(report, state, owners, view, label, labels)
 
 
-def _check_final_view(report: FuzzReport, state: StoredState, final: View) -> None:
+def _check_other_threads_in_view(
+    report: FuzzReport, state: StoredState, owners: Owners, view: View, label: str, labels: Mapping[str, str]
+) -> None:
+    for m in sorted(set(view.raw) - set(state.parts)):
+        if m in owners:
+            report.fail("raw-from-other-thread", f"{label}: {m} of {owners[m][0]} is among the raw messages")
+    before = dict(view.others_before)
+    seen = set(view.raw) | set(view.observed)
+    due = {
+        m for m, (thread, seq) in owners.items() if thread != state.thread_id and seq <= before.get(thread, 0)
+    }
+    for m in sorted(due - seen, key=lambda x: owners[x]):
+        thread, seq = owners[m]
+        report.fail(
+            "missing-from-view:other-thread", f"{label}: {m} ({thread} seq {seq}) is not in the context"
+        )
+    for section, m in view.other_sections:
+        owner = owners.get(m)
+        if owner is None:
+            continue  # a phantom, reported above
+        if owner[0] == state.thread_id or labels.get(owner[0]) != section:
+            report.fail(
+                "other-conversation:wrong-section",
+                f"{label}: {m} of {owner[0]} shown under other-conversation {section!r}",
+            )
+
+
+def _check_final_view(
+    report: FuzzReport,
+    state: StoredState,
+    owners: Owners,
+    final: View,
+    labels: Mapping[str, str] | None = None,
+) -> None:
     """After draining and one quiet turn the view is exactly the stored conversation, once."""
-    _check_one_view(report, state, final, "final turn", exact=True)
+    _check_one_view(report, state, owners, final, "final turn", exact=True, labels=labels)
 
 
 # ------------------------------------------------------------------------------------------- (6)
@@ -203,10 +382,9 @@ def _check_reached(report: FuzzReport, state: StoredState, views: Sequence[View]
 # ------------------------------------------------------------------------------------------- (1)(2)
 
 
-def _check_log(report: FuzzReport, state: StoredState) -> None:
-    """The stored log carries each observed part exactly once and nothing past the cursor."""
+def _check_log(report: FuzzReport, state: StoredState, in_log: Counter[str]) -> None:
+    """The stored log carries each observed part of the thread exactly once and nothing past its cursor."""
     cursor = state.head.last_observed_seq
-    in_log = Counter(markers_in(state.head.active_observations))
     for m, seq in sorted(state.parts.items(), key=lambda item: item[1]):
         n = in_log.get(m, 0)
         if seq <= cursor and n == 0:
@@ -217,8 +395,31 @@ def _check_log(report: FuzzReport, state: StoredState) -> None:
             report.fail("log-duplicate", f"{m} (seq {seq}) appears {n} times in the log")
         elif seq > cursor and n > 0:
             report.fail("log-ahead-of-cursor", f"{m} (seq {seq}) is in the log but after the cursor {cursor}")
-    for m in sorted(set(in_log) - set(state.parts)):
+
+
+def _check_phantoms_in_log(report: FuzzReport, log: str, owners: Owners) -> None:
+    for m in sorted(set(markers_in(log)) - set(owners)):
         report.fail("phantom", f"{m} is in the log but no stored part carries it")
+
+
+def _check_sections(
+    report: FuzzReport, log: str, owners: Owners, labels: Mapping[str, str], *, reflected: bool
+) -> None:
+    """Resource scope: a thread's markers sit in its own `<thread id>` sections of the shared log (after a
+    reflection, outside every section is allowed too; inside another thread's, never)."""
+    for section, m in markers_by_section(log):
+        owner = owners.get(m)
+        if owner is None:
+            continue  # a phantom, reported by _check_phantoms_in_log
+        expected = labels.get(owner[0])
+        if section == expected or (section is None and reflected):
+            continue
+        where = f"section {section!r}" if section is not None else "no section"
+        report.fail(
+            "log-wrong-section",
+            f"{m} of {owner[0]} (seq {owner[1]}) is in {where} of the shared log, expected {expected!r}"
+            + ("" if reflected else " (no reflection has rewritten the log)"),
+        )
 
 
 def _coverage_events(state: StoredState) -> list[StoredEvent]:
@@ -233,7 +434,7 @@ def _coverage_events(state: StoredState) -> list[StoredEvent]:
 
 def _check_chunks(report: FuzzReport, state: StoredState) -> None:
     """(2): each chunk row is accounted for, and its text matches the range it claims to cover."""
-    log = set(markers_in(state.head.active_observations))
+    log = set(markers_in(state.log))
     activations = {e.cycle_id: e for e in state.events if e.type == ev.ACTIVATION and "seqRange" in e.payload}
     sync_ranges = [
         (int(e.payload["seqRange"][0]), int(e.payload["seqRange"][1]))
@@ -344,21 +545,25 @@ def _check_event_order(report: FuzzReport, state: StoredState) -> None:
 # --------------------------------------------------------------------------------- accepted duplicates
 
 
-def _count_accepted_duplicates(report: FuzzReport, state: StoredState, calls: Sequence[ModelCall]) -> None:
-    """Work done twice that the storage rules kept away from the actor (counted, not failed)."""
+def _count_call_duplicates(report: FuzzReport, calls: Sequence[ModelCall]) -> None:
+    """Parts the Observer saw more than once (counted, not failed)."""
     answered = [c for c in calls if c.role == "observer" and c.outcome not in ("error", "degenerate")]
     per_part = Counter(m for c in answered for m in set(c.input_markers))
-    report.duplicates["observer-input:parts-sent-again"] = sum(n - 1 for n in per_part.values() if n > 1)
+    report.duplicates["observer-input:parts-sent-again"] += sum(n - 1 for n in per_part.values() if n > 1)
+
+
+def _count_accepted_duplicates(report: FuzzReport, state: StoredState) -> None:
+    """Work done twice that the storage rules kept away from the actor (counted, not failed)."""
     started = _cycles(state.events, ev.BUFFERING_START, "observation")
     ended = _cycles(state.events, ev.BUFFERING_END, "observation")
     failed = _cycles(state.events, ev.BUFFERING_FAILED, "observation")
-    report.duplicates["append:refused-or-empty"] = len(started - ended - failed)
-    report.duplicates["sync-commit:refused"] = sum(
+    report.duplicates["append:refused-or-empty"] += len(started - ended - failed)
+    report.duplicates["sync-commit:refused"] += sum(
         1
         for e in state.events
         if e.type == ev.OBSERVATION_FAILED and "commit refused" in str(e.payload.get("error", ""))
     )
-    report.duplicates["reflection:not-smaller"] = sum(
+    report.duplicates["reflection:not-smaller"] += sum(
         1
         for e in state.events
         if e.type in (ev.OBSERVATION_FAILED, ev.BUFFERING_FAILED)
@@ -372,9 +577,7 @@ def _cycles(events: Iterable[StoredEvent], kind: str, operation: str) -> set[str
     }
 
 
-def _count_stats(
-    report: FuzzReport, state: StoredState, views: Sequence[View], calls: Sequence[ModelCall]
-) -> None:
+def _count_stats(report: FuzzReport, state: StoredState, views: Sequence[View]) -> None:
     report.stats["parts"] += len(state.parts)
     report.stats["turns"] += len(views)
     report.stats["generations"] += state.head.generation_count
@@ -398,5 +601,20 @@ def _count_stats(
         if event.type == ev.ACTIVATION:
             data = event.payload
             report.stats[f"activated-by:{data.get('operationType')}:{data.get('triggeredBy')}"] += 1
+
+
+def _count_call_stats(report: FuzzReport, calls: Sequence[ModelCall]) -> None:
     outcomes: Counter[Any] = Counter(f"model:{c.role}:{c.outcome}" for c in calls)
     report.stats.update(outcomes)
+
+
+def _count_batches(report: FuzzReport, state: StoredState) -> None:
+    """Resource scope: the thread's observations committed by a batch of several threads."""
+    shared = {
+        e.cycle_id
+        for e in state.events
+        if e.payload.get("operationType") == "observation" and len(e.payload.get("threadIds") or ()) > 1
+    }
+    report.stats["resource:multi-thread-commits"] += sum(
+        1 for e in state.events if e.type == ev.OBSERVATION_END and e.cycle_id in shared
+    )

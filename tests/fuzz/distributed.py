@@ -20,6 +20,14 @@ and several HTTP clients, each running its share of operations with seeded pause
   reflection), as a turn or beat would, sometimes twice with the same cycle id (an at-least-once
   redelivery, possibly running on two workers at once).
 
+Every third seed runs in resource scope: its conversations (2-4, drawn from the seed) are threads of one
+resource whose OM options (scope, thresholds, batch size, hashed ids or not, async buffering when the config
+allows it) are set on the resource (`PUT /v1/resources/{id}/config`) and merged under each thread's own
+(its traced model). Their turns count and show each other's unobserved messages, observation runs as
+`ObserveBatch` tasks on the workers (sent by the API in parallel, or straight to the queue by a `task`
+operation, sometimes twice with one cycle id), and reflection works on the shared log; the resource-scope
+checker (`checks.check_resource_scenario`) runs once per seed over all its threads.
+
 Every part carries a marker the fake copies into observations, and every turn's answer (what the actor
 would be shown) is kept. When the clients are done the run waits until no task is queued, delivered or
 holding a lock, posts one quiet final turn per thread, waits again, and runs the fuzz checker
@@ -60,14 +68,16 @@ from sqlalchemy import Engine
 from om_api.client import OMAPIError, OMClient
 from om_api.schemas import TurnResponse
 from om_core import tenancy
+from om_core.config import ObservationalMemoryConfig
 from om_core.engine import BufferObservation, lookup_key, new_cycle_id
-from om_core.engine.tasks import BufferReflection, Observe, Reflect, Task
+from om_core.engine.tasks import BufferReflection, Observe, ObserveBatch, Reflect, Task, resource_key
 from om_core.messages import Message, Part
+from om_core.resource_log import thread_label
 from om_core.scoped_ids import scoped_id
 from om_core.store import history, records
 from om_core.store.migrate import upgrade
 from om_workers.executor import CeleryExecutor
-from tests.fuzz.checks import FuzzReport, View, check_scenario
+from tests.fuzz.checks import FuzzReport, View, check_resource_scenario, check_scenario, view_from
 from tests.fuzz.fake_model import marker, markers_in
 from tests.fuzz.runner import Summary, fuzz_engine
 from tests.fuzz.scenario import (
@@ -78,7 +88,10 @@ from tests.fuzz.scenario import (
     ScenarioSettings,
     SeedResult,
     StoredMessage,
+    max_seqs,
     om_options,
+    scope_of,
+    thread_count,
 )
 from tests.support.api_server import ApiServer, run_api_server
 from tests.support.parallel_start import enter_all
@@ -102,6 +115,15 @@ OP_WEIGHTS: dict[OpKind, int] = {
 }
 #: What a `task` operation sends, chosen by its `pick`: buffering is what turns enqueue most.
 TASK_KINDS = ("BufferObservation", "BufferObservation", "BufferReflection", "Observe", "Reflect")
+#: The same in resource scope, where a turn's observation is a batch of the resource's threads.
+RESOURCE_TASK_KINDS = (
+    "BufferObservation",
+    "BufferReflection",
+    "Observe",
+    "ObserveBatch",
+    "ObserveBatch",
+    "Reflect",
+)
 
 #: The Redis database of this fuzz's broker, locks and call logs (other suites use 2-11).
 REDIS_DB = int(os.environ.get("OM_DFUZZ_REDIS_DB", "14"))
@@ -145,15 +167,30 @@ class DistributedSettings:
     words: tuple[int, int] = (20, 240)
     #: Turn on early activation and turn-end buffering for some seeds (as the in-process fuzz does).
     vary_config: bool = True
+    #: Every n-th seed runs its conversations as threads of one resource in resource scope; 0: none.
+    resource_every: int = 3
+    #: Operations of a resource-scope seed (its threads share them).
+    resource_operations: int = 24
 
     def scenario(self) -> ScenarioSettings:
-        """The in-process settings `om_options` reads (thresholds and config variation)."""
+        """The in-process settings `om_options`, `scope_of` and `thread_count` read (thresholds, config
+        variation, which seeds run in resource scope and with how many threads)."""
         return ScenarioSettings(
             message_tokens=self.message_tokens,
             observation_tokens=self.observation_tokens,
             words=self.words,
             vary_config=self.vary_config,
+            resource_every=self.resource_every,
         )
+
+    def shared(self, seed: int) -> bool:
+        return scope_of(seed, self.scenario()) == "resource"
+
+    def threads_of(self, seed: int) -> int:
+        return max(self.threads, thread_count(seed, self.scenario())) if self.shared(seed) else self.threads
+
+    def operations_of(self, seed: int) -> int:
+        return self.resource_operations if self.shared(seed) else self.operations
 
 
 @dataclass(frozen=True)
@@ -184,11 +221,12 @@ def plan(seed: int, settings: DistributedSettings) -> list[list[ClientOp]]:
     kinds = list(OP_WEIGHTS)
     weights = [OP_WEIGHTS[k] for k in kinds]
     per_client: list[list[ClientOp]] = [[] for _ in range(settings.clients)]
-    actor_models = [ACTOR_MODELS[0]] * settings.threads
+    threads = settings.threads_of(seed)
+    actor_models = [ACTOR_MODELS[0]] * threads
     number = 0
-    for index in range(settings.operations):
-        first_round = index < settings.threads  # every conversation starts with a save
-        thread = index if first_round else rng.randrange(settings.threads)
+    for index in range(settings.operations_of(seed)):
+        first_round = index < threads  # every conversation starts with a save
+        thread = index if first_round else rng.randrange(threads)
         kind: OpKind = "save" if first_round else rng.choices(kinds, weights)[0]
         messages: list[PlannedMessage] = []
         if kind == "save":
@@ -383,15 +421,17 @@ def running_stack(
 
 
 class Conversation:
-    """One thread of a seed: its ids, what was stored, what each turn showed."""
+    """One thread of a seed: its ids, what was stored, what each turn showed. In thread scope each has its
+    own resource and model key; the threads of a resource-scope seed share both (`shared`)."""
 
-    def __init__(self, seed: int, index: int, tag: str, tenant: str) -> None:
+    def __init__(self, seed: int, index: int, tag: str, tenant: str, shared: str | None = None) -> None:
         self.index = index
         self.thread_id = f"df{seed}-{index}-{uuid.uuid4().hex[:8]}"
-        self.resource_id = f"res-{self.thread_id}"
+        self.resource_id = f"res-{shared}" if shared else f"res-{self.thread_id}"
         #: The thread's id in storage, Redis and task payloads.
         self.stored_id = scoped_id(tenant, self.thread_id)
-        self.model_key = f"{tag}-{seed}-{index}"
+        self.stored_resource_id = scoped_id(tenant, self.resource_id)
+        self.model_key = f"{tag}-{seed}" if shared else f"{tag}-{seed}-{index}"
         self.registry = MessageRegistry()
         self.views: list[View] = []
         self.final: View | None = None
@@ -405,7 +445,13 @@ class SeedRun:
         self.seed = seed
         self.stack = stack
         self.settings = settings
-        self.conversations = [Conversation(seed, i, stack.tag, stack.tenant) for i in range(settings.threads)]
+        self.shared = settings.shared(seed)
+        group = f"df{seed}-{uuid.uuid4().hex[:8]}" if self.shared else None
+        self.conversations = [
+            Conversation(seed, i, stack.tag, stack.tenant, group) for i in range(settings.threads_of(seed))
+        ]
+        #: Resource scope: each thread's label in prompts and in the shared log.
+        self.labels: dict[str, str] = {}
         self.violations: list[str] = []
         self.stats: Counter[str] = Counter()
         #: Milliseconds spent per operation kind (for `-v`: where a seed's time goes).
@@ -434,12 +480,31 @@ class SeedRun:
     # ------------------------------------------------------------------------------------ setup
 
     def prepare(self) -> None:
-        """Create each thread with its config: the seed's thresholds and its own traced model key."""
+        """Create each thread with its config: the seed's thresholds and its own traced model key. In
+        resource scope the options go on the resource and each thread sets only its model."""
         options = om_options(self.seed, self.settings.scenario())
+        if self.shared:
+            self._put_resource_config(self.conversations[0].resource_id, options)
+            obscure = ObservationalMemoryConfig.parse(options).resolve().obscure_thread_ids
+            self.labels = {
+                c.stored_id: thread_label(c.stored_id, obscure=obscure) for c in self.conversations
+            }
         with self._client(0) as client:
             for conversation in self.conversations:
-                overrides = {**options, "model": model_id(conversation.model_key)}
+                overrides = {
+                    **({} if self.shared else options),
+                    "model": model_id(conversation.model_key),
+                }
                 client.set_config(conversation.thread_id, overrides, resource_id=conversation.resource_id)
+
+    def _put_resource_config(self, resource_id: str, options: dict[str, object]) -> None:
+        response = httpx.put(
+            f"{self.stack.apis[0].base_url}/v1/resources/{resource_id}/config",
+            json={"overrides": options},
+            headers={"Authorization": f"Bearer {self.stack.api_key}"},
+            timeout=HANG_AFTER_S,
+        )
+        response.raise_for_status()
 
     def client_threads(self) -> list[threading.Thread]:
         return [
@@ -502,16 +567,27 @@ class SeedRun:
 
     def _task(self, conversation: Conversation, op: ClientOp) -> Task | None:
         thread_id = conversation.stored_id
-        kind = TASK_KINDS[min(len(TASK_KINDS) - 1, int(op.pick * len(TASK_KINDS)))]
+        kinds = RESOURCE_TASK_KINDS if self.shared else TASK_KINDS
+        kind = kinds[min(len(kinds) - 1, int(op.pick * len(kinds)))]
+        # In resource scope the log (what reflection works on) is the resource's.
+        log_key = resource_key(conversation.stored_resource_id) if self.shared else lookup_key(thread_id)
+        shared_key = log_key if self.shared else ""
         if kind == "BufferObservation":
             return BufferObservation(thread_id, new_cycle_id("buffer-obs"), 0, skip_minimum=op.flag)
         if kind == "Observe":
             return Observe(thread_id, new_cycle_id("observe"), trigger="manual" if op.flag else "turn-sync")
+        if kind == "ObserveBatch":
+            # A batch of every thread, as a turn of this thread would plan it when the threads are small.
+            threads = tuple(c.stored_id for c in self.conversations)
+            tail = thread_id if op.flag else ""
+            return ObserveBatch(thread_id, new_cycle_id("observe"), threads, keep_tail=tail)
         if kind == "Reflect":
-            return Reflect(thread_id, new_cycle_id("reflect"))
-        head = records.get_head(self.stack.db, lookup_key(thread_id))
+            return Reflect(thread_id, new_cycle_id("reflect"), key=shared_key)
+        head = records.get_head(self.stack.db, log_key)
         # The head may be retired by the time a worker runs the task: that is part of the point.
-        return BufferReflection(thread_id, head.id, new_cycle_id("buffer-refl")) if head is not None else None
+        if head is None:
+            return None
+        return BufferReflection(thread_id, head.id, new_cycle_id("buffer-refl"), key=shared_key)
 
     def _post_known(self, client: OMClient, conversation: Conversation, op: ClientOp) -> None:
         """`grow`: the message again with one more part; `retry`: the message again, unchanged."""
@@ -544,8 +620,13 @@ class SeedRun:
         label: str,
         actor_model: str,
     ) -> View:
+        others: dict[str, int] | None = None
         with self.stack.db.connect() as conn:
-            before = history.max_seq(conn, conversation.stored_id)
+            if self.shared:
+                others = max_seqs(conn, [c.stored_id for c in self.conversations])
+                before = others.pop(conversation.stored_id, 0)
+            else:
+                before = history.max_seq(conn, conversation.stored_id)
         response = client.post_turn(
             conversation.thread_id,
             messages,
@@ -553,7 +634,14 @@ class SeedRun:
             actor_model=actor_model,
         )
         own = frozenset(m for message in messages for part in message.parts for m in markers_in(part.text))
-        view = view_of_response(response, label, before, own)
+        view = view_of_response(
+            response,
+            label,
+            before,
+            own,
+            thread_id=conversation.stored_id if self.shared else "",
+            others_before=others,
+        )
         with conversation.guard:
             conversation.views.append(view)
         if response.blocked:
@@ -579,7 +667,9 @@ class SeedRun:
     def check(self) -> SeedResult:
         merged = FuzzReport()
         merged.violations.extend(self.violations)
-        for conversation in self.conversations:
+        if self.shared:
+            self._check_resource(merged)
+        for conversation in [] if self.shared else self.conversations:
             final = conversation.final or View("final", 0, frozenset(), (), ())
             calls = read_calls(self.stack.cluster.redis, conversation.model_key)
             report = check_scenario(self.stack.db, conversation.stored_id, conversation.views, final, calls)
@@ -590,14 +680,40 @@ class SeedRun:
         threads = ",".join(c.thread_id for c in self.conversations)
         return SeedResult(self.seed, threads, merged, time.perf_counter() - self.started)
 
+    def _check_resource(self, merged: FuzzReport) -> None:
+        """One check over all the threads of the seed's resource (they share one log and one model key)."""
+        first = self.conversations[0]
+        views = [v for c in self.conversations for v in c.views]
+        finals = {
+            c.stored_id: c.final or View("final", 0, frozenset(), (), (), c.stored_id)
+            for c in self.conversations
+        }
+        calls = read_calls(self.stack.cluster.redis, first.model_key)
+        report = check_resource_scenario(
+            self.stack.db, first.stored_resource_id, self.labels, views, finals, calls
+        )
+        merged.violations.extend(report.violations)
+        merged.duplicates.update(report.duplicates)
+        merged.stats.update(report.stats)
+        merged.stats["resource:seeds"] += 1
 
-def view_of_response(response: TurnResponse, label: str, stored_before: int, own: frozenset[str]) -> View:
+
+def view_of_response(
+    response: TurnResponse,
+    label: str,
+    stored_before: int,
+    own: frozenset[str],
+    *,
+    thread_id: str = "",
+    others_before: dict[str, int] | None = None,
+) -> View:
     """What the turn showed the actor, reduced to part markers (`checks.view_of` for an HTTP answer)."""
     raw = tuple(
         m for message in response.context.messages for part in message.parts for m in markers_in(part.text)
     )
-    observed = tuple(m for text in response.context.system_messages for m in markers_in(text))
-    return View(label, stored_before, own, raw, observed)
+    return view_from(
+        label, stored_before, own, raw, response.context.system_messages, thread_id, others_before
+    )
 
 
 # ------------------------------------------------------------------------------------------ many seeds

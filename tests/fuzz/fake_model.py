@@ -13,6 +13,12 @@ not depend on which thread happens to call first, so the same seed gives the sam
 same calls. Failures are the ones a real provider produces: exceptions, an empty reply, garbage, and
 repetition loops. Garbage keeps the markers (a model that silently drops content is a quality problem the
 engine cannot detect; what the engine must not do is lose content the model did return).
+
+Resource scope: a multi-thread Observer prompt holds one `<thread id="...">` block per thread; the fake
+answers with one block per input block carrying that block's markers (so a marker written into another
+thread's section is the engine's doing), and sometimes leaves one block out (`partial`: the engine must
+keep that thread's messages raw). The fake Reflector keeps each marker inside the `<thread id>` section it
+was found in, as the resource-scope Reflector prompt asks.
 """
 
 from __future__ import annotations
@@ -28,11 +34,18 @@ from typing import Any, Literal
 
 from om_core.observer import NEW_HISTORY_HEADING, YOUR_TASK_HEADING
 from om_core.reflector import OBSERVATIONS_HEADING
+from tests.support.fake_models import user_text
 
 MARKER_RE = re.compile(r"id\[(m\d+\.\d+)\]")
 
 Role = Literal["observer", "reflector"]
-Outcome = Literal["ok", "error", "empty", "garbage", "degenerate", "bloated"]
+Outcome = Literal["ok", "error", "empty", "garbage", "degenerate", "bloated", "partial"]
+
+#: One block of a multi-thread Observer prompt (`om_core.observer.render_thread_blocks`) or a section of a
+#: resource's log.
+THREAD_BLOCK_RE = re.compile(r'<thread id="(?P<id>[^"\n]+)">\n(?P<body>.*?)\n</thread>', re.DOTALL)
+_OPEN_TAG_RE = re.compile(r'^\s*<thread id="(?P<id>[^"\n]+)">\s*$')
+_CLOSE_TAG_RE = re.compile(r"^\s*</thread>\s*$")
 
 
 class InjectedModelError(ConnectionError):
@@ -78,6 +91,8 @@ class FaultRates:
     degenerate: float = 0.015
     #: Reflector only: a faithful reply that is not smaller than its input (must never be committed).
     bloated: float = 0.05
+    #: Multi-thread Observer only: one thread's block is missing from an otherwise faithful reply.
+    partial: float = 0.04
 
 
 @dataclass
@@ -91,7 +106,8 @@ class SeededModels:
     _seen: Counter[str] = field(default_factory=Counter)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def complete(self, model: Any, *, system: str, user: str, **_: Any) -> FakeCompletion:
+    def complete(self, model: Any, *, system: str, user: Any, **_: Any) -> FakeCompletion:
+        user = user_text(user)
         role: Role = "observer" if NEW_HISTORY_HEADING in user else "reflector"
         section = _transcript(user) if role == "observer" else _reflection_input(user)
         digest = hashlib.blake2b(section.encode(), digest_size=8).hexdigest()
@@ -102,15 +118,19 @@ class SeededModels:
         if self.max_latency_s > 0:
             time.sleep(rng.uniform(0.0, self.max_latency_s))
         found = markers_in(section)
-        outcome = self._outcome(rng, role)
+        blocks = thread_blocks(section) if role == "observer" else []
+        outcome = self._outcome(rng, role, multi_thread=bool(blocks))
         if outcome == "error":
             self._record(ModelCall(role, outcome, tuple(found), ()))
             raise InjectedModelError(f"injected provider failure ({role}, attempt {attempt})")
-        text = _reply(rng, role, outcome, found, section)
+        text = _reply_threads(rng, outcome, blocks) if blocks else _reply(rng, role, outcome, found, section)
         self._record(ModelCall(role, outcome, tuple(found), tuple(markers_in(text))))
         return FakeCompletion(text, len(user) // 4, len(text) // 4, 0.0, str(model))
 
-    def _outcome(self, rng: random.Random, role: Role) -> Outcome:
+    def accepts_images(self, model: str) -> bool | None:
+        return None  # nothing known: the fuzz's parts are text only
+
+    def _outcome(self, rng: random.Random, role: Role, *, multi_thread: bool = False) -> Outcome:
         roll = rng.random()
         table: list[tuple[Outcome, float]] = [
             ("error", self.rates.error),
@@ -118,6 +138,7 @@ class SeededModels:
             ("garbage", self.rates.garbage),
             ("degenerate", self.rates.degenerate),
             ("bloated", self.rates.bloated if role == "reflector" else 0.0),
+            ("partial", self.rates.partial if multi_thread else 0.0),
         ]
         for outcome, rate in table:
             if roll < rate:
@@ -141,6 +162,49 @@ def _reflection_input(user: str) -> str:
     return body.split("\n---\n", 1)[0]
 
 
+def thread_blocks(section: str) -> list[tuple[str, str]]:
+    """The (id, body) of each `<thread id>` block of a multi-thread transcript, in order."""
+    return [(m.group("id"), m.group("body")) for m in THREAD_BLOCK_RE.finditer(section)]
+
+
+def markers_by_section(text: str) -> list[tuple[str | None, str]]:
+    """Every marker of `text` with the `<thread id>` section it stands in (None: outside any), read line
+    by line as a reader of the log would: an opening tag starts a section, a closing tag ends it."""
+    out: list[tuple[str | None, str]] = []
+    current: str | None = None
+    for line in text.split("\n"):
+        opened = _OPEN_TAG_RE.match(line)
+        if opened is not None:
+            current = opened.group("id")
+            continue
+        if _CLOSE_TAG_RE.match(line):
+            current = None
+            continue
+        out.extend((current, m) for m in markers_in(line))
+    return out
+
+
+def _reply_threads(rng: random.Random, outcome: Outcome, blocks: list[tuple[str, str]]) -> str:
+    """A multi-thread Observer reply: one `<thread id>` block per input block, each with its markers."""
+    if outcome in ("empty", "degenerate"):
+        return _reply(rng, "observer", outcome, [], "")
+    if outcome == "garbage" and rng.random() < 0.5:
+        return _garbage(rng, [m for _, body in blocks for m in markers_in(body)])  # no thread blocks at all
+    if outcome == "partial":
+        dropped = rng.randrange(len(blocks))
+        blocks = [b for i, b in enumerate(blocks) if i != dropped]
+    parts: list[str] = []
+    for thread, body in blocks:
+        found = markers_in(body)
+        if outcome == "garbage":
+            inner = _garbage(rng, found)
+        else:
+            lines = "\n".join(f"* 🔴 (09:00) Said id[{m}] {_words_after(body, m)}".rstrip() for m in found)
+            inner = f"Date: Mar 3, 2026\n{lines}\n<current-task>\nkeep chatting in {thread}\n</current-task>"
+        parts.append(f'<thread id="{thread}">\n{inner}\n</thread>')
+    return "<observations>\n" + "\n".join(parts) + "\n</observations>"
+
+
 def _reply(rng: random.Random, role: Role, outcome: Outcome, found: list[str], section: str) -> str:
     if outcome == "empty":
         return ""
@@ -154,7 +218,7 @@ def _reply(rng: random.Random, role: Role, outcome: Outcome, found: list[str], s
     if outcome == "bloated":
         extra = "* 🔴 (09:00) Also worth keeping: every detail above"
         return f"<observations>\n{section.strip()}\n{extra}\n</observations>"
-    return _reflect(found)
+    return _reflect(markers_by_section(section))
 
 
 def _garbage(rng: random.Random, found: list[str]) -> str:
@@ -185,9 +249,22 @@ def _words_after(section: str, found: str) -> str:
     return " ".join(words[: max(1, len(words) // 3)])
 
 
-def _reflect(found: list[str]) -> str:
-    lines = [
+def _reflect(found: list[tuple[str | None, str]]) -> str:
+    """Every marker kept, the words dropped; markers found in a `<thread id>` section stay in a section of
+    that thread (one per thread, in order of first appearance), the others come first, outside any."""
+    by_section: dict[str | None, list[str]] = {None: []}
+    for section, m in found:
+        by_section.setdefault(section, []).append(m)
+    blocks = [_recalled(by_section.pop(None))]
+    blocks.extend(
+        f'<thread id="{section}">\n{_recalled(ms)}\n</thread>' for section, ms in by_section.items()
+    )
+    body = "\n".join(block for block in blocks if block)
+    return "<observations>\nDate: Mar 3, 2026\n" + body + "\n</observations>"
+
+
+def _recalled(found: list[str]) -> str:
+    return "\n".join(
         "* 🔴 (09:00) Recalled " + " ".join(f"id[{m}]" for m in found[i : i + 6])
         for i in range(0, len(found), 6)
-    ]
-    return "<observations>\nDate: Mar 3, 2026\n" + "\n".join(lines) + "\n</observations>"
+    )

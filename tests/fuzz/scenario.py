@@ -1,4 +1,5 @@
-"""The seeded interleaving scenario: two service instances, several Python threads, one conversation.
+"""The seeded interleaving scenario: two service instances, several Python threads, one conversation (or,
+in resource scope, several conversations of one user sharing one observation log).
 
 Per seed, a plan of ~40 operations (save, grow a stored message, run / redeliver a recorded background
 task, buffer, activate, sync observe, reflect, maybe_reflect) is drawn from the seed and split over a few
@@ -10,6 +11,14 @@ Background work is never run inline: both instances hand their tasks to one shar
 decides when they run, on which instance, sometimes twice (a queue redelivery) or concurrently (a task
 queued twice). Blocking work the turn waits for (`executor.run`) either runs at once or misses its
 deadline and lands in the pool, as a slow worker would make it.
+
+Every `ScenarioSettings.resource_every`-th seed runs in resource scope: 2-4 threads of one resource, each
+operation aimed at a thread drawn from the seed, message numbers (hence markers) unique across them. A turn
+then counts and shows the other threads' unobserved messages, observation runs as `ObserveBatch` tasks (one
+multi-thread Observer call each, in the same pool, run late, twice or on the other instance like any task),
+and reflection works on the shared log. The seed's config comes from `om_options`, which asks for async
+buffering in resource scope for some seeds and falls back to `bufferTokens: false` while the config refuses
+it (`RESOURCE_SCOPE_NO_ASYNC`), so those seeds buffer as soon as the engine supports it.
 
 The plan is a pure function of the seed; the thread interleaving is not (that is the point of running
 real threads), so a failing seed is re-run several times and, when found, pinned down as a deterministic
@@ -25,11 +34,11 @@ import traceback
 import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine, func, select
 
 from om_core.config import ObservationalMemoryConfig
 from om_core.coordination import LocalCoordination
@@ -40,18 +49,20 @@ from om_core.engine import (
     ObserverDegenerateError,
     TurnResult,
 )
-from om_core.engine.tasks import Observe, Reflect, Task, Trigger, new_cycle_id, run_each
-from om_core.errors import OperationFailed
+from om_core.engine.tasks import Observe, Reflect, Task, Trigger, lookup_key, new_cycle_id, run_each
+from om_core.errors import OMConfigError, OperationFailed
 from om_core.messages import Message, Part
 from om_core.reflector import ReflectionEmptyError
-from om_core.store import history
+from om_core.resource_log import thread_label
+from om_core.store import history, schema
 from om_core.tokens import TokenCounter
-from tests.fuzz.checks import FuzzReport, View, check_scenario, view_of
+from tests.fuzz.checks import FuzzReport, View, check_resource_scenario, check_scenario, view_of
 from tests.fuzz.fake_model import FaultRates, InjectedModelError, SeededModels, marker, markers_in
 
 OpKind = Literal[
     "save", "grow", "run_task", "redeliver", "buffer", "activate", "observe", "reflect", "maybe_reflect"
 ]
+Scope = Literal["thread", "resource"]
 
 #: Relative frequency of each operation in a plan.
 OP_WEIGHTS: dict[OpKind, int] = {
@@ -112,6 +123,10 @@ class ScenarioSettings:
     vary_config: bool = True
     #: Every seed shares one budget between messages and observations (`shareTokenBudget`, async on).
     share_token_budget: bool = False
+    #: Every n-th seed (those with `seed % n == n - 1`) runs in resource scope; 0: none does.
+    resource_every: int = 3
+    #: How many threads a resource-scope seed's resource has (drawn from the seed).
+    resource_threads: tuple[int, int] = (2, 4)
 
 
 @dataclass(frozen=True)
@@ -133,12 +148,33 @@ class PlannedMessage:
 
 
 ACTOR_MODELS = ("openai/gpt-4o", "anthropic/claude-sonnet-4")
+#: What a resource-scope seed asks for when it asks for async buffering (the thread-scope defaults).
+RESOURCE_BUFFERING: dict[str, dict[str, Any]] = {
+    "observation": {"bufferTokens": 0.2, "bufferActivation": 0.8},
+    "reflection": {"bufferActivation": 0.5},
+}
+
+
+def scope_of(seed: int, settings: ScenarioSettings) -> Scope:
+    every = settings.resource_every
+    return "resource" if every > 0 and seed % every == every - 1 else "thread"
+
+
+def thread_count(seed: int, settings: ScenarioSettings) -> int:
+    """How many threads the seed's conversation has: one, or in resource scope a few of one resource."""
+    if scope_of(seed, settings) == "thread":
+        return 1
+    return random.Random(f"{seed}|threads").randint(*settings.resource_threads)
 
 
 def om_options(seed: int, settings: ScenarioSettings) -> dict[str, Any]:
     """The seed's OM configuration: small thresholds so every path fires, and for some seeds the early
     activation triggers (idle TTL, which is always expired here because message times lie in the past,
-    and provider change) and turn-end buffering, which add activations and reflections at step 0."""
+    and provider change) and turn-end buffering, which add activations and reflections at step 0.
+
+    Resource-scope seeds add the scope, a small `maxTokensPerBatch` for some (several batches per
+    observation), real or hashed thread ids, and for half of them async buffering: asked for explicitly,
+    and replaced by `bufferTokens: false` while the config refuses it in resource scope."""
     observation: dict[str, Any] = {"messageTokens": settings.message_tokens}
     reflection: dict[str, Any] = {"observationTokens": settings.observation_tokens}
     if settings.vary_config:
@@ -153,7 +189,42 @@ def om_options(seed: int, settings: ScenarioSettings) -> dict[str, Any]:
     # Drawn after the draws above, so adding it left every earlier seed's other options unchanged.
     shared = settings.share_token_budget or (settings.vary_config and rng.random() < 0.25)
     options: dict[str, Any] = {"observation": observation, "reflection": reflection}
-    return {**options, "shareTokenBudget": True} if shared else options
+    if shared:
+        options["shareTokenBudget"] = True
+    if scope_of(seed, settings) == "resource":
+        options = _resource_options(seed, options)
+    return options
+
+
+def _resource_options(seed: int, options: dict[str, Any]) -> dict[str, Any]:
+    rng = random.Random(f"{seed}|resource-config")
+    observation = {
+        **options["observation"],
+        "maxTokensPerBatch": rng.choice((600, 1200, 10_000)),
+    }
+    chosen: dict[str, Any] = {
+        **options,
+        "scope": "resource",
+        "observation": observation,
+        "obscureThreadIds": rng.random() < 0.5,
+    }
+    if rng.random() < 0.5:
+        buffered = {
+            **chosen,
+            "observation": {**observation, **RESOURCE_BUFFERING["observation"]},
+            "reflection": {**chosen["reflection"], **RESOURCE_BUFFERING["reflection"]},
+        }
+        try:
+            ObservationalMemoryConfig.parse(buffered)
+            return buffered
+        except OMConfigError as exc:
+            if exc.code != "RESOURCE_SCOPE_NO_ASYNC":
+                raise
+    return {**chosen, "observation": {**observation, "bufferTokens": False}}
+
+
+def scenario_config(seed: int, settings: ScenarioSettings) -> ObservationalMemoryConfig:
+    return ObservationalMemoryConfig.parse(om_options(seed, settings))
 
 
 @dataclass(frozen=True)
@@ -168,19 +239,26 @@ class Operation:
     words: str = ""
     #: The actor model the turn reports (switching it triggers provider-change activation when enabled).
     actor_model: str = ACTOR_MODELS[0]
+    #: Resource scope: the index of the thread the operation is aimed at.
+    thread: int = 0
 
 
 def plan(seed: int, settings: ScenarioSettings) -> list[list[Operation]]:
-    """The seed's operations, split over the worker threads. A pure function of its arguments."""
+    """The seed's operations, split over the worker threads. A pure function of its arguments.
+
+    Message numbers are unique within the seed, so markers never collide between its threads."""
     rng = random.Random(seed)
     kinds = list(OP_WEIGHTS)
     weights = [OP_WEIGHTS[k] for k in kinds]
     per_worker: list[list[Operation]] = [[] for _ in range(settings.workers)]
     number = 0
     actor_model = ACTOR_MODELS[0]
+    threads = thread_count(seed, settings)
     for index in range(settings.operations):
-        # Every worker starts by saving, so the thread exists early and the plan has something to chew on.
-        kind: OpKind = "save" if index < settings.workers else rng.choices(kinds, weights)[0]
+        # Every worker (and every thread) starts by saving, so the threads exist early and the plan has
+        # something to chew on.
+        first_round = index < max(settings.workers, threads)
+        kind: OpKind = "save" if first_round else rng.choices(kinds, weights)[0]
         messages: list[PlannedMessage] = []
         if kind == "save":
             for position in range(rng.choice((1, 1, 2))):
@@ -200,6 +278,9 @@ def plan(seed: int, settings: ScenarioSettings) -> list[list[Operation]]:
             words=_words(rng, settings) if kind == "grow" else "",
             actor_model=actor_model,
         )
+        if threads > 1:  # a second stream of draws, so thread-scope plans stay what they were
+            thread = index if index < threads else rng.randrange(threads)
+            operation = replace(operation, thread=thread)
         worker = index if index < settings.workers else rng.randrange(settings.workers)
         per_worker[worker].append(operation)
     return per_worker
@@ -289,6 +370,8 @@ class StoredMessage:
     role: Literal["user", "assistant"]
     created_at: datetime
     texts: list[str]
+    #: The index of the thread holding it (resource scope).
+    thread: int = 0
 
 
 class MessageRegistry:
@@ -299,13 +382,14 @@ class MessageRegistry:
         self._messages: dict[int, StoredMessage] = {}
         self._busy: set[int] = set()
 
-    def stored(self, message: Message) -> None:
+    def stored(self, message: Message, thread: int = 0) -> None:
         number = int(message.id[1:])
         with self._lock:
             self._messages[number] = StoredMessage(
                 message.role,  # type: ignore[arg-type]
                 message.created_at,
                 [p.text or "" for p in message.parts],
+                thread,
             )
 
     def claim(self, pick: float) -> tuple[int, StoredMessage] | None:
@@ -346,7 +430,18 @@ class Scenario:
         self.seed = seed
         self.settings = settings
         self.db = dbs[0]
-        self.thread_id = f"fz{seed}-{uuid.uuid4().hex[:8]}"
+        self.scope = scope_of(seed, settings)
+        tag = uuid.uuid4().hex[:8]
+        count = thread_count(seed, settings)
+        if self.scope == "thread":
+            self.thread_ids = [f"fz{seed}-{tag}"]
+            self.resource_id = RESOURCE_ID
+        else:
+            self.thread_ids = [f"fz{seed}-{k}-{tag}" for k in range(count)]
+            self.resource_id = f"res-fz{seed}-{tag}"
+        #: The first thread (the only one in thread scope).
+        self.thread_id = self.thread_ids[0]
+        self.finals: dict[str, View] = {}
         self.models = SeededModels(
             seed,
             rates=settings.rates,
@@ -359,7 +454,12 @@ class Scenario:
         self.violations: list[str] = []
         self._lock = threading.Lock()
         counter = TokenCounter()
-        config = ObservationalMemoryConfig.parse(om_options(seed, settings))
+        config = scenario_config(seed, settings)
+        resolved = config.resolve()
+        obscure = resolved.obscure_thread_ids
+        self.buffering = resolved.async_observation_enabled
+        #: Each thread's label in prompts and in the shared log (resource scope).
+        self.labels = {t: thread_label(t, obscure=obscure) for t in self.thread_ids}
         self.engines: list[MemoryEngine] = []
         for index in range(settings.instances):
             executor = RecordingExecutor(self.pool, seed, index, settings.missed_deadline)
@@ -390,12 +490,22 @@ class Scenario:
             if thread.is_alive():  # a deadlock or a lost wake-up: report it instead of hanging the suite
                 self.violations.append(f"[hang] {thread.name} still running after {HANG_AFTER_S:.0f} s")
         self._drain()
-        final = self._final_turn(sum(len(ops) for ops in workers))
-        report = check_scenario(self.db, self.thread_id, self.views, final, self.models.calls)
+        number = sum(len(ops) for ops in workers)
+        if self.scope == "thread":
+            final = self._final_turn(self.thread_id, number)
+            report = check_scenario(self.db, self.thread_id, self.views, final, self.models.calls)
+        else:
+            for index, thread_id in enumerate(self.thread_ids):
+                self.finals[thread_id] = self._final_turn(thread_id, number + index)
+            report = check_resource_scenario(
+                self.db, self.resource_id, self.labels, self.views, self.finals, self.models.calls
+            )
+            report.stats["resource:seeds"] += 1
+            report.stats["resource:seeds-buffering"] += int(self.buffering)
         report.violations[:0] = self.violations
         report.stats.update(self.stats)
         report.stats.update(self.pool.stats)
-        return SeedResult(self.seed, self.thread_id, report, time.perf_counter() - started)
+        return SeedResult(self.seed, ",".join(self.thread_ids), report, time.perf_counter() - started)
 
     # --------------------------------------------------------------------------- the operations
 
@@ -406,10 +516,12 @@ class Scenario:
 
     def _perform(self, op: Operation) -> None:
         engine = self.engines[op.instance]
+        thread_id = self.thread_ids[op.thread]
         try:
             self._count(f"op:{op.kind}")
             if op.kind == "save":
-                self._turn(engine, [m.to_message() for m in op.messages], "save", actor_model=op.actor_model)
+                messages = [m.to_message() for m in op.messages]
+                self._turn(engine, op.thread, messages, "save", actor_model=op.actor_model)
             elif op.kind == "grow":
                 self._grow(engine, op)
             elif op.kind == "run_task":
@@ -422,17 +534,19 @@ class Scenario:
                     engine.run_task(task)
             elif op.kind == "buffer":
                 engine.buffer_observation(
-                    BufferObservation(self.thread_id, new_cycle_id("buffer-obs"), 0, skip_minimum=op.flag)
+                    BufferObservation(thread_id, new_cycle_id("buffer-obs"), 0, skip_minimum=op.flag)
                 )
             elif op.kind == "activate":
-                engine.activate(self.thread_id, activate_all=op.flag)
+                engine.activate(thread_id, activate_all=op.flag)
             elif op.kind == "observe":
                 trigger: Trigger = "manual" if op.flag else "turn-sync"
-                engine.observe(Observe(self.thread_id, new_cycle_id("observe"), trigger=trigger))
+                engine.observe(Observe(thread_id, new_cycle_id("observe"), trigger=trigger))
             elif op.kind == "reflect":
-                engine.reflect(Reflect(self.thread_id, new_cycle_id("reflect")))
+                engine.reflect(
+                    Reflect(thread_id, new_cycle_id("reflect"), key=self._log_key(engine, thread_id))
+                )
             elif op.kind == "maybe_reflect":
-                engine.maybe_reflect(self.thread_id)
+                engine.maybe_reflect(thread_id)
         except Exception as exc:
             expected = expected_failure(exc)
             if expected is not None:
@@ -443,6 +557,13 @@ class Scenario:
                 self.violations.append(
                     f"[unexpected-exception] {op.kind} raised {type(exc).__name__}: {detail}"
                 )
+
+    def _log_key(self, engine: MemoryEngine, thread_id: str) -> str:
+        """A `Reflect`'s key: the resource's log in resource scope (as `manual_reflect` names it)."""
+        if self.scope == "thread":
+            return ""
+        key = engine.log_key(thread_id, engine.thread_config(thread_id))
+        return "" if key == lookup_key(thread_id) else key
 
     def _grow(self, engine: MemoryEngine, op: Operation) -> None:
         claimed = self.registry.claim(op.pick)
@@ -458,29 +579,40 @@ class Scenario:
                 created_at=stored.created_at,
                 parts=[Part(type="text", text=t, created_at=stored.created_at) for t in texts],
             )
-            self._turn(engine, [message], "grow", register=False, actor_model=op.actor_model)
-            grown = StoredMessage(stored.role, stored.created_at, texts)
+            self._turn(engine, stored.thread, [message], "grow", register=False, actor_model=op.actor_model)
+            grown = StoredMessage(stored.role, stored.created_at, texts, stored.thread)
         finally:
             self.registry.release(number, grown)
 
     def _turn(
         self,
         engine: MemoryEngine,
+        thread: int,
         messages: list[Message],
         label: str,
         *,
         register: bool = True,
         actor_model: str | None = None,
     ) -> TurnResult:
+        thread_id = self.thread_ids[thread]
+        others: dict[str, int] | None = None
         with self.db.connect() as conn:
-            before = history.max_seq(conn, self.thread_id)
-        result = engine.ingest_turn(self.thread_id, RESOURCE_ID, messages, actor_model=actor_model)
+            if self.scope == "thread":
+                before = history.max_seq(conn, thread_id)
+            else:
+                others = max_seqs(conn, self.thread_ids)
+                before = others.pop(thread_id, 0)
+        result = engine.ingest_turn(thread_id, self.resource_id, messages, actor_model=actor_model)
         own = frozenset(m for message in messages for part in message.parts for m in markers_in(part.text))
+        shared = self.scope == "resource"
+        view = view_of(
+            result, label, before, own, thread_id=thread_id if shared else "", others_before=others
+        )
         with self._lock:
-            self.views.append(view_of(result, label, before, own))
+            self.views.append(view)
         if register:
             for message in messages:
-                self.registry.stored(message)
+                self.registry.stored(message, thread)
         if result.degraded:
             self._count("degraded-turn")
         return result
@@ -510,15 +642,25 @@ class Scenario:
             detail = "".join(traceback.format_exception(exc)[-6:]).strip()
             self.violations.append(f"[unexpected-exception] drain {type(task).__name__}: {detail}")
 
-    def _final_turn(self, number: int) -> View:
+    def _final_turn(self, thread_id: str, number: int) -> View:
         words = " ".join(VOCABULARY[:12])
         message = PlannedMessage(10_000 + number, "user", f"final question {words}", 10_000).to_message()
         try:
-            self._turn(self.engines[0], [message], "final", register=False)
+            self._turn(self.engines[0], self.thread_ids.index(thread_id), [message], "final", register=False)
         except Exception as exc:
             self.violations.append(f"[unexpected-exception] final turn raised {type(exc).__name__}: {exc}")
-            return View("final", 0, frozenset(), (), ())
+            return View("final", 0, frozenset(), (), (), thread_id if self.scope == "resource" else "")
         return self.views[-1]
+
+
+def max_seqs(conn: Connection, thread_ids: Sequence[str]) -> dict[str, int]:
+    """The highest stored sequence number of each of `thread_ids` (0 for a thread with no parts yet)."""
+    P = schema.parts
+    rows = conn.execute(
+        select(P.c.thread_id, func.max(P.c.seq)).where(P.c.thread_id.in_(thread_ids)).group_by(P.c.thread_id)
+    )
+    found = {str(thread): int(seq or 0) for thread, seq in rows}
+    return {thread: found.get(thread, 0) for thread in thread_ids}
 
 
 def run_seed(seed: int, dbs: Sequence[Engine], settings: ScenarioSettings | None = None) -> SeedResult:

@@ -5,6 +5,8 @@ CI size: `OM_DFUZZ_SEEDS` seeds (default 20) from `OM_DFUZZ_FIRST` (default 0), 
 by side (default 5), against processes started once for the whole run. `python -m tests.fuzz.distributed
 --seeds N --first K` runs the large sizes.
 
+Every third seed runs several threads of one resource in resource scope (see `distributed.py`).
+
 `OM_DFUZZ_MUTANTS=1` adds the proof that this fuzz can fail: a known loss path of the original planted in
 every API and worker process must be caught (it starts the processes again per mutant, so it is not part
 of the CI run; `--mutant P1|P2` on the command line measures detection rates).
@@ -49,6 +51,18 @@ def test_the_plan_is_a_function_of_the_seed() -> None:
     assert len(numbers) == len(set(numbers))
 
 
+def test_every_third_seed_posts_to_several_threads_of_one_resource() -> None:
+    settings = DistributedSettings()
+    assert [settings.shared(seed) for seed in range(6)] == [False, False, True] * 2
+    for seed in (2, 5, 8):
+        operations = [op for client in plan(seed, settings) for op in client]
+        threads = settings.threads_of(seed)
+        assert 2 <= threads <= 4 and len(operations) == settings.resource_operations
+        assert {op.thread for op in operations if op.kind == "save"} == set(range(threads))
+        numbers = [m.number for op in operations for m in op.messages]
+        assert len(numbers) == len(set(numbers)), "markers are unique across the resource's threads"
+
+
 def test_seeded_interleavings_across_processes_keep_every_invariant(
     postgres_url: str,
     redis_url: str,
@@ -80,6 +94,10 @@ def test_seeded_interleavings_across_processes_keep_every_invariant(
         "task:Observe",
         "task:Reflect",
         "sent-twice",
+        # resource scope
+        "resource:seeds",
+        "task:ObserveBatch",
+        "resource:multi-thread-commits",
     ):
         assert stats[exercised] > 0, f"never exercised: {exercised}"
     injected = sum(v for k, v in stats.items() if k.startswith("model:") and not k.endswith(":ok"))

@@ -6,8 +6,15 @@ seed spends part of its time waiting on the database and on the fake model's lat
 `OM_FUZZ_BUDGET_S` (default 220 s, so the whole file fits in 5 minutes; see BUDGET_S).
 `make fuzz SEEDS=N FIRST=K` runs `python -m tests.fuzz.run` instead, which has no budget.
 
+Every third seed runs in resource scope (several threads of one resource, one shared log; see
+`scenario.py`).
+
 Besides the fuzz itself:
-- the checker is shown to catch each kind of damage when it is planted in a clean run's stored state;
+- the checker is shown to catch each kind of damage when it is planted in a clean run's stored state, in
+  thread scope and in resource scope (a line moved into another thread's section, a line written twice, a
+  part of another thread missing from a turn's context);
+- the fake model answers a multi-thread Observer prompt with one block per thread, and leaves one out when
+  it injects a partial answer;
 - the fuzz is shown to catch two loss paths of the original (P1, P2) when they are planted back;
 - the two bugs this fuzz turned up (an empty sync observation committed; a lock-order deadlock between
   rollovers) are each pinned by a deterministic regression test.
@@ -20,6 +27,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -28,13 +36,21 @@ from sqlalchemy import Connection, Engine, func, select, text, update
 
 from om_core.config import ObservationalMemoryConfig
 from om_core.engine import MemoryEngine, ObserverDegenerateError
-from om_core.engine.tasks import Observe
+from om_core.engine.tasks import Observe, resource_key
 from om_core.errors import OperationFailed
+from om_core.observer import NEW_HISTORY_HEADING, parse_multi_thread_output, render_thread_blocks
 from om_core.reflector import append_tail_after_reflection, replace_leading_lines
 from om_core.store import history, records, schema
 from om_core.store.types import Record
-from tests.fuzz.checks import View, check_scenario
-from tests.fuzz.fake_model import FakeCompletion, FaultRates, markers_in
+from tests.fuzz.checks import View, check_resource_scenario, check_scenario
+from tests.fuzz.fake_model import (
+    FakeCompletion,
+    FaultRates,
+    SeededModels,
+    marker,
+    markers_by_section,
+    markers_in,
+)
 from tests.fuzz.run import render
 from tests.fuzz.runner import fuzz_engine, run_seeds
 from tests.fuzz.scenario import (
@@ -44,7 +60,10 @@ from tests.fuzz.scenario import (
     Scenario,
     ScenarioSettings,
     TaskPool,
+    om_options,
     plan,
+    scope_of,
+    thread_count,
 )
 
 SEEDS = int(os.environ.get("OM_FUZZ_SEEDS", "500"))
@@ -64,11 +83,14 @@ QUIET = ScenarioSettings(
     workers=1,
     instances=1,
     max_latency_s=0.0,
-    rates=FaultRates(error=0, empty=0, garbage=0, degenerate=0, bloated=0),
+    rates=FaultRates(error=0, empty=0, garbage=0, degenerate=0, bloated=0, partial=0),
     duplicate_delivery=0.0,
     missed_deadline=0.0,
     vary_config=False,
+    resource_every=0,
 )
+#: The same, every seed in resource scope (three or four threads of one resource).
+QUIET_RESOURCE = replace(QUIET, resource_every=1, resource_threads=(3, 4))
 
 
 def test_seeded_interleavings_keep_every_invariant(
@@ -105,6 +127,14 @@ def test_seeded_interleavings_keep_every_invariant(
         "model:observer:error",
         "model:observer:degenerate",
         "model:reflector:bloated",
+        # resource scope
+        "resource:seeds",
+        "resource:multi-thread-commits",
+        "resource:log-generations",
+        "resource:seeds-buffering",
+        "resource:chunks-activated",
+        "submitted:ObserveBatch",
+        "model:observer:partial",
     ):
         assert summary.stats[exercised] > 0 or summary.seeds < 100, f"never exercised: {exercised}"
     assert summary.duplicates["observer-input:parts-sent-again"] > 0 or summary.seeds < 100
@@ -126,6 +156,55 @@ def test_the_plan_is_a_function_of_the_seed() -> None:
     operations = [op for worker in plan(7, settings) for op in worker]
     assert len(operations) == settings.operations
     assert len(plan(7, settings)) == settings.workers
+
+
+def test_every_third_seed_runs_several_threads_of_one_resource() -> None:
+    settings = ScenarioSettings()
+    assert [scope_of(seed, settings) for seed in range(6)] == ["thread", "thread", "resource"] * 2
+    assert thread_count(0, settings) == 1
+    counts = {thread_count(seed, settings) for seed in range(2, 200, 3)}
+    assert counts == {2, 3, 4}
+    for seed in (2, 5, 8, 11):
+        operations = [op for worker in plan(seed, settings) for op in worker]
+        threads = thread_count(seed, settings)
+        assert {op.thread for op in operations} == set(range(threads)), "every thread gets work"
+        first_saves = {op.thread for op in operations if op.kind == "save" and op.messages}
+        assert first_saves == set(range(threads))
+        numbers = [m.number for op in operations for m in op.messages]
+        assert len(numbers) == len(set(numbers)), "markers are unique across the resource's threads"
+        options = om_options(seed, settings)
+        assert options["scope"] == "resource"
+        # A seed that asks for async buffering in resource scope gets it, or `bufferTokens: false` while
+        # the config refuses it (`RESOURCE_SCOPE_NO_ASYNC`).
+        ObservationalMemoryConfig.parse(options)
+
+
+def test_the_fake_observer_answers_each_thread_of_a_batch_in_its_own_block() -> None:
+    transcripts = {
+        label: "\n".join(f"User (9:0{k} AM): {marker(number + k, 0)} words here" for k in range(3))
+        for label, number in (("aaaa1111", 0), ("bbbb2222", 10), ("cccc3333", 20))
+    }
+    user = f"{NEW_HISTORY_HEADING}\n\n{render_thread_blocks(transcripts)}\n"
+    answers: dict[str, set[str]] = {}
+    for seed in range(400):
+        models = SeededModels(seed, max_latency_s=0.0)
+        try:
+            reply = models.complete("m", system="", user=user).text
+        except ConnectionError:
+            continue
+        outcome = models.calls[-1].outcome
+        parsed = {
+            label: set(markers_in(out.observations))
+            for label, out in parse_multi_thread_output(reply).threads.items()
+        }
+        if outcome == "ok":
+            assert parsed == {label: set(markers_in(t)) for label, t in transcripts.items()}
+        elif outcome == "partial":
+            assert len(parsed) == 2 and all(
+                parsed[label] == set(markers_in(transcripts[label])) for label in parsed
+            )
+        answers[outcome] = set(parsed)
+    assert {"ok", "partial", "garbage", "empty", "degenerate"} <= set(answers)
 
 
 # --------------------------------------------------------------------------- the fuzz can fail
@@ -251,6 +330,109 @@ def test_the_checker_sees_a_part_shown_twice_or_not_at_all(quiet_run: tuple[Scen
     )
 
 
+@pytest.fixture
+def quiet_resource_run(postgres_url: str) -> Iterator[tuple[Scenario, Engine]]:
+    """A clean quiet resource-scope run whose shared log holds sections of at least two threads."""
+    db = fuzz_engine(postgres_url)
+    for seed in range(20):
+        scenario = Scenario(seed, [db], QUIET_RESOURCE)
+        result = scenario.run()
+        assert result.ok, result.report.violations
+        log = records.get_head(db, resource_key(scenario.resource_id))
+        assert log is not None
+        if len({section for section, _ in markers_by_section(log.active_observations) if section}) >= 2:
+            break
+    else:
+        pytest.fail("no quiet resource seed in 0..19 ends with sections of two threads in the log")
+    yield scenario, db
+    db.dispose()
+
+
+def _recheck_resource(scenario: Scenario, db: Engine, finals: dict[str, View] | None = None) -> list[str]:
+    return check_resource_scenario(
+        db,
+        scenario.resource_id,
+        scenario.labels,
+        scenario.views,
+        finals if finals is not None else scenario.finals,
+        scenario.models.calls,
+    ).violations
+
+
+def _rewrite_log(scenario: Scenario, db: Engine, rewrite: Callable[[list[str]], list[str]]) -> None:
+    log = records.get_head(db, resource_key(scenario.resource_id))
+    assert log is not None
+    text = "\n".join(rewrite(log.active_observations.split("\n")))
+    with db.begin() as conn:
+        conn.execute(
+            update(schema.records).where(schema.records.c.id == log.id).values(active_observations=text)
+        )
+
+
+def _move_a_line_into_another_threads_section(lines: list[str]) -> list[str]:
+    """The first marker line of one section, cut and pasted after the opening tag of another's."""
+    opened = [(i, line) for i, line in enumerate(lines) if line.startswith("<thread id=")]
+    first_label = opened[0][1]
+    victim = next(i for i in range(opened[0][0], len(lines)) if markers_in(lines[i]))
+    target = next(i for i, line in opened if line != first_label)
+    moved = lines[victim]
+    rest = lines[:victim] + lines[victim + 1 :]
+    target -= 1 if target > victim else 0
+    return [*rest[: target + 1], moved, *rest[target + 1 :]]
+
+
+def _write_a_line_twice(lines: list[str]) -> list[str]:
+    victim = next(i for i, line in enumerate(lines) if markers_in(line))
+    return lines[: victim + 1] + lines[victim:]
+
+
+@pytest.mark.parametrize(
+    ("damage", "expected"),
+    [
+        (_move_a_line_into_another_threads_section, "[log-wrong-section]"),
+        (_write_a_line_twice, "[log-duplicate]"),
+    ],
+)
+def test_the_checker_sees_damage_to_a_shared_log(
+    quiet_resource_run: tuple[Scenario, Engine], damage: Callable[[list[str]], list[str]], expected: str
+) -> None:
+    scenario, db = quiet_resource_run
+    assert _recheck_resource(scenario, db) == []
+    _rewrite_log(scenario, db, damage)
+    violations = _recheck_resource(scenario, db)
+    assert any(v.startswith(expected) for v in violations), violations
+
+
+def test_the_checker_sees_another_threads_part_missing_or_misplaced_in_a_context(
+    quiet_resource_run: tuple[Scenario, Engine],
+) -> None:
+    scenario, db = quiet_resource_run
+    first, second = scenario.thread_ids[:2]
+    final = scenario.finals[second]
+    of_first = [m for m in final.observed if m in _markers_of(db, first)]
+    assert of_first, "the second thread's final context shows the first thread's parts"
+    missing = replace(final, observed=tuple(m for m in final.observed if m != of_first[0]))
+    misplaced = replace(final, other_sections=((scenario.labels[second], of_first[0]),))
+    assert any(
+        v.startswith("[missing-from-view:other-thread]")
+        for v in _recheck_resource(scenario, db, {**scenario.finals, second: missing})
+    )
+    assert any(
+        v.startswith("[other-conversation:wrong-section]")
+        for v in _recheck_resource(scenario, db, {**scenario.finals, second: misplaced})
+    )
+
+
+def _markers_of(db: Engine, thread_id: str) -> set[str]:
+    with db.connect() as conn:
+        return {
+            m
+            for message in history.load_parts(conn, thread_id, after_seq=0)
+            for p in message.parts
+            for m in markers_in(p.text)
+        }
+
+
 # ------------------------------------------------------------------------------- found by the fuzz
 # Before the fix, 4-7 of 100 seeds failed with "[range-mismatch:empty-cover] sync observation ... covers
 # [...] without their content" followed by observed-part-lost / missing-from-view for the same parts.
@@ -262,8 +444,11 @@ class _ObserverAnswering:
     def __init__(self, text: str) -> None:
         self.text = text
 
-    def complete(self, model: Any, *, system: str, user: str, **_: Any) -> FakeCompletion:
-        return FakeCompletion(self.text, len(user) // 4, len(self.text) // 4, 0.0, str(model))
+    def complete(self, model: Any, *, system: str, user: Any, **_: Any) -> FakeCompletion:
+        return FakeCompletion(self.text, len(str(user)) // 4, len(self.text) // 4, 0.0, str(model))
+
+    def accepts_images(self, model: str) -> bool | None:
+        return None
 
 
 @pytest.mark.parametrize("reply", ["", "Sure, here is what I noticed: the user talked about several things."])

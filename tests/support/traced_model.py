@@ -52,7 +52,7 @@ from tests.support.traced_calls import PROVIDER, calls_key, model_id
 
 WARM_UP_KEY = "warm-up"
 CALLS_TTL_S = 6 * 3600
-NO_FAULTS = FaultRates(error=0, empty=0, garbage=0, degenerate=0, bloated=0)
+NO_FAULTS = FaultRates(error=0, empty=0, garbage=0, degenerate=0, bloated=0, partial=0)
 
 
 def latency_range(text: str | None) -> tuple[float, float]:
