@@ -122,9 +122,17 @@ def _observe_locked(core: EngineCore, task: ObserveBatch, cfg: ResolvedConfig) -
     labels = {s.thread.id: thread_label(s.thread.id, obscure=obscure) for s in shares}
     kind = kind_of(task)
     usage = Usage()
+    # One cycle per thread and starting point, as in thread scope: a batch delivered again observes what
+    # came after its first commit, and its events must not be dropped as repeats of the first run's.
     cycles = {
         s.thread.id: Cycle(
-            core, kind, task.cycle_id, s.cursor, s.thread.id, s.tokens, usage=usage if i == 0 else Usage()
+            core,
+            kind,
+            f"{task.cycle_id}-{s.from_seq}",
+            s.cursor,
+            s.thread.id,
+            s.tokens,
+            usage=usage if i == 0 else Usage(),
         )
         for i, s in enumerate(shares)
     }
@@ -148,7 +156,8 @@ def _observe_locked(core: EngineCore, task: ObserveBatch, cfg: ResolvedConfig) -
             # the log. Its messages stay raw for the next batch.
             cycles[share.thread.id].fail(ObserverDegenerateError("no observations for the thread's messages"))
     if not committed:
-        raise OperationFailed("the Observer returned no observations for any thread of the batch")
+        problem = ObserverDegenerateError("the Observer returned no observations for any thread of the batch")
+        raise OperationFailed(str(problem)) from problem
     entries = [
         _entry(core, share, labels[share.thread.id], output.for_thread(labels[share.thread.id]))
         for share in committed
