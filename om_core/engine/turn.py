@@ -268,19 +268,61 @@ def _fresh(core: EngineCore, shared: _Shared) -> _Shared:
     return replace(shared, log=log) if log is not None else shared
 
 
+#: How often a turn reads again when a commit landed between the statements of its read (READ COMMITTED:
+#: each statement sees the commits made before it); after that it goes on with the last read.
+_READ_ATTEMPTS = 5
+
+
 def _read_shared(
     core: EngineCore, conn: Connection, thread: history.ThreadRow, head: Record, cfg: ResolvedConfig
 ) -> _Shared:
+    """The shared log and the other threads' unobserved messages, as of one moment: a batch or an
+    activation that commits between reading the log and reading the other threads' cursors moves its
+    messages out of the other-conversations block into a log already read, so the log is read again
+    after the cursors and the read repeated until it did not change meanwhile."""
     if not cfg.enabled or not resource.is_shared(cfg):
         return _Shared(head)
     log = resource.read_log(conn, core, thread.resource_id)
-    others = resource.thread_windows(conn, core, thread.resource_id, exclude=thread.id)
+    for _attempt in range(_READ_ATTEMPTS):
+        others = resource.thread_windows(conn, core, thread.resource_id, exclude=thread.id)
+        again = records.read_head(conn, log.lookup_key)
+        if again is None or _same_log(again, log):
+            break
+        log = again
     if not others:
         return _Shared(log)
     block = resource.render_other_conversations(
         others, core.settings.timezone, obscure=cfg.obscure_thread_ids
     )
     return _Shared(log, block, core.counter.count_string(block) if block else 0, tuple(others))
+
+
+def _same_log(a: Record, b: Record) -> bool:
+    return a.id == b.id and a.active_observations == b.active_observations
+
+
+def _read_own_and_shared(
+    core: EngineCore,
+    conn: Connection,
+    thread: history.ThreadRow,
+    head: Record,
+    cfg: ResolvedConfig,
+    read_own: Callable[[Record], history.Unobserved],
+) -> tuple[Record, history.Unobserved, _Shared]:
+    """The thread's unobserved messages after `head`'s cursor and the shared memory, consistent with
+    each other: in resource scope the thread's cursor can move (a batch or another thread's turn
+    activating its chunks) after it was read and before the shared log is, which would show the
+    messages it covered twice; the cursor is read again after the log and the read repeated then."""
+    for _attempt in range(_READ_ATTEMPTS):
+        unobserved = read_own(head)
+        shared = _read_shared(core, conn, thread, head, cfg)
+        if shared.log is head:
+            break  # thread scope: one row holds the cursor and the log
+        again = records.read_head(conn, head.lookup_key)
+        if again is None or (again.id, again.last_observed_seq) == (head.id, head.last_observed_seq):
+            break
+        head = again
+    return head, unobserved, shared
 
 
 def store_and_read(core: EngineCore, turn: TurnInput) -> _Stored:
@@ -316,13 +358,19 @@ def store_and_read(core: EngineCore, turn: TurnInput) -> _Stored:
         )
         reminder_events = reminders.write_reminders(conn, thread_id, head, fresh)
         fresh_parts = {part.seq: part for message in fresh for part in message.parts}
-        unobserved = history.read_unobserved(
+        head, unobserved, shared = _read_own_and_shared(
+            core,
             conn,
-            thread_id,
-            _context_start(core, conn, thread, head, cfg),
-            known=lambda seq: fresh_parts.get(seq) or core.cached_part(thread, seq),
+            thread,
+            head,
+            cfg,
+            lambda current: history.read_unobserved(
+                conn,
+                thread_id,
+                _context_start(core, conn, thread, current, cfg),
+                known=lambda seq: fresh_parts.get(seq) or core.cached_part(thread, seq),
+            ),
         )
-        shared = _read_shared(core, conn, thread, head, cfg)
     core.remember_parts(thread, unobserved, fresh_parts)
     window = build_window(unobserved.rows, core.counter)
     return _Stored(before, thread, head, window, unobserved.messages, shared, reminder_events)
@@ -381,13 +429,19 @@ def _read_current(core: EngineCore, thread_id: str, cfg: ResolvedConfig) -> _Cur
         head = records.read_head(conn, lookup_key(thread_id))
         thread = history.get_thread(conn, thread_id)
         assert head is not None and thread is not None, "the turn created both"
-        unobserved = history.read_unobserved(
+        head, unobserved, shared = _read_own_and_shared(
+            core,
             conn,
-            thread_id,
-            head.last_observed_seq,
-            known=lambda seq: core.cached_part(thread, seq),
+            thread,
+            head,
+            cfg,
+            lambda current: history.read_unobserved(
+                conn,
+                thread_id,
+                current.last_observed_seq,
+                known=lambda seq: core.cached_part(thread, seq),
+            ),
         )
-        shared = _read_shared(core, conn, thread, head, cfg)
     core.remember_parts(thread, unobserved, {})
     window = build_window(unobserved.rows, core.counter)
     return _Current(head, window, thread, unobserved.messages, shared)

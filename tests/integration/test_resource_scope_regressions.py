@@ -7,9 +7,9 @@ deterministic test built from its root cause.
 - A batch whose Observer reply had no block for any thread raised a bare `OperationFailed`, unlike
   thread scope, which chains the `ObserverDegenerateError` (the fuzz and a waiting turn read the cause).
 - A turn reads the shared log and the threads' cursors in separate statements (READ COMMITTED): a batch
-  committing in between leaves its messages out of the turn's context (the other thread's) or shows them
-  twice (the turn's own thread, when the result is read again after the turn's work). Open: marked
-  `xfail(strict=True)` until the turn's read is made consistent, so the fix flips them.
+  committing in between left its messages out of the turn's context (the other thread's) or showed them
+  twice (the turn's own thread, when the result is read again after the turn's work). The turn now reads
+  the log and its own cursor again after the other reads and repeats the read when either changed.
 """
 
 from __future__ import annotations
@@ -141,10 +141,6 @@ def _commit_first(run: Callable[[], object]) -> None:
     assert errors == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: turn._read_shared reads the shared log before the other threads' cursors (READ COMMITTED)",
-)
 def test_a_batch_committing_while_a_turn_reads_does_not_hide_the_other_threads_messages(
     pg_engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -170,10 +166,6 @@ def test_a_batch_committing_while_a_turn_reads_does_not_hide_the_other_threads_m
     assert sorted(shown(result)) == ["m0.0", "m1.0", "m2.0", "m3.0", "m4.0"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: turn._read_current reads the thread's cursor before the shared log (READ COMMITTED)",
-)
 def test_a_batch_committing_while_a_turn_reads_again_does_not_show_its_messages_twice(
     pg_engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
