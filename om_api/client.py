@@ -304,6 +304,10 @@ class OMClient:
     def delete_thread(self, thread_id: str) -> None:
         _raise_for(self._http.delete(_thread(thread_id)))
 
+    def delete_resource(self, resource_id: str) -> None:
+        """Delete the resource with all its threads, its shared log and its config."""
+        _raise_for(self._http.delete(_resource(resource_id)))
+
     def events(
         self, thread_id: str, *, last_event_id: str | int | None = None, follow: bool = True
     ) -> Iterator[OMEvent]:
@@ -444,6 +448,10 @@ class AsyncOMClient:
 
     async def delete_thread(self, thread_id: str) -> None:
         _raise_for(await self._http.delete(_thread(thread_id)))
+
+    async def delete_resource(self, resource_id: str) -> None:
+        """Delete the resource with all its threads, its shared log and its config."""
+        _raise_for(await self._http.delete(_resource(resource_id)))
 
     async def events(
         self, thread_id: str, *, last_event_id: str | int | None = None, follow: bool = True

@@ -14,7 +14,7 @@ from typing import Any
 from sqlalchemy import Engine, select, update
 
 from om_core.coordination import Coordination, Keys
-from om_core.engine import MemoryEngine, lookup_key
+from om_core.engine import MemoryEngine, lookup_key, resource_key
 from om_core.messages import Message
 from om_core.scoped_ids import public_id
 from om_core.store import history, records, schema
@@ -26,6 +26,7 @@ __all__ = [
     "Generation",
     "MessagesPage",
     "ObservationsView",
+    "delete_resource",
     "delete_thread",
     "effective_config",
     "messages_page",
@@ -192,13 +193,46 @@ def delete_thread(db: Engine, thread_id: str, coordination: Coordination | None 
         conn.execute(schema.chunks.delete().where(schema.chunks.c.thread_id == thread_id))
         history.delete_thread(conn, thread_id)
     if coordination is not None:
-        for name in (
-            Keys.buffer_boundary(key),
-            Keys.reflection_boundary(key),
-            Keys.reflection_suppressed(key),
-        ):
-            coordination.set_int(name, None)
+        _forget(coordination, key)
     return True
+
+
+def delete_resource(db: Engine, resource_id: str, coordination: Coordination | None = None) -> bool:
+    """Delete a resource and everything OM keeps for it, in one transaction: every thread of it (as
+    `delete_thread` does), its shared log (resource scope) with all its generations and events, its
+    overrides. False if it did not exist.
+
+    The threads' rows are locked first, in id order, before any key lock is taken, so a turn that holds
+    one of them never waits for this while it waits for that turn. A worker still running on one of the
+    threads or on the log finds its record gone and its commit fails as not found."""
+    thread_ids = [t.id for t in history.list_threads(db, resource_id)]
+    log_key = resource_key(resource_id)
+    with db.begin() as conn:
+        if (
+            conn.execute(select(schema.resources.c.id).where(schema.resources.c.id == resource_id)).first()
+            is None
+        ):
+            return False
+        for thread_id in sorted(thread_ids):
+            history.lock_thread(conn, thread_id)
+        for thread_id in thread_ids:
+            records.clear(conn, lookup_key(thread_id))
+            conn.execute(schema.chunks.delete().where(schema.chunks.c.thread_id == thread_id))
+            history.delete_thread(conn, thread_id)
+        records.clear(conn, log_key)
+        conn.execute(schema.events.delete().where(schema.events.c.lookup_key == log_key))
+        conn.execute(schema.triggers.delete().where(schema.triggers.c.lookup_key == log_key))
+        conn.execute(schema.resources.delete().where(schema.resources.c.id == resource_id))
+    if coordination is not None:
+        for key in [*(lookup_key(t) for t in thread_ids), log_key]:
+            _forget(coordination, key)
+    return True
+
+
+def _forget(coordination: Coordination, key: str) -> None:
+    """Drop a key's coordination values, so a new thread or resource with the same id starts clean."""
+    for name in (Keys.buffer_boundary(key), Keys.reflection_boundary(key), Keys.reflection_suppressed(key)):
+        coordination.set_int(name, None)
 
 
 def set_resource_config_overrides(

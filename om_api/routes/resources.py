@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Response
 from pydantic import ValidationError
 
 from om_api.auth import Caller, Runtime
@@ -97,3 +97,20 @@ def put_resource_config(
         overrides=dict(body.overrides) if body.overrides else None,
         effective=effective,
     )
+
+
+@router.delete(
+    "/{resource_id}",
+    status_code=204,
+    response_class=Response,
+    responses=COMMON_ERRORS,
+    summary="Delete the resource: all its threads (messages, observations, chunks, events), its shared log "
+    "and its config",
+)
+def delete_resource(resource_id: ResourceId, runtime: Runtime, caller: Caller) -> Response:
+    stored = caller.stored_id(resource_id)
+    if not tenancy.resource_visible(runtime.db, caller.tenant_id, stored):
+        raise _not_found(resource_id)
+    if not queries.delete_resource(runtime.db, stored, runtime.engine.coordination):
+        raise _not_found(resource_id)
+    return Response(status_code=204)

@@ -7,10 +7,13 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from sqlalchemy import Engine
+from sqlalchemy import Engine, func, select
 
 from om_api.client import OMBadRequest, OMClient, OMNotFound
 from om_core import tenancy
+from om_core.engine import resource_key
+from om_core.scoped_ids import scoped_id
+from om_core.store import records, schema
 from tests.support.api_server import ApiServer, api_server, new_id
 
 __all__ = ["api_server"]  # fixture used below
@@ -91,3 +94,40 @@ def test_another_tenants_resource_config_is_not_found(
     assert om.get_resource_config(user).overrides == {"scope": "resource"}
     unknown = httpx.get(f"{api_server.base_url}/v1/resources/{new_id('nobody')}/config")
     assert unknown.status_code == 401
+
+
+def test_deleting_a_resource_erases_its_threads_and_shared_log_and_nothing_of_another_tenant(
+    two_tenants: tuple[OMClient, OMClient], pg_engine: Engine
+) -> None:
+    om, other = two_tenants
+    user, threads = new_id("user"), [new_id("t"), new_id("t")]
+    config = {"scope": "resource", "observation": {"messageTokens": 1000}}
+    om.set_resource_config(user, config)
+    other.set_resource_config(user, config)
+    for thread in threads:
+        for i in range(8):
+            text = f"{thread} fact {i}: " + " ".join(f"word{(i * 5 + k) % 41}" for k in range(40))
+            role = "user" if i % 2 == 0 else "assistant"
+            om.post_turn(thread, [{"id": f"m{i}", "role": role, "text": text}], resource_id=user)
+    other.post_turn(threads[0], [{"role": "user", "text": "the other tenant's own thread"}], resource_id=user)
+    mine = scoped_id(om.usage().tenant_id, user)
+    log = records.get_head(pg_engine, resource_key(mine))
+    assert log is not None and log.active_observations, "the shared log existed"
+
+    om.delete_resource(user)
+
+    for thread in threads:
+        with pytest.raises(OMNotFound):
+            om.status(thread)
+    with pytest.raises(OMNotFound):
+        om.get_resource_config(user)
+    with pytest.raises(OMNotFound):
+        om.delete_resource(user)
+    assert records.get_head(pg_engine, resource_key(mine)) is None
+    with pg_engine.connect() as conn:
+        left = conn.execute(
+            select(func.count()).where(schema.events.c.lookup_key.like(f"%{mine}%"))
+        ).scalar_one()
+    assert left == 0
+    assert other.status(threads[0]).thread_id == threads[0], "the other tenant's thread is untouched"
+    assert other.get_resource_config(user).overrides == config
