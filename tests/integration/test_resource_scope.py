@@ -14,6 +14,7 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import Engine
 
+from om_api.openai_format import to_openai
 from om_core.config import ObservationalMemoryConfig
 from om_core.engine import EngineSettings, InlineExecutor, MemoryEngine
 from om_core.engine.tasks import ObserveBatch, resource_key
@@ -23,6 +24,12 @@ from om_core.resource_log import thread_label
 from om_core.store import history, records
 from om_core.store.outbox import list_events
 from tests.integration.test_engine_inprocess import T0, chatter
+from tests.integration.test_tool_exchanges import (
+    answering,
+    assert_every_result_follows_its_call,
+    calling,
+    tool_seqs,
+)
 from tests.support.fake_models import FakeModels
 from tests.support.invariants import check_thread
 
@@ -260,4 +267,34 @@ def test_buffered_reflection_of_the_shared_log_keeps_every_thread_covered(engine
         e.type == "data-om-buffering-end" and e.payload.get("operationType") == "reflection" for e in events
     ), "the shared log was reflected in the background"
     for thread in threads:
+        assert not check_thread(engine, thread).violations
+
+
+def test_a_batch_never_splits_a_tool_exchange_in_any_of_its_threads(engine: Engine) -> None:
+    """The requester's newest message (a tool result) stays raw with its call; another thread's open
+    call (no result yet) holds that thread's cut back before it."""
+    om, fake, _executor = make(engine, resource_config(messageTokens=1800))
+    resource, (first, second) = ids(2)
+    for i in range(10):
+        post(om, second, resource, i)
+    om.ingest_turn(second, resource, [calling("b-call", 30, "open-1")])
+    for i in range(10):
+        post(om, first, resource, i)
+    before = len(fake.calls)
+    result = om.ingest_turn(
+        first, resource, [calling("a-call", 40, "c1"), answering("a-res", 41, "c1", words=400)]
+    )
+    assert len(fake.calls) > before, "the turn crossed the threshold and observed a batch"
+    seqs = tool_seqs(result.messages, "c1")
+    assert set(seqs) == {"call", "result"}, "the requester's call and result are both raw"
+    first_cursor = records.get_head(engine, f"thread:{first}")
+    second_cursor = records.get_head(engine, f"thread:{second}")
+    assert first_cursor is not None and second_cursor is not None
+    assert 0 < first_cursor.last_observed_seq < seqs["call"]
+    second_view = om.ingest_turn(second, resource, [])
+    open_call = tool_seqs(second_view.messages, "open-1")
+    assert set(open_call) == {"call"}, "the other thread's open call is still raw"
+    assert 0 < second_cursor.last_observed_seq < open_call["call"]
+    assert_every_result_follows_its_call(to_openai(result.messages))
+    for thread in (first, second):
         assert not check_thread(engine, thread).violations
