@@ -9,7 +9,7 @@ conversation is past `blockAfter`.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, NamedTuple
 
@@ -18,9 +18,8 @@ from sqlalchemy import Connection
 from om_core import policy, tenancy, triggers
 from om_core.config import ResolvedConfig, message_threshold_max
 from om_core.context import ActorContext, build_actor_context
-from om_core.coordination import Peek
 from om_core.early_activation import resolve_ttl_ms
-from om_core.engine import activation, backlog, buffering, reflection, reminders, resource
+from om_core.engine import activation, backlog, buffering, reflection, reminders, resource, shared_view
 from om_core.engine import events as ev
 from om_core.engine.core import EVENT_SINK, Activity, EngineCore
 from om_core.engine.ports import ThreadIdRequired
@@ -57,18 +56,6 @@ class TurnResult:
 
 
 @dataclass(frozen=True)
-class _Shared:
-    """The memory a thread's turn sees beyond its own record: the log (the resource's in resource scope,
-    else the thread's own head) and the other threads' unobserved messages, rendered as the actor's
-    other-conversations block, with the tokens that block adds to pending (spec §4.12)."""
-
-    log: Record
-    others: str = ""
-    others_tokens: int = 0
-    windows: tuple[resource.ThreadWindow, ...] = ()
-
-
-@dataclass(frozen=True)
 class _Stored:
     """What the store transaction of a turn read: the thread before and after locking it, the head, the
     unobserved window and its messages, and the shared memory."""
@@ -78,7 +65,7 @@ class _Stored:
     head: Record
     window: Window
     messages: list[Message]
-    shared: _Shared
+    shared: shared_view.SharedView
     reminders: list[StoredEvent] = field(default_factory=list)
 
 
@@ -89,7 +76,7 @@ class _Current(NamedTuple):
     window: Window
     thread: history.ThreadRow
     messages: list[Message]
-    shared: _Shared
+    shared: shared_view.SharedView
 
 
 @dataclass(frozen=True)
@@ -147,13 +134,20 @@ def _ingest(core: EngineCore, turn: TurnInput, sink: list[StoredEvent]) -> TurnR
         if activated is not head:
             head, window = activated, core.window(thread_id, activated.last_observed_seq)
     view = core.peek(head.lookup_key, shared.log.lookup_key)
-    status = first_status = _status(core, head, window, cfg, shared, view)
+    status = first_status = shared_view.status_with(core, head, window, cfg, shared, view)
     if status.should_observe:
         head, window, status = activation.threshold_activation(
-            core, thread_id, head, window, status, lambda h, w: _status(core, h, w, cfg, _fresh(core, shared))
+            core,
+            thread_id,
+            head,
+            window,
+            status,
+            lambda h, w: shared_view.status_with(core, h, w, cfg, shared_view.refreshed(core, shared)),
         )
         if status.should_observe and any(w.cursor.chunks for w in shared.windows):
-            shared, status = _activate_other_threads(core, stored.thread, cfg, head, window, shared, status)
+            shared, status = shared_view.activate_other_threads(
+                core, stored.thread, cfg, head, window, shared, status
+            )
     if policy.must_block(
         async_enabled=cfg.async_observation_enabled,
         pending=status.pending,
@@ -220,111 +214,6 @@ def _blocking_observation(core: EngineCore, thread: history.ThreadRow, cfg: Reso
     return [Observe(thread.id, cycle_id)]
 
 
-def _status(
-    core: EngineCore,
-    head: Record,
-    window: Window,
-    cfg: ResolvedConfig,
-    shared: _Shared,
-    view: Peek | None = None,
-) -> policy.Status:
-    return core.status_of(head, window, cfg, view, log=shared.log, others_tokens=shared.others_tokens)
-
-
-def _activate_other_threads(
-    core: EngineCore,
-    thread: history.ThreadRow,
-    cfg: ResolvedConfig,
-    head: Record,
-    window: Window,
-    shared: _Shared,
-    status: policy.Status,
-) -> tuple[_Shared, policy.Status]:
-    """Resource scope at the threshold, after the thread's own chunks: the other threads' chunks, the
-    largest backlog first, until the resource is under the threshold. Without this a thread whose turns
-    happen to follow another's activation would never see its own chunks activated (its messages
-    would stay raw in every thread's context)."""
-    for other in sorted(shared.windows, key=lambda w: w.window.tokens, reverse=True):
-        if not status.should_observe:
-            break
-        if not other.cursor.chunks:
-            continue
-        activated = activation.activate(
-            core, other.thread.id, pending_tokens=status.pending, triggered_by="threshold"
-        )
-        if activated is None:
-            continue
-        with core.db.connect() as conn:
-            shared = _read_shared(core, conn, thread, head, cfg)
-        status = _status(core, head, window, cfg, shared)
-    return shared, status
-
-
-def _fresh(core: EngineCore, shared: _Shared) -> _Shared:
-    """`shared` with its log read again when it is a resource's (an activation just grew it)."""
-    if shared.log.scope != "resource":
-        return shared
-    log = records.get_head(core.db, shared.log.lookup_key)
-    return replace(shared, log=log) if log is not None else shared
-
-
-#: How often a turn reads again when a commit landed between the statements of its read (READ COMMITTED:
-#: each statement sees the commits made before it); after that it goes on with the last read.
-_READ_ATTEMPTS = 5
-
-
-def _read_shared(
-    core: EngineCore, conn: Connection, thread: history.ThreadRow, head: Record, cfg: ResolvedConfig
-) -> _Shared:
-    """The shared log and the other threads' unobserved messages, as of one moment: a batch or an
-    activation that commits between reading the log and reading the other threads' cursors moves its
-    messages out of the other-conversations block into a log already read, so the log is read again
-    after the cursors and the read repeated until it did not change meanwhile."""
-    if not cfg.enabled or not resource.is_shared(cfg):
-        return _Shared(head)
-    log = resource.read_log(conn, core, thread.resource_id)
-    for _attempt in range(_READ_ATTEMPTS):
-        others = resource.thread_windows(conn, core, thread.resource_id, exclude=thread.id)
-        again = records.read_head(conn, log.lookup_key)
-        if again is None or _same_log(again, log):
-            break
-        log = again
-    if not others:
-        return _Shared(log)
-    block = resource.render_other_conversations(
-        others, core.settings.timezone, obscure=cfg.obscure_thread_ids
-    )
-    return _Shared(log, block, core.counter.count_string(block) if block else 0, tuple(others))
-
-
-def _same_log(a: Record, b: Record) -> bool:
-    return a.id == b.id and a.active_observations == b.active_observations
-
-
-def _read_own_and_shared(
-    core: EngineCore,
-    conn: Connection,
-    thread: history.ThreadRow,
-    head: Record,
-    cfg: ResolvedConfig,
-    read_own: Callable[[Record], history.Unobserved],
-) -> tuple[Record, history.Unobserved, _Shared]:
-    """The thread's unobserved messages after `head`'s cursor and the shared memory, consistent with
-    each other: in resource scope the thread's cursor can move (a batch or another thread's turn
-    activating its chunks) after it was read and before the shared log is, which would show the
-    messages it covered twice; the cursor is read again after the log and the read repeated then."""
-    for _attempt in range(_READ_ATTEMPTS):
-        unobserved = read_own(head)
-        shared = _read_shared(core, conn, thread, head, cfg)
-        if shared.log is head:
-            break  # thread scope: one row holds the cursor and the log
-        again = records.read_head(conn, head.lookup_key)
-        if again is None or (again.id, again.last_observed_seq) == (head.id, head.last_observed_seq):
-            break
-        head = again
-    return head, unobserved, shared
-
-
 def store_and_read(core: EngineCore, turn: TurnInput) -> _Stored:
     """One transaction: lock the thread (creating it for the tenant if new), check access, store the
     messages (temporal markers first, when configured), read (or create) the head, and read the
@@ -358,7 +247,7 @@ def store_and_read(core: EngineCore, turn: TurnInput) -> _Stored:
         )
         reminder_events = reminders.write_reminders(conn, thread_id, head, fresh)
         fresh_parts = {part.seq: part for message in fresh for part in message.parts}
-        head, unobserved, shared = _read_own_and_shared(
+        head, unobserved, shared = shared_view.read_consistent(
             core,
             conn,
             thread,
@@ -409,7 +298,7 @@ def _disabled_turn(
     idle trigger, no event. The cursor stays where it was, so turning OM on later observes the
     backlog by the normal policy. The status reports the record as it stands and the context's
     message tokens."""
-    status = _status(core, stored.head, stored.window, cfg, stored.shared)
+    status = shared_view.status_with(core, stored.head, stored.window, cfg, stored.shared)
     return TurnResult(
         thread_id=public_id(thread_id),
         resource_id=public_id(stored.thread.resource_id),
@@ -429,7 +318,7 @@ def _read_current(core: EngineCore, thread_id: str, cfg: ResolvedConfig) -> _Cur
         head = records.read_head(conn, lookup_key(thread_id))
         thread = history.get_thread(conn, thread_id)
         assert head is not None and thread is not None, "the turn created both"
-        head, unobserved, shared = _read_own_and_shared(
+        head, unobserved, shared = shared_view.read_consistent(
             core,
             conn,
             thread,
@@ -455,7 +344,7 @@ def current_status(core: EngineCore, thread_id: str, step_number: int = 0) -> St
         raise KeyError(thread_id)
     head, window, _thread, _messages, shared = _read_current(core, thread_id, cfg)
     log = shared.log
-    status = _status(core, head, window, cfg, shared)
+    status = shared_view.status_with(core, head, window, cfg, shared)
     return status.to_status_payload(log.id, thread_id, step_number, log.generation_count)
 
 
@@ -512,7 +401,7 @@ def turn_result(
 ) -> TurnResult:
     """Write the turn's status event and build what the actor sees from one consistent read."""
     head, window, thread, unobserved, shared = current or _read_current(core, thread_id, cfg)
-    status = status or _status(core, head, window, cfg, shared)
+    status = status or shared_view.status_with(core, head, window, cfg, shared)
     log = shared.log
     payload = status.to_status_payload(log.id, thread_id, step_number, log.generation_count)
     with core.db.begin() as conn:
