@@ -336,6 +336,18 @@ def append_to_locked(
     return stored
 
 
+def _with_messages(conn: Connection, thread_id: str, rows: Sequence[Any]) -> list[Message]:
+    """Part rows (message id, body, seq) assembled into their messages, read in one statement."""
+    if not rows:
+        return []
+    ids = sorted({row["message_id"] for row in rows})
+    message_rows = {
+        row["id"]: row
+        for row in conn.execute(select(M).where(M.c.thread_id == thread_id, M.c.id.in_(ids))).mappings()
+    }
+    return _assemble(rows, message_rows, thread_id)
+
+
 def _assemble(rows: Sequence[Any], message_rows: dict[str, Any], thread_id: str) -> list[Message]:
     grouped: dict[str, list[Part]] = {}
     for row in rows:
@@ -372,15 +384,7 @@ def load_parts(
     query = select(P.c.message_id, P.c.body, P.c.seq).where(P.c.thread_id == thread_id, P.c.seq > after_seq)
     if upto_seq is not None:
         query = query.where(P.c.seq <= upto_seq)
-    rows = conn.execute(query.order_by(P.c.seq)).mappings().all()
-    if not rows:
-        return []
-    ids = sorted({row["message_id"] for row in rows})
-    message_rows = {
-        row["id"]: row
-        for row in conn.execute(select(M).where(M.c.thread_id == thread_id, M.c.id.in_(ids))).mappings()
-    }
-    return _assemble(rows, message_rows, thread_id)
+    return _with_messages(conn, thread_id, conn.execute(query.order_by(P.c.seq)).mappings().all())
 
 
 def part_tokens_after(conn: Connection, thread_id: str, after_seq: int) -> list[PartTokens]:
@@ -573,12 +577,4 @@ def call_parts(conn: Connection, thread_id: str, call_ids: Sequence[str], *, upt
         body["toolCallId"].as_string().in_(list(call_ids)),
         state.is_(None) | state.not_in(ending),
     )
-    rows = conn.execute(query.order_by(P.c.seq)).mappings().all()
-    if not rows:
-        return []
-    ids = sorted({row["message_id"] for row in rows})
-    message_rows = {
-        row["id"]: row
-        for row in conn.execute(select(M).where(M.c.thread_id == thread_id, M.c.id.in_(ids))).mappings()
-    }
-    return _assemble(rows, message_rows, thread_id)
+    return _with_messages(conn, thread_id, conn.execute(query.order_by(P.c.seq)).mappings().all())

@@ -37,12 +37,14 @@ _SECTION = re.compile(r'<thread id="([^"]+)">')
 
 
 def resource_config(**observation: object) -> ObservationalMemoryConfig:
+    """Resource scope with readable thread ids; `reflection` replaces the default reflection block."""
+    reflection = observation.pop("reflection", {"observationTokens": 20_000})
     return ObservationalMemoryConfig.parse(
         {
             "scope": "resource",
             "obscureThreadIds": False,
             "observation": {"messageTokens": 3000, **observation},
-            "reflection": {"observationTokens": 20_000},
+            "reflection": reflection,
         }
     )
 
@@ -181,15 +183,9 @@ def test_resource_overrides_apply_to_every_thread_and_a_thread_override_wins(eng
 
 
 def test_reflection_condenses_the_shared_log_and_keeps_every_thread_covered(engine: Engine) -> None:
-    config = ObservationalMemoryConfig.parse(
-        {
-            "scope": "resource",
-            "obscureThreadIds": False,
-            "observation": {"messageTokens": 1500},
-            "reflection": {"observationTokens": 1200},
-        }
+    om, _fake, _executor = make(
+        engine, resource_config(messageTokens=1500, reflection={"observationTokens": 1200})
     )
-    om, _fake, _executor = make(engine, config)
     resource, threads = ids(3)
     for i in range(30):
         for thread in threads:
@@ -218,15 +214,7 @@ def test_observe_now_observes_every_thread_of_the_resource(engine: Engine, trigg
 
 def test_buffering_in_resource_scope_activates_each_thread_into_the_shared_log(engine: Engine) -> None:
     # The reference refuses async buffering in resource scope; om buffers per thread when asked.
-    config = ObservationalMemoryConfig.parse(
-        {
-            "scope": "resource",
-            "obscureThreadIds": False,
-            "observation": {"messageTokens": 3000, "bufferTokens": 0.2},
-            "reflection": {"observationTokens": 20_000},
-        }
-    )
-    om, _fake, _executor = make(engine, config)
+    om, _fake, _executor = make(engine, resource_config(bufferTokens=0.2))
     resource, threads = ids(3)
     for i in range(30):
         for thread in threads:
@@ -247,15 +235,14 @@ def test_buffering_in_resource_scope_activates_each_thread_into_the_shared_log(e
 
 
 def test_buffered_reflection_of_the_shared_log_keeps_every_thread_covered(engine: Engine) -> None:
-    config = ObservationalMemoryConfig.parse(
-        {
-            "scope": "resource",
-            "obscureThreadIds": False,
-            "observation": {"messageTokens": 1500, "bufferTokens": 0.25},
-            "reflection": {"observationTokens": 1200, "bufferActivation": 0.5},
-        }
+    om, _fake, _executor = make(
+        engine,
+        resource_config(
+            messageTokens=1500,
+            bufferTokens=0.25,
+            reflection={"observationTokens": 1200, "bufferActivation": 0.5},
+        ),
     )
-    om, _fake, _executor = make(engine, config)
     resource, threads = ids(3)
     for i in range(36):
         for thread in threads:
