@@ -237,6 +237,28 @@ events = Table(
     ),
 )
 
+#: Observation groups (retrieval mode, spec §9.1): every group committed, with the raw-message range it came
+#: from. The log carries the same wrapper, but reflection rewrites the log; this row stays, so a range is
+#: found across generations and search can index the group's text. One row per (log, cycle, thread): a
+#: redelivered commit cannot store a group twice.
+observation_groups = Table(
+    "om_observation_groups",
+    metadata,
+    Column("id", String(32), primary_key=True),
+    Column("thread_id", String(ID_LENGTH), ForeignKey("om_threads.id", ondelete="CASCADE"), nullable=False),
+    Column("resource_id", String(ID_LENGTH), nullable=False),
+    Column("lookup_key", String(KEY_LENGTH), nullable=False),
+    Column("cycle_id", String(128), nullable=False),
+    Column("kind", String(16), nullable=False),  # observation | reflection
+    Column("ranges", Text, nullable=False),
+    Column("text", Text, nullable=False),
+    Column("observed_at", Timestamp, nullable=False),
+    Column("created_at", Timestamp, nullable=False),
+    UniqueConstraint("lookup_key", "cycle_id", "thread_id", name="uq_om_groups_cycle"),
+    Index("ix_om_groups_thread", "thread_id", "created_at"),
+    Index("ix_om_groups_resource", "resource_id", "created_at"),
+)
+
 #: Conditions celery-beat evaluates (idle TTL, provider change, stale work). One row per key and kind.
 triggers = Table(
     "om_triggers",
@@ -258,6 +280,7 @@ __all__ = [
     "events",
     "messages",
     "metadata",
+    "observation_groups",
     "parts",
     "records",
     "resources",

@@ -1,0 +1,1 @@
+"""Search over what a resource remembers: observation groups and raw messages, lexical and semantic."""
