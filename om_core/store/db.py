@@ -3,11 +3,19 @@
 Every lifecycle change is one short transaction (design rule 3). On Postgres the transaction locks the rows
 it changes with `SELECT … FOR UPDATE`; on SQLite a write transaction starts with `BEGIN IMMEDIATE`, which
 takes the database write lock up front, the SQLite equivalent of locking the row before reading it.
+
+SQLite connections come from `pysqlite3` when it is installed (a current SQLite that can load extensions;
+the standard library's module here cannot), and every one loads `sqlite-vec` when that is installed: the
+search index's vector tables are `vec0` virtual tables, and a trigger deletes a document's vector when the
+document goes, so any connection that may delete a document (or a thread) must know the module, not only
+the ones that search. `sqlite_vectors_available` says whether both are there.
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib
+from types import ModuleType
 from typing import Any
 
 import pydantic_core
@@ -24,13 +32,33 @@ def _to_json(value: Any) -> str:
 _JSON = {"json_serializer": _to_json, "json_deserializer": pydantic_core.from_json}
 
 
+def _optional(name: str) -> ModuleType | None:
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        return None
+
+
+#: The DB-API module of SQLite engines: pysqlite3 when installed, else the standard library's.
+_SQLITE_MODULE = _optional("pysqlite3.dbapi2")
+#: sqlite-vec's loader, when installed.
+_SQLITE_VEC = _optional("sqlite_vec")
+
+
+def sqlite_vectors_available() -> bool:
+    """Whether SQLite engines made here load sqlite-vec (vector search on SQLite needs both packages)."""
+    return _SQLITE_MODULE is not None and _SQLITE_VEC is not None
+
+
 def make_engine(url: str, *, pool_size: int = 10, echo: bool = False) -> Engine:
     """An engine for `url` with the settings our transactions rely on."""
     if url.startswith("sqlite"):
+        module = {"module": _SQLITE_MODULE} if _SQLITE_MODULE is not None else {}
         engine = create_engine(
             url,
             echo=echo,
             **_JSON,
+            **module,
             connect_args={"check_same_thread": False, "timeout": 60},
             poolclass=NullPool if ":memory:" not in url else None,
         )
@@ -52,6 +80,10 @@ def _configure_sqlite(engine: Engine) -> None:
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         # Let SQLAlchemy's "begin" event issue BEGIN IMMEDIATE instead of pysqlite's deferred BEGIN.
         dbapi_connection.isolation_level = None
+        if sqlite_vectors_available():
+            dbapi_connection.enable_load_extension(True)
+            _SQLITE_VEC.load(dbapi_connection)  # type: ignore[union-attr]
+            dbapi_connection.enable_load_extension(False)
         cursor = dbapi_connection.cursor()
         cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute("PRAGMA foreign_keys=ON")

@@ -36,7 +36,7 @@ from sqlalchemy import (
     UniqueConstraint,
     text,
 )
-from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.dialects.postgresql import JSONB, TSVECTOR
 from sqlalchemy.engine import Dialect
 
 metadata = MetaData()
@@ -259,6 +259,57 @@ observation_groups = Table(
     Index("ix_om_groups_resource", "resource_id", "created_at"),
 )
 
+#: The search index (`om_core.search`): one document per raw message and per observation group, the text
+#: search matches and embeds. `ref` is the group id or the public message id. `tsv` is Postgres's lexical
+#: index of `text` (written by the indexer with the `simple` configuration, see `om_core.search.lexical`),
+#: NULL on SQLite, where the FTS5 table `om_search_fts` (migration 0006, kept in step by triggers) indexes
+#: the same rows. `embedding_model` names the model whose vector the document has (NULL: none yet); the
+#: vector itself lives in a per-dimension table `om_vec_<dims>` made at run time (`om_core.search.vectors`),
+#: removed with the row (a foreign key on Postgres, a trigger on SQLite).
+search_docs = Table(
+    "om_search_docs",
+    metadata,
+    Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+    Column("resource_id", String(ID_LENGTH), nullable=False),
+    Column("thread_id", String(ID_LENGTH), ForeignKey("om_threads.id", ondelete="CASCADE"), nullable=False),
+    Column("kind", String(16), nullable=False),  # group | message
+    Column("ref", String(255), nullable=False),
+    Column("ranges", Text, nullable=True),
+    Column("text", Text, nullable=False),
+    # When the message was written or the group observed: what search's date filters read.
+    Column("at", Timestamp, nullable=False),
+    Column("indexed_at", Timestamp, nullable=False),
+    Column("embedding_model", String(255), nullable=True),
+    Column("tsv", Text().with_variant(TSVECTOR(), "postgresql"), nullable=True),
+    UniqueConstraint("thread_id", "kind", "ref", name="uq_om_search_docs_ref"),
+    Index("ix_om_search_docs_resource_at", "resource_id", "at"),
+    Index(
+        "ix_om_search_docs_unembedded",
+        "indexed_at",
+        sqlite_where=text("embedding_model IS NULL"),
+        postgresql_where=text("embedding_model IS NULL"),
+    ),
+    Index(
+        "ix_om_search_docs_tsv",
+        "tsv",
+        postgresql_using="gin",
+        sqlite_where=text("tsv IS NOT NULL"),
+    ),
+)
+
+#: How far a thread is indexed: its parts up to `message_seq` are in `om_search_docs` (groups are found by
+#: the documents they lack, so none is missed whatever order they commit in). `vector` says whether the
+#: thread's last index run wanted vectors, so the lag counts its unembedded documents only then.
+index_state = Table(
+    "om_index_state",
+    metadata,
+    Column("thread_id", String(ID_LENGTH), ForeignKey("om_threads.id", ondelete="CASCADE"), primary_key=True),
+    Column("resource_id", String(ID_LENGTH), nullable=False),
+    Column("message_seq", BigInteger, nullable=False, server_default=text("0")),
+    Column("vector", Boolean, nullable=False, server_default=text("false")),
+    Column("updated_at", Timestamp, nullable=False),
+)
+
 #: Conditions celery-beat evaluates (idle TTL, provider change, stale work). One row per key and kind.
 triggers = Table(
     "om_triggers",
@@ -278,12 +329,14 @@ __all__ = [
     "Integer",
     "chunks",
     "events",
+    "index_state",
     "messages",
     "metadata",
     "observation_groups",
     "parts",
     "records",
     "resources",
+    "search_docs",
     "threads",
     "triggers",
 ]

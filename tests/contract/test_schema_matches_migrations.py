@@ -23,7 +23,19 @@ def _differences(db: Engine) -> list[Any]:
             conn, opts={"compare_type": True, "compare_server_default": False}
         )
         found = compare_metadata(context, metadata)
-    return [d for d in found if not _sqlite_length_only(db, d)]
+    return [d for d in found if not _sqlite_length_only(db, d) and not _runtime_table(d)]
+
+
+#: Tables no table definition describes, by name: SQLite's FTS5 index of the search documents and its
+#: shadow tables (migration 0006), and the vector tables search makes per embedding dimension at run time
+#: (`om_core.search.vectors`, with sqlite-vec's shadow tables).
+RUNTIME_TABLE_PREFIXES = ("om_search_fts", "om_vec_")
+
+
+def _runtime_table(difference: Any) -> bool:
+    if not isinstance(difference, tuple) or difference[0] != "remove_table":
+        return False
+    return str(difference[1].name).startswith(RUNTIME_TABLE_PREFIXES)
 
 
 def _sqlite_length_only(db: Engine, difference: Any) -> bool:
