@@ -151,6 +151,16 @@ class Keys:
         return f"om:lock:reflect:{key}:buffer"
 
     @staticmethod
+    def index_lock(key: str) -> str:
+        """Held while a thread's search documents are written (one indexer per thread at a time)."""
+        return f"om:lock:index:{key}"
+
+    @staticmethod
+    def index_throttle(key: str) -> str:
+        """Taken by a turn that asks for indexing and left to expire: at most one request per interval."""
+        return f"om:index:requested:{key}"
+
+    @staticmethod
     def buffer_boundary(key: str) -> str:
         return f"om:buf:boundary:{key}"
 

@@ -19,6 +19,9 @@ def engine_settings(settings: Settings) -> EngineSettings:
         failure_policy=settings.failure_policy,
         part_cache_bytes=int(settings.part_cache_mb * 1024 * 1024),
         rendered_log_cache_bytes=int(settings.rendered_log_cache_mb * 1024 * 1024),
+        embedding_model=settings.embedding_model,
+        embedding_batch_size=settings.embedding_batch_size,
+        index_interval_s=settings.index_interval_s,
     )
 
 

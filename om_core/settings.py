@@ -60,6 +60,16 @@ class Settings(BaseSettings):
         default=4.0, ge=0, description="Per-process memory for rendered observation logs (0: off)"
     )
 
+    embedding_model: str = Field(
+        default="om-local/hashing-embedding",
+        description="Search index embedding model, any litellm embedding model string "
+        "(openai/text-embedding-3-small, gemini/text-embedding-004); the default is offline and lexical",
+    )
+    embedding_batch_size: int = Field(default=64, ge=1, le=2048, description="Texts per embedding request")
+    index_interval_s: float = Field(
+        default=10.0, gt=0, description="A thread's turns ask for search indexing at most this often"
+    )
+
     max_message_bytes: int = Field(default=2_000_000, description="Largest accepted message (413 above)")
     max_parts_per_message: int = Field(default=500, description="Most parts in one message")
     auth: Literal["keys", "none"] = Field(default="keys", description="keys: API keys; none: embedded only")

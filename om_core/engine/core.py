@@ -28,8 +28,10 @@ from om_core.engine.ports import EngineSettings, EventPublisher, ModelCaller, Nu
 from om_core.engine.tasks import Executor, InlineExecutor, Task, kind_of, lookup_key, resource_key
 from om_core.engine.window import Window, build_window
 from om_core.messages import Part
+from om_core.models.client import ModelClient
 from om_core.models.selection import DEFAULT_MODEL, ModelByInputTokens, ModelSpec
 from om_core.observer import thread_title_update
+from om_core.search.embedder import Embedder, ModelEmbedder
 from om_core.store import history, records, schema
 from om_core.store.outbox import last_event_id, list_events, write_record_events
 from om_core.store.part_cache import PartCache
@@ -104,6 +106,7 @@ class EngineCore:
         publisher: EventPublisher | None = None,
         settings: EngineSettings | None = None,
         clock: Callable[[], datetime] = utc_now,
+        embedder: Embedder | None = None,
     ) -> None:
         self.db = db
         self.models = models
@@ -125,6 +128,19 @@ class EngineCore:
         self.rendered_logs = RenderedLogCache(self.settings.rendered_log_cache_bytes)
         #: Token counts of observation lines, which every Observer call shows again (see `tokens.memo`).
         self.line_counts = RememberedCounts(self.counter.count_string)
+        self._embedder = embedder
+
+    @property
+    def embedder(self) -> Embedder:
+        """The search index's embedder: the one given, else `settings.embedding_model` through this
+        engine's model client (its retries and budgets) or, when the engine was given some other model
+        caller (tests), through a plain `ModelClient`."""
+        if self._embedder is None:
+            client = self.models if isinstance(self.models, ModelClient) else ModelClient()
+            self._embedder = ModelEmbedder(
+                self.settings.embedding_model, client, batch_size=self.settings.embedding_batch_size
+            )
+        return self._embedder
 
     def run_task(self, task: Task) -> bool:
         """Run one task value: the single entry point executors (inline or Celery) call."""

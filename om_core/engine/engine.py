@@ -16,6 +16,7 @@ from typing import Any
 from om_core.engine import (
     activation,
     buffering,
+    indexing,
     observation,
     reflection,
     reflection_buffer,
@@ -30,6 +31,7 @@ from om_core.engine.ports import MemoryDisabled
 from om_core.engine.tasks import (
     BufferObservation,
     BufferReflection,
+    IndexThread,
     Observe,
     ObserveBatch,
     Reflect,
@@ -92,24 +94,40 @@ class MemoryEngine(EngineCore):
 
     # -------------------------------------------------------------------------- task handlers
 
+    # A run that committed something asks for its threads' indexing (retrieval on only; see
+    # `engine.indexing`): observation groups exist only after such a commit.
+
     def buffer_observation(self, task: BufferObservation) -> bool:
-        return buffering.buffer_observation(self, task)
+        return self._then_index(buffering.buffer_observation(self, task), [task.thread_id])
 
     def buffer_reflection(self, task: BufferReflection) -> bool:
         return reflection_buffer.buffer_reflection(self, task)
 
     def observe(self, task: Observe) -> bool:
-        return observation.observe(self, task)
+        return self._then_index(observation.observe(self, task), [task.thread_id])
 
     def observe_batch(self, task: ObserveBatch) -> bool:
-        return resource_observation.observe_batch(self, task)
+        return self._then_index(resource_observation.observe_batch(self, task), task.thread_ids)
 
     def reflect(self, task: Reflect) -> bool:
-        return reflection.reflect(self, task)
+        return self._then_index(reflection.reflect(self, task), [task.thread_id])
+
+    def index_thread(self, task: IndexThread) -> bool:
+        """Bring the thread's search documents and vectors up to date; True when anything was written."""
+        result = indexing.run(self, task)
+        return result is not None and (result.messages + result.groups + result.embedded) > 0
+
+    def _then_index(self, committed: bool, thread_ids: Sequence[str]) -> bool:
+        if committed:
+            indexing.request_after_commit(self, thread_ids)
+        return committed
 
     def record_dropped(self, task: Task, deliveries: int) -> bool:
         """Report a task dropped as poison (every delivery killed its worker) with its kind's failed
-        event. False when the thread has no record to report on."""
+        event. False when the thread has no record to report on, or for indexing, which reports no
+        events (the next request indexes the thread again)."""
+        if isinstance(task, IndexThread):
+            return False
         head = records.get_head(self.db, lookup_key(task.thread_id))
         if head is None:
             return False

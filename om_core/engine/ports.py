@@ -80,6 +80,12 @@ class EngineSettings:
     part_cache_bytes: int = 8 * 1024 * 1024
     #: Memory for rendered observation logs (see `context.RenderedLogCache`); a 15k-token log takes ~0.2 MB.
     rendered_log_cache_bytes: int = 4 * 1024 * 1024
+    #: The search index's embedding model (`OM_EMBEDDING_MODEL`): a server setting, never a caller's.
+    embedding_model: str = "om-local/hashing-embedding"
+    #: Texts per embedding request.
+    embedding_batch_size: int = 64
+    #: A turn of a thread with retrieval on asks for indexing at most once per this many seconds.
+    index_interval_s: float = 10.0
 
 
 class ObserverDegenerateError(OMError, RuntimeError):

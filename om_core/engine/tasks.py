@@ -97,7 +97,16 @@ class ObserveBatch:
         object.__setattr__(self, "thread_ids", tuple(self.thread_ids))
 
 
-Task = BufferObservation | BufferReflection | Observe | Reflect | ObserveBatch
+@dataclass(frozen=True)
+class IndexThread:
+    """Bring a thread's search documents (and their vectors) up to date (`om_core.search.index`). Runs on
+    its own queue, so embedding never waits behind, nor delays, observation; writes no events."""
+
+    thread_id: str
+    cycle_id: str
+
+
+Task = BufferObservation | BufferReflection | Observe | Reflect | ObserveBatch | IndexThread
 
 
 def task_key(task: Task) -> str:
@@ -135,6 +144,7 @@ class TaskKind:
 OBSERVE_QUEUE = "om.observe"
 BUFFER_QUEUE = "om.buffer"
 REFLECT_QUEUE = "om.reflect"
+INDEX_QUEUE = "om.index"
 #: Periodic maintenance (idle and stale triggers), scheduled by celery-beat; not a `Task` value.
 MAINTENANCE_QUEUE = "om.maintenance"
 MAINTENANCE_TASK = "om.maintenance"
@@ -173,6 +183,17 @@ TASKS: tuple[TaskKind, ...] = (
         Operation.REFLECTION,
         BUFFERED,
         "buffer_reflection",
+    ),
+    # Indexing reports no cycle events; `operation` and `phase` only satisfy the table's shape (the engine
+    # never builds a `Cycle` for it, and a dropped index task records nothing).
+    TaskKind(
+        IndexThread,
+        "om.index_thread",
+        INDEX_QUEUE,
+        Keys.index_lock,
+        Operation.OBSERVATION,
+        BUFFERED,
+        "index_thread",
     ),
 )
 

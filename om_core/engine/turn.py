@@ -19,7 +19,16 @@ from om_core import policy, tenancy, triggers
 from om_core.config import ResolvedConfig, message_threshold_max
 from om_core.context import ActorContext, build_actor_context
 from om_core.early_activation import resolve_ttl_ms
-from om_core.engine import activation, backlog, buffering, reflection, reminders, resource, shared_view
+from om_core.engine import (
+    activation,
+    backlog,
+    buffering,
+    indexing,
+    reflection,
+    reminders,
+    resource,
+    shared_view,
+)
 from om_core.engine import events as ev
 from om_core.engine.core import EVENT_SINK, Activity, EngineCore
 from om_core.engine.ports import ThreadIdRequired
@@ -185,6 +194,8 @@ def _ingest(core: EngineCore, turn: TurnInput, sink: list[StoredEvent]) -> TurnR
             BufferObservation(thread_id, new_cycle_id("buffer-obs"), status.pending, skip_minimum=True)
         )
     _schedule_idle_trigger(core, thread_id, stored.thread.resource_id, cfg, activity)
+    if cfg.retrieval:
+        indexing.request_from_turn(core, thread_id, cfg)
     # Anything that changed the head reported an event; without one, and without blocking work that may
     # have run in another process, the reads above are current.
     unchanged = not sink and not blocked

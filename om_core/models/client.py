@@ -201,6 +201,52 @@ class ModelClient:
             return _completion(response, routed.router_id, attempts)
         raise AssertionError("unreachable: the loop returns or raises")
 
+    def embed(
+        self,
+        model: str,
+        inputs: Sequence[str],
+        *,
+        timeout_s: float = 60,
+        abort: threading.Event | None = None,
+    ) -> list[list[float]]:
+        """One embedding request for `inputs` (vectors in input order), through litellm's embedding API
+        with the same retries, budgets and credential check as a completion. No fallback chain: vectors of
+        two models are not comparable, so a failure fails the request."""
+        routed = route(model)
+        self._check_credentials(routed)
+
+        def attempt() -> list[list[float]]:
+            self.before_attempt(routed.router_id)
+            if routed.is_local:
+                from om_core.models.local.extractive import register_local_models
+
+                register_local_models()
+            litellm = _litellm()
+            try:
+                response = litellm.embedding(
+                    model=routed.litellm_model,
+                    input=list(inputs),
+                    timeout=timeout_s,
+                    num_retries=0,
+                    max_retries=0,
+                )
+            except Exception as exc:
+                if _is_credentials_error(exc):
+                    raise ModelCredentialsMissing(
+                        routed.router_id, _env_vars_for(routed), detail=str(exc)[:300]
+                    ) from exc
+                raise
+            items = sorted(response.data, key=lambda item: int(_field(item, "index") or 0))
+            vectors = [[float(v) for v in _field(item, "embedding")] for item in items]
+            if len(vectors) != len(inputs):
+                raise ValueError(
+                    f"{routed.router_id} returned {len(vectors)} vectors for {len(inputs)} inputs"
+                )
+            return vectors
+
+        result: list[list[float]] = self.retry.run(attempt, abort=abort)
+        return result
+
     def accepts_images(self, model: str) -> bool | None:
         """Whether `model` takes image input by litellm's model data; None when litellm does not know it."""
         return accepts_images(model)
@@ -265,6 +311,11 @@ class ModelClient:
         environ = self._environ if self._environ is not None else os.environ
         if not any(environ.get(name) for name in routed.route.env_vars):
             raise ModelCredentialsMissing(routed.router_id, routed.route.env_vars)
+
+
+def _field(item: Any, name: str) -> Any:
+    """A field of one embedding item: litellm gives dicts or objects depending on the provider."""
+    return item.get(name) if isinstance(item, Mapping) else getattr(item, name, None)
 
 
 def _messages(system: str, user: UserContent) -> list[dict[str, Any]]:

@@ -26,8 +26,17 @@ from typing import Any
 import litellm
 from litellm.llms.custom_llm import CustomLLM
 from litellm.types.llms.openai import ChatCompletionUsageBlock
-from litellm.types.utils import Choices, GenericStreamingChunk, Message, ModelResponse, Usage
+from litellm.types.utils import (
+    Choices,
+    EmbeddingResponse,
+    GenericStreamingChunk,
+    Message,
+    ModelResponse,
+    Usage,
+)
 
+from om_core.models.local.embedding import MODEL_ID as EMBEDDING_MODEL_ID
+from om_core.models.local.embedding import hashing_embedding
 from om_core.models.local.observer import is_observer_prompt, observe_prompt, summarize_text
 from om_core.models.local.reflector import count_tokens, is_reflector_prompt, reflect_prompt
 from om_core.models.routing import LOCAL_PROVIDER
@@ -41,6 +50,8 @@ __all__ = [
 
 #: Model IDs served by the local provider (router ID = litellm name: `om-local/<id>`).
 LOCAL_MODELS = ("extractive",)
+#: Embedding models served by the local provider (`om-local/hashing-embedding`, see `local.embedding`).
+LOCAL_EMBEDDING_MODELS = (EMBEDDING_MODEL_ID,)
 
 _registration_lock = threading.Lock()
 
@@ -68,7 +79,31 @@ def local_reply(system: str, user: str) -> str:
 
 
 class LocalExtractiveLLM(CustomLLM):
-    """The litellm handler for the `om-local` provider (plain and streamed calls, sync and async)."""
+    """The litellm handler for the `om-local` provider (plain and streamed calls, sync and async; and
+    `litellm.embedding` with the offline hashing embedder)."""
+
+    def embedding(self, model: str, input: list[Any], *args: Any, **kwargs: Any) -> EmbeddingResponse:
+        if model not in LOCAL_EMBEDDING_MODELS:
+            raise ValueError(
+                f"{LOCAL_PROVIDER}/{model} is not an embedding model; use {LOCAL_PROVIDER}/"
+                f"{EMBEDDING_MODEL_ID}"
+            )
+        response = kwargs.get("model_response")
+        if not isinstance(response, EmbeddingResponse):
+            response = EmbeddingResponse()
+        texts = [str(item) for item in input]
+        response.model = f"{LOCAL_PROVIDER}/{model}"
+        response.object = "list"
+        response.data = [
+            {"object": "embedding", "index": i, "embedding": hashing_embedding(text)}
+            for i, text in enumerate(texts)
+        ]
+        tokens = sum(len(text.split()) for text in texts)
+        response.usage = Usage(prompt_tokens=tokens, completion_tokens=0, total_tokens=tokens)
+        return response
+
+    async def aembedding(self, model: str, input: list[Any], *args: Any, **kwargs: Any) -> EmbeddingResponse:
+        return self.embedding(model, input, *args, **kwargs)
 
     def completion(self, model: str, messages: list[Any], *args: Any, **kwargs: Any) -> ModelResponse:
         reply, prompt_tokens, completion_tokens = _answer(messages)
@@ -150,4 +185,17 @@ def register_local_models() -> None:
             }
             for model_id in LOCAL_MODELS
         }
+        prices.update(
+            {
+                f"{LOCAL_PROVIDER}/{model_id}": {
+                    "input_cost_per_token": 0.0,
+                    "output_cost_per_token": 0.0,
+                    "litellm_provider": LOCAL_PROVIDER,
+                    "mode": "embedding",
+                    "max_input_tokens": 1_000_000,
+                    "max_tokens": 1_000_000,
+                }
+                for model_id in LOCAL_EMBEDDING_MODELS
+            }
+        )
         litellm.register_model(prices)

@@ -1,0 +1,35 @@
+"""The errors search raises on purpose."""
+
+from __future__ import annotations
+
+from om_core.errors import OMError
+
+
+class VectorSearchUnavailable(OMError, RuntimeError):
+    """`retrieval.vector` is on but the database cannot store vectors. Raised, never worked around: a
+    search that silently fell back to words only would look like a poor model, not a missing extension."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__("VECTOR_SEARCH_UNAVAILABLE", f"[VECTOR_SEARCH_UNAVAILABLE] {detail}")
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (_rebuild, (str(self),))
+
+
+def _rebuild(message: str) -> VectorSearchUnavailable:
+    error = VectorSearchUnavailable("")
+    error.args = (message,)
+    return error
+
+
+#: What to install, per database, in the error's message.
+POSTGRES_HINT = (
+    "the Postgres server has no pgvector extension: install it (e.g. the pgvector/pgvector:pg15 image, or "
+    "the postgresql-15-pgvector package) and let om's database user run CREATE EXTENSION vector, or turn "
+    "retrieval.vector off"
+)
+SQLITE_HINT = (
+    "this SQLite cannot load sqlite-vec: install the pysqlite3-binary and sqlite-vec packages "
+    "(`pip install pysqlite3-binary sqlite-vec`, both om dependencies on Linux x86-64), or turn "
+    "retrieval.vector off"
+)
