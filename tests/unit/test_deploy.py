@@ -45,7 +45,8 @@ EXECUTOR_VAR = "OM_EXECUTOR"
 KNOWN_OM_VARS = frozenset({f"OM_{name.upper()}" for name in Settings.model_fields} | {EXECUTOR_VAR})
 PROVIDER_KEYS = ("GEMINI_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY")
 FLOWER_LOGIN = "FLOWER_BASIC_AUTH"
-INFRA_IMAGES = {"postgres": "postgres:15", "redis": "redis:7"}
+# Postgres with pgvector (vector search, `retrieval.vector`).
+INFRA_IMAGES = {"postgres": "pgvector/pgvector:pg15", "redis": "redis:7"}
 WORKLOAD_KINDS = {"Deployment", "Job", "StatefulSet", "DaemonSet"}
 
 Doc = dict[str, Any]
