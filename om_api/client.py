@@ -16,9 +16,10 @@ Errors raise `OMAPIError` subclasses carrying the server's `code`, `message` and
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
+from datetime import datetime
 from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import Any, Literal, Self, TypeVar
 from urllib.parse import quote
 
 import httpx
@@ -34,6 +35,7 @@ from om_api.schemas import (
     OperationResponse,
     ReadinessResponse,
     ResourceConfigResponse,
+    SearchResponse,
     StatusPayload,
     ThreadsResponse,
     TurnMessage,
@@ -171,6 +173,26 @@ def _resource(resource_id: str, tail: str = "") -> str:
     return f"/v1/resources/{quote(resource_id, safe='')}{tail}"
 
 
+def _search_body(
+    query: str,
+    limit: int,
+    thread_ids: Sequence[str] | None,
+    after: datetime | None,
+    before: datetime | None,
+    kinds: Sequence[Literal["group", "message"]] | None,
+) -> dict[str, Any]:
+    body: dict[str, Any] = {"query": query, "limit": limit}
+    if thread_ids is not None:
+        body["thread_ids"] = list(thread_ids)
+    if after is not None:
+        body["after"] = after.isoformat()
+    if before is not None:
+        body["before"] = before.isoformat()
+    if kinds is not None:
+        body["kinds"] = list(kinds)
+    return body
+
+
 def _headers(api_key: str | None, extra: Mapping[str, str] | None) -> dict[str, str]:
     headers = dict(extra or {})
     if api_key:
@@ -270,6 +292,35 @@ class OMClient:
     def usage(self) -> KeyUsageResponse:
         """What this client's key spent on actor models through the proxy."""
         return self._call(KeyUsageResponse, "GET", "/v1/usage")
+
+    def search(
+        self,
+        resource_id: str,
+        query: str,
+        *,
+        limit: int = 10,
+        thread_ids: Sequence[str] | None = None,
+        after: datetime | None = None,
+        before: datetime | None = None,
+        kinds: Sequence[Literal["group", "message"]] | None = None,
+    ) -> SearchResponse:
+        """Search the resource's raw messages and observation groups (its config needs `retrieval`)."""
+        body = _search_body(query, limit, thread_ids, after, before, kinds)
+        return self._call(SearchResponse, "POST", _resource(resource_id, "/search"), json=body)
+
+    def search_thread(
+        self,
+        thread_id: str,
+        query: str,
+        *,
+        limit: int = 10,
+        after: datetime | None = None,
+        before: datetime | None = None,
+        kinds: Sequence[Literal["group", "message"]] | None = None,
+    ) -> SearchResponse:
+        """Search one thread's raw messages and observation groups."""
+        body = _search_body(query, limit, None, after, before, kinds)
+        return self._call(SearchResponse, "POST", _thread(thread_id, "/search"), json=body)
 
     def observe(self, thread_id: str, *, wait: bool = True) -> OperationResponse:
         return self._call(OperationResponse, "POST", _thread(thread_id, "/observe"), json={"wait": wait})
@@ -407,6 +458,35 @@ class AsyncOMClient:
         return await self._call(
             ThreadsResponse, "GET", f"/v1/resources/{quote(resource_id, safe='')}/threads"
         )
+
+    async def search(
+        self,
+        resource_id: str,
+        query: str,
+        *,
+        limit: int = 10,
+        thread_ids: Sequence[str] | None = None,
+        after: datetime | None = None,
+        before: datetime | None = None,
+        kinds: Sequence[Literal["group", "message"]] | None = None,
+    ) -> SearchResponse:
+        """Search the resource's raw messages and observation groups (its config needs `retrieval`)."""
+        body = _search_body(query, limit, thread_ids, after, before, kinds)
+        return await self._call(SearchResponse, "POST", _resource(resource_id, "/search"), json=body)
+
+    async def search_thread(
+        self,
+        thread_id: str,
+        query: str,
+        *,
+        limit: int = 10,
+        after: datetime | None = None,
+        before: datetime | None = None,
+        kinds: Sequence[Literal["group", "message"]] | None = None,
+    ) -> SearchResponse:
+        """Search one thread's raw messages and observation groups."""
+        body = _search_body(query, limit, None, after, before, kinds)
+        return await self._call(SearchResponse, "POST", _thread(thread_id, "/search"), json=body)
 
     async def usage(self) -> KeyUsageResponse:
         """What this client's key spent on actor models through the proxy."""

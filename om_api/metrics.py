@@ -24,6 +24,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from sqlalchemy import Engine, func, select
 
+from om_core import queries
 from om_core.engine import events as ev
 from om_core.store import schema
 
@@ -53,6 +54,24 @@ class _QueueDepth(Collector):
                 family.add_metric([queue], depth)
         except Exception as exc:
             log.warning("queue depth unavailable: %s", exc)
+        yield family
+
+
+class _IndexLag(Collector):
+    """`om_search_index_lag_seconds`, read from the database at each scrape (`queries.index_lag`)."""
+
+    def __init__(self, db: Engine) -> None:
+        self.db = db
+
+    def collect(self) -> Iterable[Metric]:
+        family = GaugeMetricFamily(
+            "om_search_index_lag_seconds",
+            "Age of the oldest message, observation group or vector waiting for the search index",
+        )
+        try:
+            family.add_metric([], queries.index_lag(self.db))
+        except Exception as exc:
+            log.warning("index lag unavailable: %s", exc)
         yield family
 
 
@@ -127,6 +146,7 @@ class Metrics:
     def bind(self, db: Engine, queue_depths: Callable[[], Mapping[str, int]]) -> None:
         self._db = db
         self.registry.register(_QueueDepth(queue_depths))
+        self.registry.register(_IndexLag(db))
 
     # ------------------------------------------------------------------------------------------ HTTP
 

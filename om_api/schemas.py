@@ -495,3 +495,45 @@ class ChatCompletionResponse(BaseModel):
     model: str
     choices: list[dict[str, Any]]
     usage: dict[str, Any] | None = None
+
+
+# --------------------------------------------------------------------------------------------- search
+
+
+class SearchBody(_Request):
+    """A search of a resource's (or one thread's) raw messages and observation groups."""
+
+    query: str = Field(min_length=1, max_length=2_000, description="Words, codes or a question")
+    limit: int = Field(default=10, ge=1, le=50, description="Most results (1-50)")
+    thread_ids: list[Identifier] | None = Field(
+        default=None,
+        max_length=100,
+        description="Only these threads of the resource (resource search only; ignored threads of other "
+        "resources simply match nothing)",
+    )
+    after: datetime | None = Field(default=None, description="Only hits written or observed after this time")
+    before: datetime | None = Field(
+        default=None, description="Only hits written or observed before this time"
+    )
+    kinds: list[Literal["group", "message"]] | None = Field(
+        default=None, description="Only observation groups, only raw messages, or both (default)"
+    )
+
+
+class SearchResult(_Response):
+    kind: Literal["group", "message"] = Field(description="An observation group or one raw message")
+    id: str = Field(description="The group id, or the message id")
+    thread_id: str
+    text: str
+    at: datetime = Field(description="When the message was written or the group observed")
+    score: float = Field(description="Reciprocal-rank fusion score; higher is better")
+    ranges: str | None = Field(
+        default=None, description="A group's raw-message range (`start:end`, comma-separated when merged)"
+    )
+    sources: list[Literal["lexical", "vector"]] = Field(description="Which rankers found it")
+
+
+class SearchResponse(_Response):
+    resource_id: str
+    results: list[SearchResult]
+    count: int

@@ -17,6 +17,7 @@ from om_core.coordination import Coordination, Keys
 from om_core.engine import MemoryEngine, lookup_key, resource_key
 from om_core.messages import Message
 from om_core.scoped_ids import public_id
+from om_core.search.index import index_lag_seconds
 from om_core.store import history, records, schema
 from om_core.store.types import Chunk, Record
 
@@ -284,3 +285,10 @@ def set_config_overrides(
             .values(config_overrides=stored, updated_at=datetime.now(UTC))
         )
     return effective
+
+
+def index_lag(db: Engine) -> float:
+    """Seconds the search index is behind: the age of the oldest message, observation group or vector
+    waiting to be indexed, over the threads being indexed (`search.index.index_lag_seconds`); 0 when
+    caught up. Served as `om_search_index_lag_seconds` in `/metrics`."""
+    return index_lag_seconds(db)

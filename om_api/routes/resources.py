@@ -23,7 +23,7 @@ router = APIRouter(prefix="/v1/resources", tags=["resources"])
     summary="The resource's threads, oldest first",
 )
 def get_threads(resource_id: ResourceId, runtime: Runtime, caller: Caller) -> ThreadsResponse:
-    stored = _visible(runtime, caller, resource_id)
+    stored = visible_resource(runtime, caller, resource_id)
     threads = queries.threads_of_resource(runtime.db, stored, caller.tenant_id)
     return ThreadsResponse(
         resource_id=resource_id,
@@ -43,7 +43,7 @@ def get_threads(resource_id: ResourceId, runtime: Runtime, caller: Caller) -> Th
     )
 
 
-def _visible(runtime: Runtime, caller: Caller, resource_id: str) -> str:
+def visible_resource(runtime: Runtime, caller: Caller, resource_id: str) -> str:
     """The stored id of the caller's resource; 404 when the caller has none under this id (another
     tenant's answers exactly the same)."""
     stored = caller.stored_id(resource_id)
@@ -68,7 +68,7 @@ def _not_found(resource_id: str) -> ApiError:
     summary="The resource's config overrides (merged under each thread's own) and its effective config",
 )
 def get_resource_config(resource_id: ResourceId, runtime: Runtime, caller: Caller) -> ResourceConfigResponse:
-    stored = _visible(runtime, caller, resource_id)
+    stored = visible_resource(runtime, caller, resource_id)
     overrides = queries.resource_config_overrides(runtime.db, stored)
     return ResourceConfigResponse(
         resource_id=resource_id,
@@ -109,7 +109,7 @@ def put_resource_config(
     "and its config",
 )
 def delete_resource(resource_id: ResourceId, runtime: Runtime, caller: Caller) -> Response:
-    stored = _visible(runtime, caller, resource_id)
+    stored = visible_resource(runtime, caller, resource_id)
     if not queries.delete_resource(runtime.db, stored, runtime.engine.coordination):
         raise _not_found(resource_id)
     return Response(status_code=204)

@@ -13,6 +13,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from sqlalchemy import select
+
+from om_core.config import ResolvedConfig
 from om_core.engine import (
     activation,
     buffering,
@@ -43,7 +46,8 @@ from om_core.engine.tasks import (
 from om_core.engine.turn import TurnInput, TurnResult
 from om_core.messages import Message
 from om_core.policy import StatusPayload
-from om_core.store import history, records
+from om_core.search import RetrievalDisabled, Searcher, SearchHit, SearchRequest
+from om_core.store import history, records, schema
 from om_core.store.outbox import last_event_id, list_events
 from om_core.store.types import Record, StoredEvent
 
@@ -176,6 +180,30 @@ class MemoryEngine(EngineCore):
         return activation.on_idle(
             self, thread_id, actor_model=actor_model, now=now, provider_options=provider_options
         )
+
+    # -------------------------------------------------------------------------------- search
+
+    def searcher(self, cfg: ResolvedConfig) -> Searcher:
+        """Search as `cfg` (a thread's or a resource's effective config) allows it: lexical, plus vectors
+        when `retrieval.vector` is on. Raises `RetrievalDisabled` when retrieval is off. The recall tool
+        takes the result as its `Callable[[SearchRequest], list[SearchHit]]`."""
+        if not cfg.retrieval:
+            raise RetrievalDisabled("this thread or resource")
+        vector = cfg.retrieval_options is not None and cfg.retrieval_options.vector
+        return Searcher(self.db, self.embedder if vector else None)
+
+    def resource_config(self, resource_id: str) -> ResolvedConfig:
+        """The resource's effective config: the service config with the resource's own overrides (what
+        its threads start from before their own)."""
+        with self.db.connect() as conn:
+            value = conn.execute(
+                select(schema.resources.c.metadata).where(schema.resources.c.id == resource_id)
+            ).scalar()
+        return self.config_for(history.resource_overrides(value))
+
+    def search(self, request: SearchRequest, cfg: ResolvedConfig) -> list[SearchHit]:
+        """`searcher(cfg)(request)`: one search of a resource under `cfg`."""
+        return self.searcher(cfg)(request)
 
     # ---------------------------------------------------------------------------- manual API
 

@@ -7,8 +7,16 @@ same bound to a database, the `Callable[[SearchRequest], list[SearchHit]]` the r
 (litellm embeddings), `query` (ranking and fusion), `errors`, `types`.
 """
 
-from om_core.search.errors import VectorSearchUnavailable
+from om_core.search.errors import RetrievalDisabled, VectorSearchUnavailable
 from om_core.search.query import Searcher, search
 from om_core.search.types import HitKind, SearchHit, SearchRequest
 
-__all__ = ["HitKind", "SearchHit", "SearchRequest", "Searcher", "VectorSearchUnavailable", "search"]
+__all__ = [
+    "HitKind",
+    "RetrievalDisabled",
+    "SearchHit",
+    "SearchRequest",
+    "Searcher",
+    "VectorSearchUnavailable",
+    "search",
+]

@@ -22,6 +22,22 @@ def _rebuild(message: str) -> VectorSearchUnavailable:
     return error
 
 
+class RetrievalDisabled(OMError, ValueError):
+    """Search asked of a thread or resource whose effective config has `retrieval` off: nothing is
+    indexed there, so an empty answer would be a lie; refused, saying how to turn it on."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        super().__init__(
+            "RETRIEVAL_DISABLED",
+            f"[RETRIEVAL_DISABLED] retrieval is off for {what}: set `retrieval: true` (and "
+            "`retrieval.vector: true` for semantic search) in its config to index and search it",
+        )
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (RetrievalDisabled, (self.what,))
+
+
 #: What to install, per database, in the error's message.
 POSTGRES_HINT = (
     "the Postgres server has no pgvector extension: install it (e.g. the pgvector/pgvector:pg15 image, or "

@@ -50,6 +50,8 @@ ROUTES: dict[tuple[str, str], dict[str, Any] | None] = {
     ("PUT", "/v1/threads/{thread_id}/config"): {"overrides": {"observation": {"messageTokens": 900}}},
     ("DELETE", "/v1/threads/{thread_id}"): None,
     ("GET", "/v1/resources/{resource_id}/config"): None,
+    ("POST", "/v1/resources/{resource_id}/search"): {"query": "secrets"},
+    ("POST", "/v1/threads/{thread_id}/search"): {"query": "secrets"},
     ("DELETE", "/v1/resources/{resource_id}"): None,
     # These create the caller's own thread or resource under the id: they run last, after every read.
     ("PUT", "/v1/resources/{resource_id}/config"): {"overrides": {"scope": "resource"}},
