@@ -161,6 +161,12 @@ class Keys:
         return f"om:index:requested:{key}"
 
     @staticmethod
+    def index_swept(key: str) -> str:
+        """Set by a maintenance pass that asked for a thread's indexing, so the next passes do not ask
+        again within the interval."""
+        return f"om:index:swept:{key}"
+
+    @staticmethod
     def buffer_boundary(key: str) -> str:
         return f"om:buf:boundary:{key}"
 

@@ -32,7 +32,7 @@ from typing import Any
 from sqlalchemy import or_, select
 
 from om_core.coordination import Keys
-from om_core.engine import BufferObservation, MemoryEngine, new_cycle_id
+from om_core.engine import BufferObservation, MemoryEngine, indexing, new_cycle_id
 from om_core.store import records, schema
 from om_core.triggers import IDLE, STALE, claim_due
 
@@ -76,6 +76,7 @@ class MaintenanceReport:
     activated: list[str] = field(default_factory=list)
     flags_cleared: list[tuple[str, str]] = field(default_factory=list)
     rebuffered: list[str] = field(default_factory=list)
+    reindexed: list[str] = field(default_factory=list)
     skipped: bool = False
 
     def as_dict(self) -> dict[str, Any]:
@@ -84,6 +85,7 @@ class MaintenanceReport:
             "activated": self.activated,
             "flagsCleared": [list(item) for item in self.flags_cleared],
             "rebuffered": self.rebuffered,
+            "reindexed": self.reindexed,
             "skipped": self.skipped,
         }
 
@@ -109,9 +111,10 @@ def run_maintenance(
         fire_due_triggers(engine, report, now=moment, limit=policy.scan_limit)
         clear_stale_flags(engine, report, limit=policy.scan_limit)
         rebuffer_stalled(engine, report, now=moment, quiet_s=policy.rebuffer_after_s, limit=policy.scan_limit)
+        report.reindexed = indexing.index_stragglers(engine, now=moment, limit=policy.scan_limit)
     finally:
         coordination.release(MAINTENANCE_LOCK, token)
-    if report.activated or report.flags_cleared or report.rebuffered:
+    if report.activated or report.flags_cleared or report.rebuffered or report.reindexed:
         log.info("maintenance: %s", report.as_dict())
     return report
 

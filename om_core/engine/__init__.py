@@ -14,6 +14,7 @@ from om_core.engine.ports import (
     ThreadIdRequired,
 )
 from om_core.engine.tasks import (
+    INDEX_QUEUE,
     MAINTENANCE_QUEUE,
     MAINTENANCE_TASK,
     QUEUES,
@@ -38,6 +39,7 @@ from om_core.engine.tasks import (
 from om_core.engine.turn import TurnResult
 
 __all__ = [
+    "INDEX_QUEUE",
     "MAINTENANCE_QUEUE",
     "MAINTENANCE_TASK",
     "QUEUES",

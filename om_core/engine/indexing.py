@@ -5,7 +5,10 @@ Indexing is asked for only for threads with `retrieval` on, at two moments:
 - after an observation, buffering, resource batch or reflection committed something (new observation
   groups exist only then), by the engine's task handlers, for every thread the run covered;
 - from a turn, at most once per `index_interval_s` per thread (a TTL'd marker in the shared coordination
-  store, `Keys.index_throttle`), so raw messages become searchable without waiting for an observation.
+  store, `Keys.index_throttle`), so raw messages become searchable without waiting for an observation;
+- by the maintenance pass (beat), for a thread being indexed whose newest messages arrived after its
+  last request and have been quiet for an interval (`index_stragglers`): the trailing edge of the turn
+  throttle, so the end of a burst does not wait for the next turn.
 
 Both only enqueue an `IndexThread` task (`om.index` queue); a failure to enqueue is logged and never fails
 the turn or the cycle. A turn of a thread with retrieval off does none of this: its path is unchanged.
@@ -15,12 +18,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
+from datetime import datetime, timedelta
 
 from om_core.config import ResolvedConfig
 from om_core.coordination import Keys
 from om_core.engine.core import EngineCore
 from om_core.engine.tasks import IndexThread, lookup_key, new_cycle_id
-from om_core.search.index import IndexResult, has_pending_work, index_thread
+from om_core.search.index import IndexResult, has_pending_work, index_thread, stragglers
 
 log = logging.getLogger("om.engine.indexing")
 
@@ -83,3 +87,16 @@ def run(core: EngineCore, task: IndexThread) -> IndexResult | None:
     if has_pending_work(core.db, task.thread_id):
         request_index(core, [task.thread_id])
     return result
+
+
+def index_stragglers(core: EngineCore, *, now: datetime, limit: int) -> list[str]:
+    """Ask for indexing of threads with messages past their index cursor and no write for an interval
+    (at most once per interval each); returns their ids."""
+    quiet_since = now - timedelta(seconds=core.settings.index_interval_s)
+    asked = []
+    for thread_id in stragglers(core.db, quiet_since=quiet_since, limit=limit):
+        marker = Keys.index_swept(lookup_key(thread_id))
+        if core.coordination.try_lock(marker, core.settings.index_interval_s) is not None:
+            asked.append(thread_id)
+    request_index(core, asked)
+    return asked

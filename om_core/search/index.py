@@ -308,6 +308,20 @@ def index_thread(
     return result + IndexResult(embedded=embed_documents(db, thread_id, embedder, batch_size=batch_size))
 
 
+def stragglers(db: Engine, *, quiet_since: datetime, limit: int) -> list[str]:
+    """Threads being indexed (with an index state) that have parts past their cursor and no write since
+    `quiet_since`: what throttled turn requests left behind."""
+    with db.connect() as conn:
+        rows = conn.execute(
+            select(S.c.thread_id)
+            .select_from(S.join(T, T.c.id == S.c.thread_id))
+            .where(T.c.last_seq > S.c.message_seq, T.c.updated_at < quiet_since)
+            .order_by(T.c.updated_at)
+            .limit(limit)
+        ).scalars()
+        return [str(thread_id) for thread_id in rows]
+
+
 def has_pending_work(db: Engine, thread_id: str) -> bool:
     """Whether the thread has parts past its index cursor or groups without a document (what a run
     that just ended may have missed). Vectors are not checked: a run embeds everything it finds."""
