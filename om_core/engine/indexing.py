@@ -24,14 +24,20 @@ from om_core.config import ResolvedConfig
 from om_core.coordination import Keys
 from om_core.engine.core import EngineCore
 from om_core.engine.tasks import IndexThread, lookup_key, new_cycle_id
-from om_core.search.index import IndexResult, has_pending_work, index_thread, stragglers
+from om_core.search.index import IndexResult, has_pending_work, index_thread, stragglers, track
 
 log = logging.getLogger("om.engine.indexing")
 
 
 def request_index(core: EngineCore, thread_ids: Iterable[str]) -> None:
-    """Enqueue indexing of each thread (fire and forget; never raises)."""
-    for thread_id in dict.fromkeys(thread_ids):
+    """Enqueue indexing of each thread (fire and forget; never raises). A thread asked for the first time
+    gets its index state now, so the lag counts it before its first run."""
+    wanted = list(dict.fromkeys(thread_ids))
+    try:
+        track(core.db, wanted)
+    except Exception:
+        log.warning("could not record index state of %s", wanted, exc_info=True)
+    for thread_id in wanted:
         try:
             core.executor.submit(IndexThread(thread_id, new_cycle_id("index")))
         except Exception:

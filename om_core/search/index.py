@@ -15,11 +15,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection, Engine, bindparam, func, literal_column, or_, select, true, update
+from sqlalchemy import Connection, Engine, bindparam, func, literal, literal_column, or_, select, true, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
@@ -306,6 +307,25 @@ def index_thread(
     if embedder is None:
         return result
     return result + IndexResult(embedded=embed_documents(db, thread_id, embedder, batch_size=batch_size))
+
+
+def track(db: Engine, thread_ids: Sequence[str]) -> None:
+    """Give each thread an index state if it has none (cursor 0, stamped now), when its indexing is first
+    asked for: from then on the lag counts what it waits for, even before its first run."""
+    if not thread_ids:
+        return
+    now = _now()
+    source = select(
+        T.c.id,
+        T.c.resource_id,
+        literal(0).label("message_seq"),
+        literal(False).label("vector"),
+        literal(now, schema.Timestamp).label("updated_at"),
+    ).where(T.c.id.in_(list(thread_ids)))
+    columns = ["thread_id", "resource_id", "message_seq", "vector", "updated_at"]
+    with db.begin() as conn:
+        insert = pg_insert(S) if is_postgres(conn) else sqlite_insert(S)
+        conn.execute(insert.from_select(columns, source).on_conflict_do_nothing())
 
 
 def stragglers(db: Engine, *, quiet_since: datetime, limit: int) -> list[str]:

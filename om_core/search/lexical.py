@@ -187,8 +187,11 @@ def rank(conn: Connection, request: SearchRequest, k: int) -> list[int]:
         if not match:
             return []
         params["match"] = match
+        # CROSS JOIN makes SQLite run the FTS match first and look each hit up by its rowid; with a plain
+        # join its planner starts from the resource's documents and evaluates MATCH once per document
+        # (30 ms instead of 0.1 ms over 2k documents).
         sql = (
-            "SELECT d.id FROM om_search_fts JOIN om_search_docs d ON d.id = om_search_fts.rowid "
+            "SELECT d.id FROM om_search_fts CROSS JOIN om_search_docs d ON d.id = om_search_fts.rowid "
             f"WHERE om_search_fts MATCH :match AND {where} "
             "ORDER BY bm25(om_search_fts), d.id DESC LIMIT :k"
         )

@@ -10,9 +10,10 @@ fusion has something to merge. `SearchHit.sources` says which rankers found a hi
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 
-from sqlalchemy import Engine, select
+from sqlalchemy import Connection, Engine, select
 
 from om_core.search import lexical, vectors
 from om_core.search.embedder import Embedder
@@ -27,6 +28,13 @@ RRF_K = 60
 MAX_LIMIT = 50
 #: Most candidates asked of one ranker.
 MAX_CANDIDATES = 200
+
+
+def _aware(value: datetime | None) -> datetime | None:
+    """A filter time without a zone is taken as UTC (stored times are UTC)."""
+    if value is None or value.tzinfo is not None:
+        return value
+    return value.replace(tzinfo=UTC)
 
 
 def candidates(limit: int) -> int:
@@ -46,27 +54,27 @@ def fuse(rankings: dict[str, Sequence[int]], k: int = RRF_K) -> list[tuple[int, 
     return [(doc_id, scores[doc_id], tuple(sorted(found_by[doc_id]))) for doc_id in ordered]
 
 
-def _vector_rank(db: Engine, request: SearchRequest, embedder: Embedder, k: int) -> list[int]:
+def _vector_rank(
+    conn: Connection, request: SearchRequest, model: str, query_vector: Sequence[float], k: int
+) -> list[int]:
     """Ids of the `k` nearest documents that pass the request's filters, nearest first. The vector index
     filters by resource only: thread, date and kind filters are applied to what it returns, after asking
     it for more (`4 × k`, at most 1,000)."""
-    query_vector = embedder.embed([request.query])[0]
     filtered = (
         request.thread_ids is not None or request.after or request.before or len(set(request.kinds)) < 2
     )
     fetch = min(4 * k, 1000) if filtered else k
-    with db.begin() as conn:
-        nearest = vectors.nearest(conn, request.resource_id, query_vector, fetch)
-        if not nearest:
-            return []
-        ids = [doc_id for doc_id, _ in nearest]
-        rows = conn.execute(
-            select(D.c.id, D.c.thread_id, D.c.kind, D.c.at, D.c.embedding_model).where(D.c.id.in_(ids))
-        ).all()
+    nearest = vectors.nearest(conn, request.resource_id, query_vector, fetch)
+    if not nearest:
+        return []
+    ids = [doc_id for doc_id, _ in nearest]
+    rows = conn.execute(
+        select(D.c.id, D.c.thread_id, D.c.kind, D.c.at, D.c.embedding_model).where(D.c.id.in_(ids))
+    ).all()
     keep = {
         row.id
         for row in rows
-        if row.embedding_model == embedder.model
+        if row.embedding_model == model
         and (request.thread_ids is None or row.thread_id in request.thread_ids)
         and (request.after is None or row.at > request.after)
         and (request.before is None or row.at < request.before)
@@ -86,17 +94,20 @@ def search(
     vectors. Ids in the request and the hits are stored ids."""
     if not request.query.strip():
         return []
+    request = replace(request, after=_aware(request.after), before=_aware(request.before))
     limit = max(1, min(request.limit, MAX_LIMIT))
     k = candidates(limit)
+    # The query's vector first: a model call, never inside a transaction.
+    query_vector = embedder.embed([request.query])[0] if embedder is not None else None
     rankings: dict[str, Sequence[int]] = {}
-    if embedder is not None:
-        rankings["vector"] = _vector_rank(db, request, embedder, k)
     with db.connect() as conn:
+        if embedder is not None and query_vector is not None:
+            rankings["vector"] = _vector_rank(conn, request, embedder.model, query_vector, k)
         rankings["lexical"] = lexical.rank(conn, request, k)
-    fused = fuse({name: rankings[name] for name in ("lexical", "vector") if name in rankings}, rrf_k)[:limit]
-    if not fused:
-        return []
-    with db.connect() as conn:
+        fused = fuse({name: rankings[name] for name in ("lexical", "vector") if name in rankings}, rrf_k)
+        fused = fused[:limit]
+        if not fused:
+            return []
         rows = {
             row.id: row
             for row in conn.execute(

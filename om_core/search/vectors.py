@@ -125,18 +125,20 @@ def store(conn: Connection, rows: Sequence[VectorRow]) -> None:
         raise ValueError("vectors of one batch differ in length")
     name = ensure_table(conn, dims)
     if is_postgres(conn):
+        # One multi-row INSERT per batch: psycopg2's executemany is one round trip per row.
         column, _ = _pg_type(dims)
+        values = []
+        params: dict[str, object] = {}
+        for i, row in enumerate(rows):
+            values.append(f"(:d{i}, :r{i}, CAST(:e{i} AS {column}))")
+            params.update({f"d{i}": row.doc_id, f"r{i}": row.resource_id, f"e{i}": _literal(row.vector)})
         conn.execute(
             text(
-                f"INSERT INTO {name} (doc_id, resource_id, embedding) "
-                f"VALUES (:doc_id, :resource_id, CAST(:embedding AS {column})) "
+                f"INSERT INTO {name} (doc_id, resource_id, embedding) VALUES {', '.join(values)} "
                 "ON CONFLICT (doc_id) DO UPDATE SET embedding = excluded.embedding, "
                 "resource_id = excluded.resource_id"
             ),
-            [
-                {"doc_id": r.doc_id, "resource_id": r.resource_id, "embedding": _literal(r.vector)}
-                for r in rows
-            ],
+            params,
         )
         return
     import sqlite_vec

@@ -7,8 +7,9 @@ Markdown table, and prints every figure beside its target with the command that 
 the values recorded for that figure in earlier runs (`tests/bench/history.json`, see `history.py`).
 
 Sections, in order: turn_profile, turn_path, long_thread (context bound, flatness, local-model compression
-and retention), blocking, memory, throughput (its own workers), tokens. `--quick` runs each on a smaller
-workload (each figure says what it shrank) for CI; it still produces every figure.
+and retention), blocking, memory, throughput (its own workers), tokens, search (latency over a large
+resource on Postgres and SQLite, indexing throughput, index lag after a burst). `--quick` runs each on a
+smaller workload (each figure says what it shrank) for CI; it still produces every figure.
 
 Timings are printed, never asserted; the exit status is non-zero only when a section failed to run.
 """
@@ -35,6 +36,7 @@ from tests.bench import (
     long_thread,
     memory,
     plots,
+    search,
     throughput,
     token_counting,
     turn_path,
@@ -59,6 +61,7 @@ SECTIONS: dict[str, Callable[[Bench], None]] = {
     "memory": memory.run,
     "throughput": throughput.run,
     "tokens": token_counting.run,
+    "search": search.run,
 }
 #: The figures each section reports, by its plan for a quick (True) or full run: the bench's one list of
 #: figure names and units (the history file and the smoke test are held to it).
@@ -70,6 +73,7 @@ FIGURES: dict[str, Callable[[bool], list[FigureDef]]] = {
     "memory": memory.figures,
     "throughput": throughput.figures,
     "tokens": token_counting.figures,
+    "search": search.figures,
 }
 MAIN_REDIS_DB = 8
 #: The main stack's memory model: the offline local model (sections that want latency override per thread).

@@ -38,6 +38,12 @@ EXPECTED = (
     "worker process resident memory",
     "local model: compression",
     "local model: planted facts",
+    "search p50, Postgres",
+    "search p99, Postgres",
+    "search p50, SQLite",
+    "search p99, SQLite",
+    "messages indexed and embedded per second",
+    "index lag after a burst",
 )
 #: Figures that may legitimately have no value (no blocking at all in the sweep).
 MAY_BE_EMPTY = ("blocking starts at messageTokens",)
