@@ -13,10 +13,13 @@ from typing import Any
 
 from sqlalchemy import Engine, select, update
 
+from om_core.config import ResolvedConfig
 from om_core.coordination import Coordination, Keys
 from om_core.engine import MemoryEngine, lookup_key, resource_key
+from om_core.errors import OMConfigError
 from om_core.messages import Message
 from om_core.scoped_ids import public_id
+from om_core.search import vectors
 from om_core.search.index import index_lag_seconds
 from om_core.store import history, records, schema
 from om_core.store.types import Chunk, Record
@@ -244,7 +247,7 @@ def set_resource_config_overrides(
     the overrides alone and merged under each existing thread's own overrides, so no thread is left with
     a config that does not resolve. Raises `OMConfigError` / `ValidationError` and stores nothing then."""
     stored = dict(overrides) if overrides else None
-    engine.config_for(stored)
+    require_vector_support(engine, engine.config_for(stored))
     for thread in history.list_threads(engine.db, resource_id):
         engine.config_for(records.deep_merge(dict(stored or {}), thread.config_overrides or {}))
     effective = effective_config(engine, stored)
@@ -276,7 +279,7 @@ def set_config_overrides(
     stored = dict(overrides) if overrides else None
     thread = history.get_thread(engine.db, thread_id)
     merged = replace(thread, config_overrides=stored).effective_overrides if thread is not None else stored
-    engine.config_for(merged)
+    require_vector_support(engine, engine.config_for(merged))
     effective = effective_config(engine, merged)
     with engine.db.begin() as conn:
         conn.execute(
@@ -285,6 +288,16 @@ def set_config_overrides(
             .values(config_overrides=stored, updated_at=datetime.now(UTC))
         )
     return effective
+
+
+def require_vector_support(engine: MemoryEngine, cfg: ResolvedConfig) -> None:
+    """Refuse a config that turns `retrieval.vector` on where the database cannot store vectors
+    (`OMConfigError` on `retrieval.vector`, saying what to install): never a silent words-only search."""
+    if cfg.retrieval_options is None or not cfg.retrieval_options.vector:
+        return
+    missing = vectors.missing_support(engine.db)
+    if missing is not None:
+        raise OMConfigError("VECTOR_SEARCH_UNAVAILABLE", "retrieval.vector", missing, True)
 
 
 def index_lag(db: Engine) -> float:

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import Connection, text
+from sqlalchemy import Connection, Engine, text
 
 from om_core.search.errors import POSTGRES_HINT, SQLITE_HINT, VectorSearchUnavailable
 from om_core.store.db import is_postgres, key_lock, sqlite_vectors_available
@@ -60,6 +60,17 @@ def require_support(conn: Connection) -> None:
         return
     if not sqlite_vectors_available():
         raise VectorSearchUnavailable(SQLITE_HINT)
+
+
+def missing_support(db: Engine) -> str | None:
+    """None when the database behind `db` can store vectors (pgvector installed or installable, or
+    sqlite-vec loadable), else what to install: checked when a config turns `retrieval.vector` on, so the
+    refusal comes when it is set, not at the first search."""
+    if db.dialect.name != "postgresql":
+        return None if sqlite_vectors_available() else SQLITE_HINT
+    with db.connect() as conn:
+        found = conn.execute(text("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'")).first()
+    return None if found is not None else POSTGRES_HINT
 
 
 def ensure_table(conn: Connection, dims: int) -> str:

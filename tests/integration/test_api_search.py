@@ -10,8 +10,9 @@ from datetime import UTC, datetime, timedelta
 import httpx
 import pytest
 
-from om_api.client import OMAPIError, OMBadRequest, OMClient, OMConflict, OMNotFound
+from om_api.client import OMBadRequest, OMClient, OMConflict, OMNotFound
 from tests.support.api_server import ApiServer, api_server, new_id, om, tenant_key
+from tests.support.workers import wait_until
 
 __all__ = ["api_server", "om", "tenant_key"]  # fixtures used below
 
@@ -39,7 +40,10 @@ def test_a_turn_indexes_its_thread_and_both_routes_find_the_exact_code(om: OMCli
     om.post_turn(thread, _history(40, {3: f"My gym locker code is {CODE}."}), resource_id=user)
     om.post_turn(other, _history(6, {1: f"{CODE} also opens the bike shed"}), resource_id=user)
 
-    found = om.search(user, f"what is my locker code {CODE}", limit=5)
+    # The API's in-process executor indexes in the background: wait for both threads' documents.
+    query = f"what is my locker code {CODE}"
+    wait_until(lambda: om.search(user, query, limit=5).count >= 2, deadline_s=60, what="both threads indexed")
+    found = om.search(user, query, limit=5)
     assert found.resource_id == user
     assert [(r.kind, r.id, r.thread_id) for r in found.results[:2]] == [
         ("message", "m3", thread),
@@ -70,12 +74,16 @@ def test_limits_and_refusals_say_what_to_fix(om: OMClient, api_server: ApiServer
     with pytest.raises(OMConflict):
         om.search_thread(thread, "gardening")
 
-    om.set_config(thread, {"retrieval": {"vector": True}})
-    with pytest.raises(OMAPIError) as no_vectors:
-        om.search_thread(thread, "gardening")
-    # This suite's Postgres (Debian's) has no pgvector: the answer names it, never a silent word search.
-    assert no_vectors.value.status == 409 and no_vectors.value.code == "vector_search_unavailable"
-    assert "pgvector" in str(no_vectors.value)
+    # This suite's Postgres (Debian's) has no pgvector: turning vectors on is refused when it is set,
+    # naming what to install, never accepted and then searched by words only.
+    with pytest.raises(OMBadRequest) as no_vectors:
+        om.set_config(thread, {"retrieval": {"vector": True}})
+    assert no_vectors.value.code == "invalid_config" and "pgvector" in str(no_vectors.value)
+    assert no_vectors.value.field is not None and no_vectors.value.field.endswith("retrieval.vector")
+    with pytest.raises(OMBadRequest):
+        om.set_resource_config(user, {"retrieval": {"vector": True}})
+    om.set_config(thread, {"retrieval": True})
+    assert om.search_thread(thread, "gardening").count == 0  # on now, nothing indexed before the switch
 
     with pytest.raises(OMBadRequest) as too_many:
         om.search(user, "gardening", limit=51)
