@@ -223,8 +223,9 @@ def _index_groups_step(conn: Connection, thread_id: str) -> int:
             "at": row.observed_at,
             "indexed_at": now,
         }
+        # Every group gets its document, even an empty one: groups are found by the document they lack,
+        # so a group left without one would be found (and asked for) forever.
         for row in missing
-        if row.text.strip()
     ]
     _upsert(conn, rows)
     return len(missing)

@@ -425,3 +425,15 @@ def test_vector_search_without_vector_support_fails_saying_what_to_install(
         search(pg_engine, SearchRequest(resource_id=resource, query="lake"), embedder)
     # Lexical indexing happened before the vector step and stays usable.
     assert search(pg_engine, SearchRequest(resource_id=resource, query="lake"))
+
+
+def test_a_group_with_no_text_is_indexed_once_and_leaves_no_pending_work(engine: Engine) -> None:
+    """Groups are found by the document they lack: one left without a document would be asked for forever."""
+    from om_core.search.index import has_pending_work
+
+    thread, resource = ids()
+    store(engine, thread, resource, conversation(2))
+    add_group(engine, thread, resource, "", "m0:m1", T0)
+    assert index_thread(engine, thread).groups == 1
+    assert not has_pending_work(engine, thread)
+    assert index_thread(engine, thread).groups == 0
