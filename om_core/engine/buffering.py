@@ -18,6 +18,7 @@ from om_core import policy
 from om_core.config import ResolvedConfig
 from om_core.coordination import Keys
 from om_core.engine import events as ev
+from om_core.engine import indexing
 from om_core.engine.core import EngineCore, policy_tokens
 from om_core.engine.cycle import Cycle, holding_lock
 from om_core.engine.observer_call import observe_messages
@@ -195,4 +196,6 @@ def _buffer_locked(core: EngineCore, task: BufferObservation) -> bool:
         core.update_title(task.thread_id, head, output.thread_title, task.cycle_id)
     if not appended.persisted:
         log.info("chunk %s not stored: %s", task.cycle_id, appended.reason)
+    elif cfg.retrieval:
+        indexing.request_index(core, [task.thread_id])  # the chunk's observation groups (`engine.indexing`)
     return appended.persisted

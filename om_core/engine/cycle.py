@@ -19,9 +19,10 @@ from sqlalchemy import Connection
 
 from om_core.config import ResolvedConfig
 from om_core.engine import events as ev
+from om_core.engine import indexing
 from om_core.engine.core import EngineCore
 from om_core.engine.ports import Completion
-from om_core.engine.tasks import Task, TaskKind, kind_of
+from om_core.engine.tasks import ObserveBatch, Task, TaskKind, kind_of
 from om_core.errors import OMError
 from om_core.store.outbox import write_record_events
 from om_core.store.types import NewEvent, Record, StoredEvent
@@ -59,12 +60,20 @@ def holding_lock(core: EngineCore, task: Task) -> Iterator[bool]:
 
 def run_if_enabled(core: EngineCore, task: Task, body: Callable[[ResolvedConfig], bool]) -> bool:
     """`body(config)` while holding `task`'s lock. False without running it when OM is off for the thread
-    (work queued before it was switched off calls no model) or another run holds the lock."""
+    (work queued before it was switched off calls no model) or another run holds the lock. A run that
+    committed asks for its threads' search indexing when `retrieval` is on (`engine.indexing`), after the
+    lock is released; with retrieval off nothing more happens."""
     cfg = core.thread_config(task.thread_id)
     if not cfg.enabled:
         return False
     with holding_lock(core, task) as held:
-        return held and body(cfg)
+        done = held and body(cfg)
+    if done and cfg.retrieval:
+        if isinstance(task, ObserveBatch):
+            indexing.request_after_commit(core, task.thread_ids)
+        else:
+            indexing.request_index(core, [task.thread_id])
+    return done
 
 
 @dataclass

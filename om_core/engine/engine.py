@@ -98,33 +98,25 @@ class MemoryEngine(EngineCore):
 
     # -------------------------------------------------------------------------- task handlers
 
-    # A run that committed something asks for its threads' indexing (retrieval on only; see
-    # `engine.indexing`): observation groups exist only after such a commit.
-
     def buffer_observation(self, task: BufferObservation) -> bool:
-        return self._then_index(buffering.buffer_observation(self, task), [task.thread_id])
+        return buffering.buffer_observation(self, task)
 
     def buffer_reflection(self, task: BufferReflection) -> bool:
         return reflection_buffer.buffer_reflection(self, task)
 
     def observe(self, task: Observe) -> bool:
-        return self._then_index(observation.observe(self, task), [task.thread_id])
+        return observation.observe(self, task)
 
     def observe_batch(self, task: ObserveBatch) -> bool:
-        return self._then_index(resource_observation.observe_batch(self, task), task.thread_ids)
+        return resource_observation.observe_batch(self, task)
 
     def reflect(self, task: Reflect) -> bool:
-        return self._then_index(reflection.reflect(self, task), [task.thread_id])
+        return reflection.reflect(self, task)
 
     def index_thread(self, task: IndexThread) -> bool:
         """Bring the thread's search documents and vectors up to date; True when anything was written."""
         result = indexing.run(self, task)
         return result is not None and (result.messages + result.groups + result.embedded) > 0
-
-    def _then_index(self, committed: bool, thread_ids: Sequence[str]) -> bool:
-        if committed:
-            indexing.request_after_commit(self, thread_ids)
-        return committed
 
     def record_dropped(self, task: Task, deliveries: int) -> bool:
         """Report a task dropped as poison (every delivery killed its worker) with its kind's failed

@@ -80,9 +80,12 @@ def test_retrieval_off_the_turn_touches_nothing_of_search(engine: Engine) -> Non
     om, executor, coordination = make(engine, {})
     thread = f"off-{uuid.uuid4().hex[:8]}"
     with statements(engine) as seen:
-        for i in range(12):
+        for i in range(80):  # until a turn has observed (a commit) and a few turns after it
             om.ingest_turn(thread, "user-off", [message(i)])
+            if sum(isinstance(task, Observe) for task in executor.submitted) >= 2:
+                break
     assert seen, "the listener saw the turns"
+    assert any(isinstance(task, Observe) for task in executor.submitted), "a turn observed (and committed)"
     touching = [s for s in seen if any(table in s for table in SEARCH_TABLES)]
     assert touching == []
     assert not any(isinstance(task, IndexThread) for task in executor.submitted)
