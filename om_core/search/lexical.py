@@ -1,4 +1,5 @@
-"""Lexical search: Postgres full-text search (GIN index, `ts_rank_cd`) and SQLite FTS5 (`bm25`).
+"""Lexical search: Postgres full-text search (GIN index; `ts_rank`, then `ts_rank_cd` over the best 200)
+and SQLite FTS5 (`bm25`).
 
 **Why the `simple` configuration.** People search memory for exact details: an order number, a door code,
 an error string, a name. Language configurations (`english`) stem words and drop stop words, and parse some
@@ -103,6 +104,8 @@ STOPWORDS = frozenset(
         "your",
     ]
 )
+#: Postgres: documents ranked by cover density after a first ranking by term frequency (see `rank`).
+RERANK_POOL = 200
 #: The most words of one query that are looked up.
 MAX_TERMS = 32
 
@@ -174,13 +177,18 @@ def rank(conn: Connection, request: SearchRequest, k: int) -> list[int]:
     _bind_times(conn, params)
     if is_postgres(conn):
         params["query"] = " ".join(words)
+        params["pool"] = max(k, RERANK_POOL)
+        # Two stages: `ts_rank` (term frequency) over every match, then `ts_rank_cd` (cover density: query
+        # words close together) over the best `pool`. Cover density over all matches of a common word
+        # cost 85 ms at 100k documents (3.6k matches); this keeps its order where it matters in 25 ms.
         sql = (
             "WITH q AS (SELECT to_tsquery('simple', coalesce(("
             "SELECT string_agg(quote_literal(lexeme), ' | ') "
             "FROM unnest(tsvector_to_array(to_tsvector('simple', :query))) AS lexeme), '')) AS tsq) "
-            "SELECT d.id FROM om_search_docs d, q "
+            "SELECT m.id FROM (SELECT d.id, d.tsv FROM om_search_docs d, q "
             f"WHERE d.tsv @@ q.tsq AND {where} "
-            "ORDER BY ts_rank_cd(d.tsv, q.tsq, 1) DESC, d.id DESC LIMIT :k"
+            "ORDER BY ts_rank(d.tsv, q.tsq, 1) DESC, d.id DESC LIMIT :pool) m, q "
+            "ORDER BY ts_rank_cd(m.tsv, q.tsq, 1) DESC, m.id DESC LIMIT :k"
         )
     else:
         match = fts5_query(request.query)
