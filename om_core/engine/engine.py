@@ -16,6 +16,7 @@ from typing import Any
 from om_core.engine import (
     activation,
     buffering,
+    log_edit,
     observation,
     reflection,
     reflection_buffer,
@@ -192,6 +193,14 @@ class MemoryEngine(EngineCore):
         key = self.log_key(thread_id, self.thread_config(thread_id))
         shared = "" if key == lookup_key(thread_id) else key
         return Reflect(thread_id, new_cycle_id("reflect"), trigger="manual", manual_prompt=prompt, key=shared)
+
+    def edit_observation_line(
+        self, thread_id: str, index: int, expected_sha256: str, text: str | None
+    ) -> log_edit.LineEditResult:
+        """Replace line `index` of the log the thread reads with `text`, or forget it (`text` None), as a
+        new generation, if the line's SHA-256 is still `expected_sha256` (`engine.log_edit`). Raises
+        `LineEditError` saying why not."""
+        return log_edit.edit_line(self, thread_id, index, expected_sha256, text)
 
     def event_mark(self, thread_id: str) -> int:
         """The newest event id of the thread now: what `operation_outcome` reads after."""

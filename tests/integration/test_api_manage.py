@@ -1,0 +1,535 @@
+"""Managing memory through the API on Postgres and SQLite: reading and patching a thread, paging every list
+with one convention, correcting or forgetting one observation line, and erasing a thread or a resource
+so that no table of the database holds anything of it afterwards."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from sqlalchemy import Engine, String, cast, column, inspect, select, table, text
+from starlette.testclient import TestClient
+
+from om_api.app import create_app
+from om_api.client import line_sha256
+from om_api.settings import ApiSettings
+from om_core import tenancy
+from om_core.config import ObservationalMemoryConfig
+from om_core.coordination import Keys
+from om_core.engine import BufferObservation, EngineSettings, MemoryEngine, lookup_key, new_cycle_id
+from om_core.engine.log_edit import is_structural
+from om_core.messages import text_message
+from om_core.scoped_ids import scoped_id
+from om_core.store import erasure, records
+from om_core.store.outbox import list_events, write_events
+from om_core.store.types import NewEvent
+from tests.support.fake_models import FakeModels
+
+pytestmark = [pytest.mark.postgres]
+
+#: Observation in the turn once a few messages are in (no buffering), no reflection: a few turns and one
+#: manual observe give a log with several lines.
+CYCLE = {
+    "observation": {"messageTokens": 400, "bufferTokens": False},
+    "reflection": {"observationTokens": 100_000},
+}
+WORDS = ("harbor", "lantern", "copper", "meadow", "signal", "orchard", "velvet", "canyon", "ember", "quartz")
+
+
+def chatter(i: int, marker: str) -> str:
+    return f"{marker} fact {i}: my code is {marker}{i} and " + " ".join(
+        WORDS[(i * 7 + k * k) % len(WORDS)] for k in range(40)
+    )
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+@dataclass
+class Api:
+    client: TestClient
+    db: Engine
+    tenant: str
+    key: str
+    other_key: str
+
+    def call(self, method: str, path: str, *, other: bool = False, **kwargs: Any) -> Any:
+        headers = {"Authorization": f"Bearer {self.other_key if other else self.key}"}
+        return self.client.request(method, path, headers=headers, **kwargs)
+
+    def ok(self, method: str, path: str, **kwargs: Any) -> Any:
+        response = self.call(method, path, **kwargs)
+        assert response.status_code < 300, (method, path, response.status_code, response.text)
+        return response.json() if response.content else None
+
+    def talk(self, thread: str, resource: str, turns: int, marker: str, config: Any = None) -> None:
+        self.ok(
+            "PUT",
+            f"/v1/threads/{thread}/config",
+            json={"overrides": config or CYCLE, "resource_id": resource},
+        )
+        for i in range(turns):
+            message = {
+                "id": f"m{i}",
+                "role": "user" if i % 2 == 0 else "assistant",
+                "text": chatter(i, marker),
+            }
+            self.ok(
+                "POST", f"/v1/threads/{thread}/turns", json={"messages": [message], "resource_id": resource}
+            )
+
+    def claim(self, thread: str, resource: str) -> None:
+        """A thread with no messages (a config PUT creates it): cheap, for the paging tests."""
+        self.ok("PUT", f"/v1/threads/{thread}/config", json={"overrides": None, "resource_id": resource})
+
+
+def _url(db: Engine) -> str:
+    return db.url.render_as_string(hide_password=False)
+
+
+@pytest.fixture
+def api(engine: Engine) -> Iterator[Api]:
+    tenant = new_id("mgr")
+    key = tenancy.create_key(engine, tenant, "manage").secret
+    other = tenancy.create_key(engine, new_id("intruder"), "manage").secret
+    settings = ApiSettings(
+        database_url=_url(engine), auth="keys", executor="inline", model="om-local/extractive"
+    )
+    with TestClient(create_app(settings)) as client:
+        yield Api(client, engine, tenant, key, other)
+
+
+def _error(response: Any, status: int) -> dict[str, Any]:
+    assert response.status_code == status, response.text
+    error: dict[str, Any] = response.json()["error"]
+    assert error["message"], "every refusal says what to fix"
+    return error
+
+
+# ------------------------------------------------------------------------------------------- threads
+
+
+def test_a_thread_is_read_with_its_counts_and_patched_with_title_and_metadata(api: Api) -> None:
+    thread, resource = new_id("t"), new_id("user")
+    api.talk(thread, resource, 6, "alpha", config={"enabled": False})
+    fresh = api.ok("GET", f"/v1/threads/{thread}")
+    assert fresh["thread_id"] == thread and fresh["resource_id"] == resource and fresh["scope"] == "thread"
+    assert fresh["metadata"] == {}
+    assert fresh["counts"] == {
+        "messages": 6,
+        "observed_messages": 0,
+        "unobserved_messages": 6,
+        "observation_tokens": 0,
+        "generations": 1,
+        "buffered_chunks": 0,
+    }
+    api.talk(thread, resource, 12, "alpha")  # the first six again (stored once), then six more, with OM on
+    observed = api.ok("GET", f"/v1/threads/{thread}")["counts"]
+    assert observed["messages"] == 12
+    assert (
+        observed["observed_messages"] > 0
+        and observed["observed_messages"] + observed["unobserved_messages"] == 12
+    )
+    assert observed["observation_tokens"] > 0 and observed["generations"] == 1
+
+    patched = api.ok(
+        "PATCH", f"/v1/threads/{thread}", json={"title": "Trip planning", "metadata": {"crm": 42}}
+    )
+    assert patched["title"] == "Trip planning" and patched["metadata"] == {"crm": 42}
+    kept = api.ok("PATCH", f"/v1/threads/{thread}", json={"metadata": {"crm": 43, "tags": ["a"]}})
+    assert kept["title"] == "Trip planning", "a field left out is kept"
+    assert kept["metadata"] == {"crm": 43, "tags": ["a"]}, "metadata is replaced as a whole"
+    listed = api.ok("GET", f"/v1/resources/{resource}/threads")["items"]
+    assert listed[0]["metadata"] == {"crm": 43, "tags": ["a"]} and listed[0]["title"] == "Trip planning"
+    cleared = api.ok("PATCH", f"/v1/threads/{thread}", json={"metadata": None, "title": None})
+    assert cleared["metadata"] == {} and cleared["title"] is None
+    assert api.ok("GET", f"/v1/threads/{thread}")["counts"] == observed, "OM's own state is untouched"
+
+    assert _error(api.call("PATCH", f"/v1/threads/{thread}", json={}), 422)["message"]
+    assert _error(api.call("PATCH", f"/v1/threads/{thread}", json={"title": "  "}), 422)["field"] == "title"
+    assert (
+        _error(api.call("PATCH", f"/v1/threads/{thread}", json={"colour": "red"}), 422)["field"] == "colour"
+    )
+    huge = {"blob": "x" * 20_000}
+    assert (
+        _error(api.call("PATCH", f"/v1/threads/{thread}", json={"metadata": huge}), 422)["field"]
+        == "metadata"
+    )
+    assert (
+        _error(api.call("PATCH", f"/v1/threads/{thread}", json={"metadata": [1]}), 422)["field"] == "metadata"
+    )
+
+    for method, body in (("GET", None), ("PATCH", {"title": "mine now"})):
+        assert _error(api.call(method, f"/v1/threads/{thread}", other=True, json=body), 404)["code"] == (
+            "thread_not_found"
+        )
+    assert api.ok("GET", f"/v1/threads/{thread}")["title"] is None
+
+
+def _walk(api: Api, path: str, limit: int, during: Any = None, **params: Any) -> list[str]:
+    seen: list[str] = []
+    cursor: str | None = None
+    while True:
+        query = {"limit": limit, **params, **({"cursor": cursor} if cursor else {})}
+        page = api.ok("GET", path, params=query)
+        assert len(page["items"]) <= limit
+        seen.extend(item["thread_id"] for item in page["items"])
+        if during is not None:
+            during()
+        cursor = page["next_cursor"]
+        if cursor is None:
+            return seen
+
+
+def test_every_list_pages_each_thread_exactly_once_while_threads_are_added(api: Api) -> None:
+    resource, elsewhere = new_id("user"), new_id("user")
+    original = [new_id("t") for _ in range(11)]
+    for thread in original:
+        api.claim(thread, resource)
+    api.claim(new_id("t"), elsewhere)
+    added: list[str] = []
+
+    def add_one() -> None:
+        added.append(new_id("t"))
+        api.claim(added[-1], resource)
+
+    for path, params in (
+        (f"/v1/resources/{resource}/threads", {}),
+        ("/v1/threads", {"resource_id": resource}),
+        ("/v1/threads", {}),
+    ):
+        before = set(added)
+        seen = _walk(api, path, 4, add_one, **params)
+        assert len(seen) == len(set(seen)), f"{path}: a thread on two pages"
+        assert set(original) | before <= set(seen), f"{path}: a thread that existed throughout was skipped"
+        if params or "resources" in path:
+            assert set(seen) <= set(original) | set(added), f"{path}: a thread of another resource"
+
+    by_resource = api.ok("GET", f"/v1/resources/{resource}/threads", params={"limit": 500})
+    assert by_resource["threads"] == by_resource["items"], "the old field still holds the page"
+    created = [(t["created_at"], t["thread_id"]) for t in by_resource["items"]]
+    assert created == sorted(created), "a resource's threads come oldest first"
+    mine = _walk(api, "/v1/threads", 500)
+    assert mine == sorted(mine) and elsewhere not in mine
+    assert not set(mine) & set(_walk_other(api)), "another tenant lists none of them"
+
+
+def _walk_other(api: Api) -> list[str]:
+    page = api.call("GET", "/v1/threads", other=True, params={"limit": 500}).json()
+    return [t["thread_id"] for t in page["items"]]
+
+
+def test_a_bad_page_request_says_what_to_fix(api: Api) -> None:
+    resource = new_id("user")
+    for _ in range(3):
+        api.claim(new_id("t"), resource)
+    page = api.ok("GET", "/v1/threads", params={"limit": 1, "resource_id": resource})
+    assert page["next_cursor"]
+    for params in ({"limit": 0}, {"limit": 501}, {"cursor": "not a cursor"}):
+        field = _error(api.call("GET", "/v1/threads", params=params), 422)["field"]
+        assert field in ("query.limit", "query.cursor"), params
+    assert (
+        _error(api.call("GET", "/v1/threads", params={"cursor": "eyJ4Ijox"}), 422)["field"] == "query.cursor"
+    )
+    other_list = api.call("GET", "/v1/threads", params={"cursor": page["next_cursor"]})
+    assert "start from the first page" in _error(other_list, 422)["message"], "a cursor of another list"
+    assert _error(api.call("GET", "/v1/threads", params={"resource_id": new_id("nobody")}), 404)["code"] == (
+        "resource_not_found"
+    )
+    assert _error(api.call("GET", "/v1/threads", other=True, params={"resource_id": resource}), 404)
+
+
+def test_messages_page_with_the_same_cursor_convention(api: Api) -> None:
+    thread, resource = new_id("t"), new_id("user")
+    api.talk(thread, resource, 7, "beta", config={"enabled": False})
+    ids: list[str] = []
+    cursor: str | None = None
+    while True:
+        page = api.ok(
+            "GET",
+            f"/v1/threads/{thread}/messages",
+            params={"limit": 3, **({"cursor": cursor} if cursor else {})},
+        )
+        assert page["items"] == page["messages"]
+        ids = [m["id"] for m in page["items"]] + ids
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert ids == [f"m{i}" for i in range(7)]
+
+
+# ------------------------------------------------------------------------------------ line editing
+
+
+def _log(api: Api, thread: str) -> tuple[str, list[str]]:
+    active = api.ok("GET", f"/v1/threads/{thread}/observations")["active"]
+    return active["record_id"], active["observations"].split("\n")
+
+
+def _editable(lines: list[str]) -> list[int]:
+    return [i for i, line in enumerate(lines) if not is_structural(line) and lines.count(line) == 1]
+
+
+def test_a_line_edit_is_a_new_generation_reported_on_the_event_stream(api: Api) -> None:
+    thread, resource = new_id("t"), new_id("user")
+    api.talk(thread, resource, 12, "gamma")
+    api.ok("POST", f"/v1/threads/{thread}/observe", json={"wait": True})
+    record_id, lines = _log(api, thread)
+    index = _editable(lines)[0]
+    old = lines[index]
+    path = f"/v1/threads/{thread}/observations/{index}"
+
+    edited = api.ok(
+        "PATCH", path, json={"text": "User's code is now corrected-77", "expected_sha256": line_sha256(old)}
+    )
+    assert edited["previous_record_id"] == record_id and edited["record_id"] != record_id
+    assert edited["observations"].split("\n")[index] == "User's code is now corrected-77"
+    view = api.ok("GET", f"/v1/threads/{thread}/observations")
+    assert view["active"]["record_id"] == edited["record_id"]
+    assert view["active"]["generation_count"] == edited["generation_count"] == 1
+    assert view["generations"][0]["record_id"] == record_id, "the old generation records what was edited"
+    head = records.get_head(api.db, lookup_key(scoped_id(api.tenant, thread)))
+    assert head is not None and head.origin_type == "edit"
+    events = _events(api, thread)
+    edit = [e for e in events if e["type"] == "data-om-observation-edit"]
+    assert len(edit) == 1 and edit[0]["data"]["recordId"] == edited["record_id"]
+    assert edit[0]["data"]["action"] == "update" and edit[0]["data"]["line"] == index
+    assert edit[0]["data"]["cycleId"] == edited["cycle_id"]
+
+    stale = api.call("PATCH", path, json={"text": "again", "expected_sha256": line_sha256(old)})
+    assert _error(stale, 409)["code"] == "observation_line_changed", "the line is not what the caller read"
+    past_end = f"/v1/threads/{thread}/observations/{len(lines) + 5}"
+    assert _error(api.call("DELETE", past_end, params={"expected_sha256": line_sha256(old)}), 409)
+
+    structural = next((i for i, line in enumerate(lines) if is_structural(line)), None)
+    if structural is not None:
+        refused = api.call(
+            "PATCH",
+            f"/v1/threads/{thread}/observations/{structural}",
+            json={"text": "x y z", "expected_sha256": line_sha256(lines[structural])},
+        )
+        assert _error(refused, 422)["field"] == "line"
+    current = edited["observations"].split("\n")[index]
+    for bad in ("two\nlines", "   ", '<thread id="x">', "y" * 10_001):
+        body = {"text": bad, "expected_sha256": line_sha256(current)}
+        assert _error(api.call("PATCH", path, json=body), 422)["field"] == "text", bad
+    assert _error(api.call("PATCH", path, json={"text": "ok", "expected_sha256": "abc"}), 422)["field"] == (
+        "expected_sha256"
+    )
+    assert _error(
+        api.call("PATCH", path, other=True, json={"text": "ok", "expected_sha256": line_sha256(current)}), 404
+    )
+    assert _log(api, thread)[0] == edited["record_id"], "refusals change nothing"
+
+
+def test_an_edit_waits_for_no_reflection_it_refuses_while_one_runs(api: Api) -> None:
+    thread, resource = new_id("t"), new_id("user")
+    api.talk(thread, resource, 12, "delta")
+    api.ok("POST", f"/v1/threads/{thread}/observe", json={"wait": True})
+    _, lines = _log(api, thread)
+    index = _editable(lines)[0]
+    body = {"text": "corrected while reflecting", "expected_sha256": line_sha256(lines[index])}
+    coordination = api.client.app.state.runtime.engine.coordination  # type: ignore[attr-defined]
+    key = lookup_key(scoped_id(api.tenant, thread))
+    token = coordination.try_lock(Keys.reflect_lock(key), 30)
+    assert token is not None
+    try:
+        busy = api.call("PATCH", f"/v1/threads/{thread}/observations/{index}", json=body)
+        assert _error(busy, 409)["code"] == "observation_log_busy"
+    finally:
+        coordination.release(Keys.reflect_lock(key), token)
+    assert api.ok("PATCH", f"/v1/threads/{thread}/observations/{index}", json=body)["line"] == index
+
+
+def test_a_deleted_line_is_forgotten_everywhere_the_memory_holds_it(api: Api) -> None:
+    thread, resource = new_id("t"), new_id("user")
+    api.talk(thread, resource, 12, "epsilon")
+    api.ok("POST", f"/v1/threads/{thread}/observe", json={"wait": True})
+    _, lines = _log(api, thread)
+    index = _editable(lines)[-1]
+    forgotten = lines[index]
+    # An edit of another line first, so a retired generation holds the line too.
+    other = _editable(lines)[0]
+    api.ok(
+        "PATCH",
+        f"/v1/threads/{thread}/observations/{other}",
+        json={"text": "kept line", "expected_sha256": line_sha256(lines[other])},
+    )
+    deleted = api.ok(
+        "DELETE",
+        f"/v1/threads/{thread}/observations/{index}",
+        params={"expected_sha256": line_sha256(forgotten)},
+    )
+    assert forgotten not in deleted["observations"].split("\n")
+    assert "kept line" in deleted["observations"]
+    readable = json.dumps(
+        [
+            api.ok("GET", f"/v1/threads/{thread}/observations", params={"history_limit": 200}),
+            _events(api, thread),
+        ]
+    )
+    assert forgotten.strip() not in readable
+    assert json.dumps(forgotten.strip())[1:-1] not in readable
+    edit = [e for e in _events(api, thread) if e["type"] == "data-om-observation-edit"]
+    assert [e["data"]["action"] for e in edit] == ["update", "delete"] and "text" not in edit[1]["data"]
+
+
+def _events(api: Api, thread: str) -> list[dict[str, Any]]:
+    response = api.call("GET", f"/v1/threads/{thread}/events", params={"follow": "false"})
+    assert response.status_code == 200, response.text
+    return [json.loads(line[6:]) for line in response.text.splitlines() if line.startswith("data: ")]
+
+
+# ------------------------------------------------------------------------------------------- erasure
+
+
+def _rows_naming(db: Engine, needles: list[str]) -> list[str]:
+    """Every row of every table of the database (found by the inspector, so tables created later are
+    included) with a column value that contains one of `needles`."""
+    found = []
+    with db.connect() as conn:
+        for name in inspect(conn).get_table_names():
+            columns = [c["name"] for c in inspect(conn).get_columns(name)]
+            probe = table(name, *(column(c) for c in columns))
+            for row in conn.execute(select(*(cast(probe.c[c], String) for c in columns))):
+                for value in row:
+                    if value is not None and any(n in str(value) for n in needles):
+                        found.append(f"{name}: {str(value)[:120]}")
+    return found
+
+
+def _plant_vector_table(db: Engine, rows: dict[str, str]) -> None:
+    """A run-time table as the search index creates them (`om_vec_*` with a resource_id column)."""
+    with db.begin() as conn:
+        conn.execute(
+            text("CREATE TABLE IF NOT EXISTS om_vec_test (doc_id VARCHAR(64), resource_id VARCHAR(600))")
+        )
+        for doc, resource in rows.items():
+            conn.execute(text("INSERT INTO om_vec_test VALUES (:d, :r)"), {"d": doc, "r": resource})
+
+
+def test_erasing_a_resource_leaves_no_row_of_it_in_any_table(api: Api) -> None:
+    resource, keep = new_id("erase"), new_id("keep")
+    shared = {**CYCLE, "scope": "resource", "retrieval": True}
+    api.ok(
+        "PUT",
+        f"/v1/resources/{resource}/config",
+        json={"overrides": {"scope": "resource", "retrieval": True}},
+    )
+    threads = [new_id("gone"), new_id("gone")]
+    for thread in threads:
+        api.talk(thread, resource, 12, "zeta", config=shared)
+        api.ok("POST", f"/v1/threads/{thread}/observe", json={"wait": True})
+    survivor = new_id("stays")
+    api.talk(survivor, keep, 12, "eta")
+    api.ok("POST", f"/v1/threads/{survivor}/observe", json={"wait": True})
+    stored = scoped_id(api.tenant, resource)
+    _plant_vector_table(api.db, {new_id("doc"): stored, new_id("doc"): scoped_id(api.tenant, keep)})
+    needles = [resource, *threads]
+    assert len(_rows_naming(api.db, needles)) > 10, "the check sees the resource's rows before the erase"
+    assert api.ok("GET", f"/v1/threads/{threads[0]}/observations")["active"]["observations"]
+
+    assert _error(api.call("DELETE", f"/v1/resources/{resource}", other=True), 404)
+    assert _rows_naming(api.db, needles), "another tenant's delete erased nothing"
+    assert api.call("DELETE", f"/v1/resources/{resource}").status_code == 204
+
+    assert _rows_naming(api.db, needles) == []
+    assert _rows_naming(api.db, [keep, survivor]), "another resource keeps its rows"
+    for path in (
+        *(
+            f"/v1/threads/{t}{tail}"
+            for t in threads
+            for tail in ("", "/observations", "/messages", "/status", "/config", "/events")
+        ),
+        f"/v1/resources/{resource}/threads",
+        f"/v1/resources/{resource}/config",
+    ):
+        assert api.call("GET", path, params={"follow": "false"}).status_code == 404, path
+    assert _error(api.call("GET", "/v1/threads", params={"resource_id": resource}), 404)
+    assert not set(threads) & set(_walk(api, "/v1/threads", 500))
+    assert api.call("DELETE", f"/v1/resources/{resource}").status_code == 404
+
+
+def test_erasing_a_thread_leaves_no_row_of_it_and_its_resource_keeps_the_rest(api: Api) -> None:
+    resource = new_id("user")
+    gone, stays = new_id("gone"), new_id("stays")
+    for thread in (gone, stays):
+        api.talk(thread, resource, 12, "theta", config={**CYCLE, "retrieval": True})
+        api.ok("POST", f"/v1/threads/{thread}/observe", json={"wait": True})
+    assert api.call("DELETE", f"/v1/threads/{gone}").status_code == 204
+    assert _rows_naming(api.db, [gone]) == []
+    assert api.call("GET", f"/v1/threads/{gone}").status_code == 404
+    assert [t["thread_id"] for t in api.ok("GET", f"/v1/resources/{resource}/threads")["items"]] == [stays]
+    assert api.ok("GET", f"/v1/threads/{stays}/observations")["active"]["observations"]
+
+
+# -------------------------------------------------------------------- late work after an erase
+
+
+class ErasingModels(FakeModels):
+    """Erases the thread while its Observer call runs, as a data-subject request would mid-cycle."""
+
+    def __init__(self, db: Engine, thread_id: str) -> None:
+        super().__init__()
+        self.db, self.thread_id, self.armed = db, thread_id, False
+
+    def complete(self, model: Any, **kwargs: Any) -> Any:
+        if self.armed:
+            with self.db.begin() as conn:
+                assert erasure.erase_thread(conn, self.thread_id) is not None
+        return super().complete(model, **kwargs)
+
+
+def test_a_buffering_task_running_or_delivered_after_the_erase_stores_nothing(engine: Engine) -> None:
+    config = ObservationalMemoryConfig.parse(
+        {
+            "observation": {"messageTokens": 3000, "bufferTokens": 300},
+            "reflection": {"observationTokens": 9000},
+        }
+    )
+    t0 = datetime(2026, 3, 1, 9, tzinfo=UTC)
+    for mid_cycle in (True, False):
+        thread = new_id("late")
+        models = ErasingModels(engine, thread)
+        om = MemoryEngine(engine, models=models, config=config, settings=EngineSettings())  # type: ignore[arg-type]
+        om.executor.runner = lambda _task: None  # type: ignore[attr-defined]  # tasks wait to be delivered by hand
+        messages = [
+            text_message(
+                f"m{i}", "user" if i % 2 == 0 else "assistant", chatter(i, "iota"), t0 + timedelta(minutes=i)
+            )
+            for i in range(6)
+        ]
+        om.ingest_turn(thread, "late-user", messages)
+        task = BufferObservation(thread, new_cycle_id("buffer-obs"), 600, skip_minimum=True)
+        if mid_cycle:
+            models.armed = True  # the Observer call erases the thread; the commit comes after
+        else:
+            with engine.begin() as conn:
+                assert erasure.erase_thread(conn, thread) is not None
+        assert om.run_task(task) is False
+        assert bool(models.calls) is mid_cycle, "a task delivered after the erase calls no model"
+        assert _rows_naming(engine, [thread]) == [], f"mid_cycle={mid_cycle}"
+
+
+def test_the_outbox_writes_no_event_of_a_thread_or_resource_that_is_gone(engine: Engine) -> None:
+    thread = new_id("ghost")
+    with engine.begin() as conn:
+        for kwargs in (
+            {"thread_id": thread, "resource_id": None},
+            {"thread_id": None, "resource_id": new_id("ghost-user")},
+        ):
+            written = write_events(
+                conn,
+                lookup_key=lookup_key(thread),
+                record_id=None,
+                events=[NewEvent("data-om-status", {})],
+                **kwargs,
+            )
+            assert written == []
+    assert list_events(engine, thread_id=thread) == []
