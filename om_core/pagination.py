@@ -68,9 +68,11 @@ def decode_cursor(kind: str, cursor: str, shape: Sequence[type]) -> Key:
             if not isinstance(part, str):
                 raise CursorError("the cursor is damaged")
             try:
-                datetime.fromisoformat(part)
+                moment = datetime.fromisoformat(part)
             except ValueError as exc:
                 raise CursorError("the cursor is damaged") from exc
+            if moment.tzinfo is None:
+                raise CursorError("the cursor is damaged")
         elif not isinstance(part, expected) or isinstance(part, bool):
             raise CursorError("the cursor is damaged")
     return tuple(key)
