@@ -533,3 +533,74 @@ def test_the_outbox_writes_no_event_of_a_thread_or_resource_that_is_gone(engine:
             )
             assert written == []
     assert list_events(engine, thread_id=thread) == []
+
+
+# ------------------------------------------------------------------------------ resource scope, client
+
+
+def test_a_line_of_a_shared_log_is_edited_through_any_of_its_threads_and_every_thread_hears_it(
+    api: Api,
+) -> None:
+    resource = new_id("user")
+    shared = {**CYCLE, "scope": "resource"}
+    api.ok("PUT", f"/v1/resources/{resource}/config", json={"overrides": {"scope": "resource"}})
+    first, second = new_id("t"), new_id("t")
+    for thread in (first, second):
+        api.talk(thread, resource, 12, "kappa", config=shared)
+    assert api.ok("GET", f"/v1/threads/{first}")["scope"] == "resource"
+    _, lines = _log(api, first)
+    index = _editable(lines)[0]
+    edited = api.ok(
+        "PATCH",
+        f"/v1/threads/{first}/observations/{index}",
+        json={"text": "User corrected the shared fact", "expected_sha256": line_sha256(lines[index])},
+    )
+    assert _log(api, second) == (edited["record_id"], edited["observations"].split("\n"))
+    for thread in (first, second):
+        edits = [e for e in _events(api, thread) if e["type"] == "data-om-observation-edit"]
+        assert len(edits) == 1 and edits[0]["data"]["scope"] == "resource", thread
+        assert edits[0]["data"]["threadId"] == thread
+
+
+def test_the_clients_page_read_patch_and_edit(api: Api) -> None:
+    import asyncio
+
+    import httpx
+
+    from om_api.client import AsyncOMClient, OMClient, OMConflict
+
+    resource, thread = new_id("user"), new_id("t")
+    api.talk(thread, resource, 12, "lambda")
+    for _ in range(3):
+        api.claim(new_id("t"), resource)
+
+    class ThroughTestClient(httpx.BaseTransport):
+        def handle_request(self, request: httpx.Request) -> httpx.Response:
+            answer = api.client.request(
+                request.method, str(request.url), headers=dict(request.headers), content=request.read()
+            )
+            return httpx.Response(answer.status_code, headers=answer.headers, content=answer.content)
+
+    with OMClient("http://testserver", api.key, transport=ThroughTestClient()) as om:
+        assert len(list(om.iter_threads(resource_id=resource, page_size=2))) == 4
+        assert om.threads(resource, limit=2).next_cursor is not None
+        assert om.update_thread(thread, title="Client title").title == "Client title"
+        assert om.update_thread(thread, metadata={"k": 1}).title == "Client title"
+        detail = om.thread(thread)
+        assert detail.metadata == {"k": 1} and detail.counts.messages == 12
+        lines = om.observations(thread).active.observations.split("\n")  # type: ignore[union-attr]
+        index = _editable(lines)[0]
+        om.edit_observation(thread, index, "client corrected", expected=lines[index])
+        with pytest.raises(OMConflict):
+            om.delete_observation(thread, index, expected=lines[index])
+
+    async def walk() -> tuple[int, str | None, str]:
+        async_transport = httpx.ASGITransport(app=api.client.app)  # type: ignore[arg-type]
+        async with AsyncOMClient("http://testserver", api.key, transport=async_transport) as om:
+            listed = [t async for t in om.iter_threads(resource_id=resource, page_size=3)]
+            title = (await om.update_thread(thread, title=None)).title
+            current = (await om.observations(thread)).active.observations.split("\n")  # type: ignore[union-attr]
+            deleted = await om.delete_observation(thread, index, expected=current[index])
+            return len(listed), title, deleted.action
+
+    assert asyncio.run(walk()) == (4, None, "delete")
