@@ -326,8 +326,7 @@ def delete_thread(db: Engine, thread_id: str, coordination: Coordination | None 
     are never reused). Coordination values (buffering boundaries, reflection suppression) are dropped too,
     so a new thread with the same id starts clean.
     """
-    with db.begin() as conn:
-        erased = erasure.erase_thread(conn, thread_id)
+    erased = erasure.erase_in_transaction(db, lambda conn: erasure.erase_thread(conn, thread_id))
     if erased is None:
         return False
     if coordination is not None:
@@ -345,8 +344,7 @@ def delete_resource(db: Engine, resource_id: str, coordination: Coordination | N
     The threads' rows are locked first, in id order, before any key lock is taken, so a turn that holds
     one of them never waits for this while it waits for that turn. A worker still running on one of the
     threads or on the log finds its record gone and its commit fails as not found."""
-    with db.begin() as conn:
-        erased = erasure.erase_resource(conn, resource_id)
+    erased = erasure.erase_in_transaction(db, lambda conn: erasure.erase_resource(conn, resource_id))
     if erased is None:
         return False
     if coordination is not None:

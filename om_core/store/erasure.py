@@ -17,10 +17,10 @@ of a thread or resource that no longer exists (`outbox.write_events`), so a late
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import Connection, column, delete, inspect, literal_column, or_, select
+from sqlalchemy import Connection, Engine, column, delete, inspect, literal_column, or_, select
 from sqlalchemy import table as table_clause
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.sql.elements import ColumnElement
@@ -29,7 +29,14 @@ from sqlalchemy.sql.expression import TableClause
 from om_core.store import history, schema
 from om_core.store.db import key_lock
 
-__all__ = ["RUNTIME_TABLE_PREFIX", "ErasedIds", "erase_resource", "erase_thread", "runtime_tables"]
+__all__ = [
+    "RUNTIME_TABLE_PREFIX",
+    "ErasedIds",
+    "erase_in_transaction",
+    "erase_resource",
+    "erase_thread",
+    "runtime_tables",
+]
 
 #: Tables other parts create at run time (one per embedding size) and erasure must find by name.
 RUNTIME_TABLE_PREFIX = "om_vec_"
@@ -117,6 +124,25 @@ def _sweep(
 
 def _rowid(runtime: TableClause) -> ColumnElement[object]:
     return literal_column(f"{runtime.name}.rowid")
+
+
+#: Postgres's deadlock and serialization failures: the erase lost a lock race and can simply run again.
+_RETRYABLE = ("40P01", "40001")
+ERASE_ATTEMPTS = 3
+
+
+def erase_in_transaction(db: Engine, erase: Callable[[Connection], ErasedIds | None]) -> ErasedIds | None:
+    """Run `erase` in its own transaction, again if Postgres aborted it for a deadlock: a commit that holds
+    a record row and then patches the thread row takes the two in the other order (see ARCHITECTURE.md,
+    Known problems), and the erase, which a client retries anyway, is the cheap one to repeat."""
+    for attempt in range(ERASE_ATTEMPTS):
+        try:
+            with db.begin() as conn:
+                return erase(conn)
+        except DBAPIError as exc:
+            if attempt + 1 == ERASE_ATTEMPTS or getattr(exc.orig, "pgcode", None) not in _RETRYABLE:
+                raise
+    raise AssertionError("unreachable")
 
 
 def erase_thread(conn: Connection, thread_id: str) -> ErasedIds | None:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection, Engine, bindparam, delete, func, select, update
+from sqlalchemy import Connection, Engine, bindparam, func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from om_core.messages import Message, Part
@@ -604,14 +604,6 @@ def last_messages(
 def max_seq(conn: Connection, thread_id: str) -> int:
     value = conn.execute(select(func.max(P.c.seq)).where(P.c.thread_id == thread_id)).scalar()
     return int(value or 0)
-
-
-def delete_thread(conn: Connection, thread_id: str) -> None:
-    conn.execute(delete(P).where(P.c.thread_id == thread_id))
-    conn.execute(delete(M).where(M.c.thread_id == thread_id))
-    conn.execute(delete(schema.events).where(schema.events.c.thread_id == thread_id))
-    conn.execute(delete(schema.triggers).where(schema.triggers.c.thread_id == thread_id))
-    conn.execute(delete(T).where(T.c.id == thread_id))
 
 
 @dataclass(frozen=True)

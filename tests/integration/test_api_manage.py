@@ -604,3 +604,72 @@ def test_the_clients_page_read_patch_and_edit(api: Api) -> None:
             return len(listed), title, deleted.action
 
     assert asyncio.run(walk()) == (4, None, "delete")
+
+
+def test_a_reflection_computed_before_an_edit_never_brings_the_old_text_back(engine: Engine) -> None:
+    """The storage fence behind the 409 (locks only save wasted work): an edit retires the head, so a
+    reflection or buffered reflection computed from the old text is refused at commit."""
+    from sqlalchemy import update
+
+    from om_core.store import log_edits, schema
+
+    key = f"thread:{new_id('fence')}"
+    with engine.begin() as conn:
+        head = records.initialize(
+            conn,
+            lookup_key=key,
+            scope="thread",
+            thread_id=None,
+            resource_id="r",
+            config={},
+            observed_timezone="UTC",
+        )
+        old_text = "* kept one\n* the secret line\n* kept two"
+        conn.execute(
+            update(schema.records).where(schema.records.c.id == head.id).values(active_observations=old_text)
+        )
+    snapshot = records.get_head(engine, key)
+    assert snapshot is not None
+    with engine.begin() as conn:
+        edit, _ = log_edits.edit_line(
+            conn,
+            key,
+            index=1,
+            expected_sha256=log_edits.line_digest("* the secret line"),
+            replacement=None,
+            count_tokens=len,
+            thread_ids=[],
+        )
+        assert edit.reason is None and edit.record is not None
+        stale, _ = log_edits.edit_line(
+            conn,
+            key,
+            index=1,
+            expected_sha256=log_edits.line_digest("* the secret line"),
+            replacement="* again",
+            count_tokens=len,
+            thread_ids=[],
+        )
+        assert stale.reason == "changed", "the same precondition cannot apply twice"
+    with engine.begin() as conn:
+        _, applied, _ = records.create_reflection_generation(
+            conn,
+            snapshot,
+            reflection="* the secret line, condensed",
+            token_count=3,
+            compose=lambda s, t, r: r,
+        )
+        assert not applied
+        buffered, _ = records.update_buffered_reflection(
+            conn,
+            snapshot.id,
+            text="* the secret line",
+            token_count=3,
+            input_token_count=9,
+            reflected_line_count=3,
+            cycle_id="late",
+        )
+        assert buffered.reason == "retired"
+    live = records.get_head(engine, key)
+    assert live is not None and live.id == edit.record.id and "secret" not in live.active_observations
+    assert [r.active_observations for r in records.history(engine, key)] == ["* kept one\n* kept two"]
