@@ -404,17 +404,27 @@ def _rows_naming(db: Engine, needles: list[str]) -> list[str]:
     return found
 
 
-def _plant_vector_table(db: Engine, rows: dict[str, str]) -> None:
-    """A run-time table as the search index creates them (`om_vec_*` with a resource_id column)."""
+@pytest.fixture
+def vector_table(engine: Engine) -> Iterator[str]:
+    """A run-time table as the search index creates them (`om_vec_*` with a resource_id column), dropped
+    afterwards so that no other test meets it."""
+    name = f"om_vec_test_{uuid.uuid4().hex[:8]}"
+    with engine.begin() as conn:
+        conn.execute(text(f"CREATE TABLE {name} (doc_id VARCHAR(64), resource_id VARCHAR(600))"))
+    try:
+        yield name
+    finally:
+        with engine.begin() as conn:
+            conn.execute(text(f"DROP TABLE {name}"))
+
+
+def _plant(db: Engine, name: str, rows: dict[str, str]) -> None:
     with db.begin() as conn:
-        conn.execute(
-            text("CREATE TABLE IF NOT EXISTS om_vec_test (doc_id VARCHAR(64), resource_id VARCHAR(600))")
-        )
         for doc, resource in rows.items():
-            conn.execute(text("INSERT INTO om_vec_test VALUES (:d, :r)"), {"d": doc, "r": resource})
+            conn.execute(text(f"INSERT INTO {name} VALUES (:d, :r)"), {"d": doc, "r": resource})
 
 
-def test_erasing_a_resource_leaves_no_row_of_it_in_any_table(api: Api) -> None:
+def test_erasing_a_resource_leaves_no_row_of_it_in_any_table(api: Api, vector_table: str) -> None:
     resource, keep = new_id("erase"), new_id("keep")
     shared = {**CYCLE, "scope": "resource", "retrieval": True}
     api.ok(
@@ -430,7 +440,7 @@ def test_erasing_a_resource_leaves_no_row_of_it_in_any_table(api: Api) -> None:
     api.talk(survivor, keep, 12, "eta")
     api.ok("POST", f"/v1/threads/{survivor}/observe", json={"wait": True})
     stored = scoped_id(api.tenant, resource)
-    _plant_vector_table(api.db, {new_id("doc"): stored, new_id("doc"): scoped_id(api.tenant, keep)})
+    _plant(api.db, vector_table, {new_id("doc"): stored, new_id("doc"): scoped_id(api.tenant, keep)})
     needles = [resource, *threads]
     assert len(_rows_naming(api.db, needles)) > 10, "the check sees the resource's rows before the erase"
     assert api.ok("GET", f"/v1/threads/{threads[0]}/observations")["active"]["observations"]
