@@ -12,9 +12,10 @@ reflection computed from the old text is refused or dropped because its row is r
 
 Deleting a line is a "forget": the line is also removed, as a whole line, from every other place the
 memory holds observation text of this log (every copy: a line repeated in the log goes with it): its
-retired generations, its chunks (buffered ones too, so an
-activation cannot bring it back), its observation groups and the `observations` of its events. The
-conversation's messages are not touched (erasing them is erasing the thread or the resource).
+retired generations, its chunks (buffered ones too, so an activation cannot bring it back), its
+observation groups, the search index's documents of those groups (indexed again from the scrubbed text)
+and the `observations` of its events. The conversation's messages are not touched (erasing them is
+erasing the thread or the resource).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, or_, select, update
+from sqlalchemy import Connection, delete, or_, select, update
 
 from om_core.store import records, schema
 from om_core.store.db import key_lock
@@ -102,12 +103,35 @@ def _forget(conn: Connection, lookup_key: str, thread_ids: Sequence[str], line: 
         text = without_line(group_text, line)
         if text != group_text:
             conn.execute(update(G).where(G.c.id == group_id).values(text=text))
+    _forget_search_documents(conn, thread_ids, line)
     target = line.strip()
     events = or_(E.c.lookup_key.in_(keys), E.c.thread_id.in_(list(thread_ids)))
     for event_id, stored_payload in conn.execute(select(E.c.id, E.c.payload).where(events)).all():
         payload = dict(stored_payload or {})
         if any(target in v for v in _strings(payload)):
             conn.execute(update(E).where(E.c.id == event_id).values(payload=_scrub(payload, line)))
+
+
+#: The search index's documents (`om_search_docs`, when the search part is installed): a group's document
+#: whose text held the line is deleted (its full-text entry and vector go with it), and the indexer, which
+#: finds groups by the documents they lack, indexes the group again from its scrubbed text.
+SEARCH_DOCUMENTS = "om_search_docs"
+
+
+def _forget_search_documents(conn: Connection, thread_ids: Sequence[str], line: str) -> None:
+    docs = schema.metadata.tables.get(SEARCH_DOCUMENTS)
+    if docs is None or not thread_ids or not {"thread_id", "kind", "text"} <= set(docs.c.keys()):
+        return
+    target = line.strip()
+    if not target:
+        return
+    conn.execute(
+        delete(docs).where(
+            docs.c.thread_id.in_(list(thread_ids)),
+            docs.c.kind == "group",
+            docs.c.text.contains(target, autoescape=True),
+        )
+    )
 
 
 def _strings(value: Any) -> list[str]:
