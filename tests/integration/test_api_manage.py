@@ -683,3 +683,94 @@ def test_a_reflection_computed_before_an_edit_never_brings_the_old_text_back(eng
     live = records.get_head(engine, key)
     assert live is not None and live.id == edit.record.id and "secret" not in live.active_observations
     assert [r.active_observations for r in records.history(engine, key)] == ["* kept one\n* kept two"]
+
+
+@pytest.fixture
+def search_docs(engine: Engine) -> Iterator[Any]:
+    """The search index's documents table: the real one once the search part is installed, else a stand-in
+    with the columns a forget reads, registered in the schema for the test only."""
+    from sqlalchemy import BigInteger, Column, DateTime, Integer, Table, Text
+
+    from om_core.store import schema
+
+    real = schema.metadata.tables.get("om_search_docs")
+    if real is not None:
+        yield real
+        return
+    stand_in = Table(
+        "om_search_docs",
+        schema.metadata,
+        Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+        Column("resource_id", String(600), nullable=False),
+        Column("thread_id", String(600), nullable=False),
+        Column("kind", String(16), nullable=False),
+        Column("ref", String(255), nullable=False),
+        Column("text", Text, nullable=False),
+        Column("at", DateTime(timezone=True), nullable=False),
+        Column("indexed_at", DateTime(timezone=True), nullable=False),
+    )
+    stand_in.create(engine)
+    try:
+        yield stand_in
+    finally:
+        schema.metadata.remove(stand_in)
+        stand_in.drop(engine)
+
+
+def test_a_forgotten_line_leaves_the_search_index_through_its_groups_documents(
+    engine: Engine, search_docs: Any
+) -> None:
+    from sqlalchemy import update
+
+    from om_core.store import history, log_edits, schema
+
+    thread, resource = new_id("search-forget"), new_id("user")
+    key = lookup_key(thread)
+    now = datetime.now(UTC)
+    with engine.begin() as conn:
+        history.ensure_thread(conn, thread, resource)
+        head = records.initialize(
+            conn,
+            lookup_key=key,
+            scope="thread",
+            thread_id=thread,
+            resource_id=resource,
+            config={},
+            observed_timezone="UTC",
+        )
+        conn.execute(
+            update(schema.records)
+            .where(schema.records.c.id == head.id)
+            .values(active_observations="* kept\n* the card number is 4242")
+        )
+        docs = [
+            ("group", "g1", "* kept\n* the card number is 4242"),
+            ("group", "g2", "* kept elsewhere"),
+            ("message", "m1", "my card number is 4242"),
+        ]
+        for kind, ref, body in docs:
+            conn.execute(
+                search_docs.insert().values(
+                    resource_id=resource,
+                    thread_id=thread,
+                    kind=kind,
+                    ref=ref,
+                    text=body,
+                    at=now,
+                    indexed_at=now,
+                )
+            )
+        log_edits.edit_line(
+            conn,
+            key,
+            index=1,
+            expected_sha256=log_edits.line_digest("* the card number is 4242"),
+            replacement=None,
+            count_tokens=len,
+            thread_ids=[thread],
+        )
+    with engine.connect() as conn:
+        left = sorted(
+            conn.execute(select(search_docs.c.ref).where(search_docs.c.thread_id == thread)).scalars()
+        )
+    assert left == ["g2", "m1"], "the group's document goes (to be indexed again); messages are not forgotten"
