@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, String, cast, column, inspect, select, table, text
+from sqlalchemy import Engine, String, inspect, select, text
 from starlette.testclient import TestClient
 
 from om_api.app import create_app
@@ -390,16 +390,23 @@ def _events(api: Api, thread: str) -> list[dict[str, Any]]:
 
 
 def _rows_naming(db: Engine, needles: list[str]) -> list[str]:
-    """Every row of every table of the database (found by the inspector, so tables created later are
-    included) with a column value that contains one of `needles`."""
+    """Every row of every table of the database (found by the inspector, so tables created later, virtual
+    tables and their shadow tables are included) with a column value that contains one of `needles`:
+    text, JSON and binary values alike."""
     found = []
+    raw = [n.encode() for n in needles]
     with db.connect() as conn:
         for name in inspect(conn).get_table_names():
-            columns = [c["name"] for c in inspect(conn).get_columns(name)]
-            probe = table(name, *(column(c) for c in columns))
-            for row in conn.execute(select(*(cast(probe.c[c], String) for c in columns))):
+            for row in conn.execute(text(f'SELECT * FROM "{name}"')):
                 for value in row:
-                    if value is not None and any(n in str(value) for n in needles):
+                    if isinstance(value, bytes | bytearray | memoryview):
+                        hit = any(n in bytes(value) for n in raw)
+                    else:
+                        shown = (
+                            json.dumps(value, default=str) if isinstance(value, dict | list) else str(value)
+                        )
+                        hit = any(n in shown for n in needles)
+                    if hit:
                         found.append(f"{name}: {str(value)[:120]}")
     return found
 
