@@ -15,6 +15,10 @@ or `user`). Each request is one turn, exactly like `/turns`:
 4. the call's tokens and cost are counted for the caller's tenant (`/metrics`) and API key (`/v1/usage`);
 5. the reply is stored as the turn's assistant message and returned in the standard shape (streamed when
    `stream` is true; a stream the client abandons is neither stored nor metered).
+
+When the thread's config turns `retrieval` on, step 3 is a loop: the model is offered the `recall` tool
+(`om_api.proxy_tools`), the proxy answers the model's recall calls and calls it again, at most
+`OM_PROXY_TOOL_ROUNDS` rounds, and step 4 counts every call (`_Loop` states the rules).
 """
 
 from __future__ import annotations
