@@ -543,3 +543,41 @@ def test_arguments_that_are_not_a_json_object_are_the_models_to_fix(setup: Setup
     assert setup.recall.got == []
     result = json.loads(ACTOR.requests[1]["messages"][-1]["content"])
     assert result["error"].startswith("the arguments are not valid JSON")
+
+
+@STREAMED
+def test_an_actor_failing_after_a_recall_round_is_reported_and_the_round_is_still_counted(
+    setup: Setup, stream: bool
+) -> None:
+    """A later round's failure is the model's (502 before a stream starts, an error event inside one);
+    nothing of the reply is stored, and the round that did answer is on the bill."""
+    setup.retrieval()
+
+    def script(request: dict[str, Any]) -> Reply:
+        if _last_is_tool_result(request):
+            raise RuntimeError("the provider fell over")
+        return Reply(None, [("call-1", "recall", "{}")])
+
+    ACTOR.script = script
+    if not stream:
+        with pytest.raises(openai.InternalServerError) as failed:
+            setup.chat.chat.completions.create(model=MODEL, messages=QUESTION)  # type: ignore[arg-type]
+        assert failed.value.status_code == 502
+    else:
+        response = setup.http.post(
+            "/v1/chat/completions",
+            json={"model": MODEL, "messages": QUESTION, "stream": True},
+            headers={
+                "Authorization": f"Bearer {setup.key}",
+                "X-OM-Thread-Id": setup.thread,
+                "X-OM-Resource-Id": setup.resource,
+            },
+        )
+        events = [
+            line.removeprefix("data: ") for line in response.text.splitlines() if line.startswith("data: ")
+        ]
+        assert events[-1] == "[DONE]"
+        assert json.loads(events[-2])["error"]["code"] == "actor_failed"
+    assert len(ACTOR.requests) == 2
+    assert setup.stored() == [("user", QUESTION[0]["content"])]
+    assert setup.usage()["calls"] == 1
