@@ -9,6 +9,7 @@ the real ones.
 
 from __future__ import annotations
 
+import itertools
 import re
 
 from sqlalchemy import Engine, select
@@ -59,7 +60,7 @@ def test_every_observation_is_grouped_and_the_ranges_tile_the_conversation(engin
     # starting at the first message.
     spans = [tuple(message_number(i) for i in g.ranges.split(":")) for g in observed]
     assert spans[0][0] == 0
-    for (start, end), (next_start, _next_end) in zip(spans, spans[1:], strict=False):
+    for (start, end), (next_start, _next_end) in itertools.pairwise(spans):
         assert start <= end < next_start == end + 1
     # Models never see a wrapper, and the observations in the group row are the ones in the log.
     assert not any("observation-group" in text for _role, text in fake.calls)
