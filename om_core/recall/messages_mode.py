@@ -170,7 +170,7 @@ def _page(
         "messages": "",
         "count": len(chronological),
         "cursor": anchor.id if anchor is not None else (chronological[0].id if chronological else None),
-        "page": page if anchor is not None else (depth if forward else -depth),
+        "page": page if anchor is not None else depth,
         "limit": limit,
         "detail": p.detail,
         "hasNextPage": has_next,
@@ -182,7 +182,7 @@ def _page(
     bodies = part_bodies(conn, thread.id, [message.id for message in chronological])
     hint_thread = "" if scope.is_active(thread) else f' threadId="{public_id(thread.id)}"'
     if p.detail == "high":
-        return _high_detail(scope, p, result, chronological, bodies, hint_thread, further, forward)
+        return _high_detail(scope, p, result, chronological, bodies, hint_thread, further)
     text = _low_detail(scope, p, chronological, bodies, hint_thread)
     text, cut = limit_result(text, scope.count)
     result["messages"] = text
@@ -258,7 +258,6 @@ def _high_detail(
     bodies: dict[str, dict[int, Any]],
     hint_thread: str,
     further: bool,
-    forward: bool,
 ) -> dict[str, Any]:
     """High detail returns one part: the first shown part of the page's first message (spec §9.4)."""
     message = messages[0]
@@ -277,7 +276,7 @@ def _high_detail(
         following = _shown(messages[1], p)[0].index
         step = f'next message: partIndex={following} on cursor="{messages[1].id}"{hint_thread}'
     elif further:
-        step = f"next page: page={result['page'] + (1 if forward else -1)}"
+        step = f"next page: page={result['page'] + (1 if result['page'] > 0 else -1)}"
     else:
         step = ""
     tail = "High detail returns one part per call."
