@@ -27,6 +27,7 @@ from datetime import UTC, date, datetime
 from typing import Any
 
 from om_core.messages import Message, text_message
+from om_core.observation_groups import render_for_actor
 from om_core.relative_time import annotate_relative_times, local_date
 from om_core.sized_lru import SizedLRU
 
@@ -212,7 +213,9 @@ class RenderedLogCache:
 def _render_stable(observations: str, now: datetime, tz: str, retrieval_guidance: str | None) -> list[str]:
     stable = [build_memory_preamble(retrieval_guidance), "<observations>"]
     for chunk in split_log_chunks(observations):
-        rendered = annotate_relative_times(optimize_for_actor(chunk), now, tz)
+        # Group ranges are only worth their tokens to an actor that has the recall tool to follow them.
+        grouped = render_for_actor(chunk, with_ranges=retrieval_guidance is not None)
+        rendered = annotate_relative_times(optimize_for_actor(grouped), now, tz)
         if rendered:
             stable.append(rendered)
     stable.append("</observations>")
