@@ -192,3 +192,57 @@ def test_a_turn_offers_the_recall_tool_and_its_guidance_only_with_retrieval_on(o
     plain = om.post_turn(off, hello, resource_id=resource)
     assert plain.context.tools == [] and plain.context.system_messages == []
     assert all("recall" not in str(m.get("content")) for m in plain.context.openai_messages)
+
+
+RANGE = re.compile(r"_range: `([^`]+)`_")
+
+
+def scripted_actor(om: OMClient, thread: str, turn: Any, wanted: str) -> str | None:
+    """What a model following the guidance does to find an exact value its memory has only summarised:
+    take each observation group's range from the context, read its first message, then page forward from
+    it until the range's last message."""
+    assert [tool["function"]["name"] for tool in turn.context.tools] == ["recall"]
+    for ranges in RANGE.findall("\n".join(turn.context.system_messages)):
+        start, end = ranges.split(",")[0].split(":")[0], ranges.split(",")[-1].split(":")[1]
+        seen = om.recall(thread, cursor=start, partIndex=0)["text"]
+        page = 1
+        while True:
+            answer = om.recall(thread, cursor=start, page=page, limit=5)
+            seen += answer["messages"]
+            if wanted in seen:
+                return ranges
+            if end in ids_in(answer) or not answer["hasNextPage"]:
+                break
+            page += 1
+    return None
+
+
+def test_a_scripted_actor_finds_an_observed_detail_through_the_turns_tool(om: OMClient) -> None:
+    thread, resource = new_id("long"), new_id("user")
+    config = {
+        "retrieval": {"scope": "thread"},
+        "observation": {"messageTokens": 1200, "bufferTokens": False},
+        "reflection": {"observationTokens": 200_000},
+    }
+    om.set_config(thread, config, resource_id=resource)
+    planted = "locker code 4417-ZETA-93"
+    turns = []
+    for i in range(24):
+        role = "user" if i % 2 == 0 else "assistant"
+        said = (
+            f"By the way, my {planted}, please keep it."
+            if i == 2
+            else (
+                f"Turn {i}: we keep talking about the harbor, lanterns and copper kettles " + "and more " * 40
+            )
+        )
+        turns.append(
+            om.post_turn(thread, [{"id": f"m{i}", "role": role, "text": said}], resource_id=resource)
+        )
+    last = turns[-1]
+    assert RANGE.search("\n".join(last.context.system_messages)), "observations were grouped with ranges"
+    assert all(m.id != "m2" for m in last.context.messages), "the planted message left the raw context"
+    found = scripted_actor(om, thread, last, "4417-ZETA-93")
+    assert found is not None, "recall read the exact value back"
+    spans = [[int(end.removeprefix("m")) for end in piece.split(":")] for piece in found.split(",")]
+    assert any(start <= 2 <= end for start, end in spans), f"found through the group that covers m2: {found}"
