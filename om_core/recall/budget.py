@@ -57,12 +57,23 @@ def cut_to_tokens(text: str, limit: int, count: Count) -> str | None:
 def limit_result(text: str, count: Count, budget: int = RESULT_BUDGET) -> tuple[str, int]:
     """`text` within the result budget: (text, tokens cut). Over budget it is cut hard and ends with
     `... [truncated ~N tokens]`, N being what was cut (the caller reports it as `tokenOffset`)."""
-    total = count(text)
+    total = _measure(text, count)
     if total <= budget:
         return text, 0
     kept = cut_to_tokens(text, budget, count) or text
     cut = max(total - budget, 1)
     return f"{kept}\n... [truncated ~{cut} tokens]", cut
+
+
+#: Past this many characters a result's size is estimated from its first `_SAMPLE` characters: only the
+#: `tokenOffset` of a huge part depends on it, and the spec asks for an approximate figure there.
+_EXACT_UP_TO, _SAMPLE = 400_000, 200_000
+
+
+def _measure(text: str, count: Count) -> int:
+    if len(text) <= _EXACT_UP_TO:
+        return count(text)
+    return round(count(text[:_SAMPLE]) * len(text) / _SAMPLE)
 
 
 @dataclass

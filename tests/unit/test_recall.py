@@ -31,6 +31,7 @@ from om_core.recall.budget import RESULT_BUDGET, cut_to_tokens
 from om_core.recall.search_mode import NOT_CONFIGURED, fetch_size
 from om_core.search.types import SearchHit, SearchRequest
 from om_core.store import records
+from tests.bench.sqlcount import counting
 from tests.support.workers import HoldingExecutor
 
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
@@ -589,3 +590,25 @@ def test_the_guidance_follows_the_preamble_once_there_is_memory(sqlite_engine: E
     context = actor_context(engine, None, head, has_unobserved=True, retrieval_guidance=guidance)
     assert context.system_messages[0].endswith(guidance)
     assert context.system_messages[0].startswith("The messages that follow hold your memory")
+
+
+def test_retrieval_adds_no_statement_to_a_turn(sqlite_engine: Engine) -> None:
+    counts = []
+    for name, retrieval in (("off", False), ("thread", {"scope": "thread"}), ("resource", True)):
+        engine = make_engine(sqlite_engine, retrieval=retrieval)
+        engine.ingest_turn(f"t-{name}", f"r-{name}", chat(2, prefix=name))
+        with counting(sqlite_engine) as count:
+            engine.ingest_turn(f"t-{name}", f"r-{name}", [text(f"{name}-new", "user", "and one more", 5)])
+        counts.append(count.statements)
+    assert sum(counts[0].values()) > 0
+    assert counts[0] == counts[1] == counts[2], "the tool and its guidance cost no database work"
+
+
+def test_a_huge_part_is_not_counted_whole_to_report_what_was_cut(
+    engine: MemoryEngine, count: Callable[[str], int]
+) -> None:
+    big = words(120_000, "h")  # ~800k characters
+    engine.ingest_turn("t", "r", [text("u0", "user", big, 0)])
+    answer = engine.recall("t", {"detail": "high"})
+    assert answer["truncated"] is True
+    assert abs(answer["tokenOffset"] - (count(big) - RESULT_BUDGET)) < 0.1 * count(big)
