@@ -246,3 +246,33 @@ def test_a_scripted_actor_finds_an_observed_detail_through_the_turns_tool(om: OM
     assert found is not None, "recall read the exact value back"
     spans = [[int(end.removeprefix("m")) for end in piece.split(":")] for piece in found.split(",")]
     assert any(start <= 2 <= end for start, end in spans), f"found through the group that covers m2: {found}"
+
+
+def test_after_reflection_the_condensed_groups_range_still_leads_to_the_exact_value(om: OMClient) -> None:
+    thread, resource = new_id("reflected"), new_id("user")
+    config = {
+        "retrieval": {"scope": "thread"},
+        "observation": {"messageTokens": 1200, "bufferTokens": False},
+        "reflection": {"observationTokens": 500},
+    }
+    om.set_config(thread, config, resource_id=resource)
+    planted = "4417-ZETA-93"
+    last = None
+    for i in range(40):
+        role = "user" if i % 2 == 0 else "assistant"
+        said = (
+            f"My locker code is {planted}."
+            if i == 2
+            else (
+                f"Turn {i}: notes on the {['harbor', 'orchard', 'canyon', 'meadow'][i % 4]} trip, day {i}, "
+                + " ".join(f"item{i}x{k}" for k in range(40))
+            )
+        )
+        last = om.post_turn(thread, [{"id": f"m{i}", "role": role, "text": said}], resource_id=resource)
+    assert last is not None
+    view = om.observations(thread)
+    assert view.active is not None and view.active.generation_count >= 1, "the log was reflected"
+    found = scripted_actor(om, thread, last, planted)
+    assert found is not None, "the reflected log still points at the raw message holding the value"
+    spans = [[int(end.removeprefix("m")) for end in piece.split(":")] for piece in found.split(",")]
+    assert spans[0][0] <= 2 <= spans[-1][1]
