@@ -142,11 +142,12 @@ def _invalid(field: str, message: str) -> _Invalid:
 
 
 def parse_params(params: Mapping[str, Any] | RecallParams) -> RecallParams:
-    """Validate a call's parameters; `RecallInvalid` names the first parameter to fix."""
+    """Validate a call's parameters; `RecallInvalid` names the first parameter to fix. A parameter given
+    as null counts as left out (models in strict tool mode send every parameter, unused ones as null)."""
     if isinstance(params, RecallParams):
         return params
     try:
-        return RecallParams.model_validate(dict(params))
+        return RecallParams.model_validate({k: v for k, v in params.items() if v is not None})
     except ValidationError as exc:
         raise _first_problem(exc) from None
 

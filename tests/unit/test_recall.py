@@ -121,6 +121,12 @@ def test_the_edges_of_every_range_are_accepted(engine: MemoryEngine) -> None:
     assert answer["count"] == 1, "threads mode clamps its limit instead of refusing it"
 
 
+def test_parameters_sent_as_null_count_as_left_out(engine: MemoryEngine) -> None:
+    engine.ingest_turn("t", "r", chat(3))
+    nulls = {name: None for name in RECALL_TOOL["function"]["parameters"]["properties"]}
+    assert engine.recall("t", {**nulls, "cursor": "m0"}) == engine.recall("t", {"cursor": "m0"})
+
+
 def test_recall_on_a_thread_with_retrieval_off_is_refused(sqlite_engine: Engine) -> None:
     engine = make_engine(sqlite_engine, retrieval=False)
     engine.ingest_turn("t", "r", chat(2))
