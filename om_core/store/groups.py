@@ -17,8 +17,8 @@ __all__ = ["find", "insert", "of_thread"]
 
 
 def insert(conn: Connection, groups: Sequence[ObservationGroup]) -> None:
-    """Store `groups`. Callers write them only when their commit applied, in its transaction, so a
-    refused or redelivered commit stores none (the unique (key, cycle, thread) says so twice)."""
+    """Store `groups`. Callers write them only when their commit applied, in its transaction: a refused
+    commit stores none, and every group a log carries has its row."""
     if not groups:
         return
     now = datetime.now(UTC)
