@@ -21,10 +21,11 @@ import logging
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, cast
+from typing import Any
 
 from om_core import MemoryEngine
 from om_core.config import ResolvedConfig
+from om_core.recall import RECALL_TOOL, RecallInvalid, RecallNotFound
 
 __all__ = [
     "InternalTool",
@@ -142,52 +143,22 @@ class InternalTools:
 
 # ------------------------------------------------------------------------------------- the recall tool
 
-#: Stand-in for `om_core.recall.RECALL_TOOL` until the recall tool is merged (see `recall_tools_for`).
-PLACEHOLDER_RECALL_TOOL: dict[str, Any] = {
-    "type": "function",
-    "function": {
-        "name": "recall",
-        "description": (
-            "Read back the raw messages behind your memory (observation-group ranges), list the user's "
-            "threads, or search past conversations."
-        ),
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "mode": {"type": "string", "enum": ["messages", "threads", "search"]},
-                "query": {"type": "string"},
-                "cursor": {"type": "string"},
-                "threadId": {"type": "string"},
-                "page": {"type": "integer", "minimum": -50, "maximum": 50},
-                "limit": {"type": "integer", "minimum": 1, "maximum": 20},
-                "detail": {"type": "string", "enum": ["low", "high"]},
-            },
-        },
-    },
-}
-
-
-class _Recaller(Protocol):
-    def recall(self, thread_id: str, params: Mapping[str, Any]) -> dict[str, Any]: ...
-
 
 def recall_tools_for(engine: MemoryEngine, thread_id: str, config: ResolvedConfig) -> InternalTools | None:
     """The proxy's tools for a request on `thread_id` (stored id, the thread just ingested): `recall` when
     memory and `retrieval` are on for the thread (spec §9.2: the tool is added when `retrieval` is
     truthy), else None (the proxy then passes tools and replies through untouched).
 
-    PLACEHOLDER until the recall tool is merged: the schema is `PLACEHOLDER_RECALL_TOOL` (point it at
-    `om_core.recall.RECALL_TOOL`), `input_errors` is `(ValueError,)` (point it at recall's typed
-    validation error) and `engine.recall` is reached through a protocol cast (call it directly).
+    A call's wrong arguments, and a cursor or thread the thread cannot read, go back to the model as
+    the tool's answer (`RecallInvalid`, `RecallNotFound`: their messages say what to do instead).
     """
     if not (config.enabled and config.retrieval):
         return None
-    recaller = cast(_Recaller, engine)
 
     def run(arguments: Mapping[str, Any]) -> Any:
-        return recaller.recall(thread_id, arguments)
+        return engine.recall(thread_id, arguments)
 
-    return InternalTools((InternalTool(PLACEHOLDER_RECALL_TOOL, run, input_errors=(ValueError,)),))
+    return InternalTools((InternalTool(RECALL_TOOL, run, input_errors=(RecallInvalid, RecallNotFound)),))
 
 
 # ------------------------------------------------------------------------------------- one actor call

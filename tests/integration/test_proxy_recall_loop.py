@@ -37,6 +37,7 @@ from starlette.testclient import TestClient
 from om_api.app import create_app
 from om_api.settings import ApiSettings
 from om_core import tenancy
+from om_core.recall import RecallInvalid
 from om_core.scoped_ids import scoped_id
 
 pytestmark = [pytest.mark.postgres]
@@ -506,7 +507,7 @@ def test_a_caller_tool_named_recall_is_refused_when_retrieval_is_on(setup: Setup
 @pytest.mark.parametrize(
     ("failure", "told"),
     [
-        (ValueError("page must be between -50 and 50"), "page must be between -50 and 50"),
+        (RecallInvalid("page", "must be between -50 and 50"), "page: must be between -50 and 50"),
         (RuntimeError("database gone"), "recall failed on the server; answer without it"),
     ],
     ids=["bad-arguments", "server-failure"],

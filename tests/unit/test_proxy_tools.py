@@ -9,20 +9,20 @@ from collections.abc import Mapping
 from typing import Any
 
 from om_api.proxy_tools import (
-    PLACEHOLDER_RECALL_TOOL,
     InternalTool,
     InternalTools,
     answered_round,
     round_call,
     summed_usage,
 )
+from om_core.recall import RECALL_TOOL
 
 WEATHER = {"type": "function", "function": {"name": "weather", "parameters": {"type": "object"}}}
 MESSAGES = [{"role": "user", "content": "hi"}]
 
 
 def _tools(run: Any = lambda arguments: {"count": 0}) -> InternalTools:
-    return InternalTools((InternalTool(PLACEHOLDER_RECALL_TOOL, run, input_errors=(ValueError,)),))
+    return InternalTools((InternalTool(RECALL_TOOL, run, input_errors=(ValueError,)),))
 
 
 def _call(name: str, arguments: str = "{}", call_id: str | None = "c1") -> dict[str, Any]:
