@@ -352,6 +352,14 @@ class OMClient:
         """What this client's key spent on actor models through the proxy."""
         return self._call(KeyUsageResponse, "GET", "/v1/usage")
 
+    def recall(self, thread_id: str, **params: Any) -> dict[str, Any]:
+        """Answer a recall tool call on the thread: `params` are the call's arguments as the model wrote
+        them (`mode`, `cursor`, `threadId`, `page`, `partIndex`, ...); the answer is the tool's result."""
+        response = self._http.post(_thread(thread_id, "/recall"), json=params)
+        _raise_for(response)
+        answer: dict[str, Any] = response.json()
+        return answer
+
     def observe(self, thread_id: str, *, wait: bool = True) -> OperationResponse:
         return self._call(OperationResponse, "POST", _thread(thread_id, "/observe"), json={"wait": wait})
 
@@ -533,6 +541,13 @@ class AsyncOMClient:
     async def usage(self) -> KeyUsageResponse:
         """What this client's key spent on actor models through the proxy."""
         return await self._call(KeyUsageResponse, "GET", "/v1/usage")
+
+    async def recall(self, thread_id: str, **params: Any) -> dict[str, Any]:
+        """`OMClient.recall`, awaited."""
+        response = await self._http.post(_thread(thread_id, "/recall"), json=params)
+        _raise_for(response)
+        answer: dict[str, Any] = response.json()
+        return answer
 
     async def observe(self, thread_id: str, *, wait: bool = True) -> OperationResponse:
         return await self._call(

@@ -285,6 +285,13 @@ class TurnContext(_Response):
     openai_messages: list[dict[str, Any]] = Field(
         description="All of the above as chat-completions messages, ready to send to the actor model"
     )
+    tools: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description=(
+            "Tools to offer the actor model, in the chat-completions `tools` format: the `recall` tool when "
+            "the thread has `retrieval` on (answer its calls with POST /v1/threads/{id}/recall), else empty"
+        ),
+    )
 
 
 class TurnResponse(_Response):
@@ -384,6 +391,36 @@ class ThreadInfo(_Response):
     last_activity_at: datetime | None
     last_actor_model: str | None
     config_overrides: dict[str, Any] | None
+
+
+class RecallResponse(_CamelResponse):
+    """One recall answer (spec §9.4); which fields are present depends on the mode. Messages mode:
+    `messages`, `count`, `cursor`, `page`, `limit`, `detail`, `hasNextPage`, `hasPrevPage` (plus
+    `truncated` and `tokenOffset` when the token budget cut it). With `partIndex`: `text`, `messageId`,
+    `partIndex`, `role`, `type`, `truncated` (plus `nextCharOffset`, and `note` when the part was not
+    there and the next message's first part is shown). Threads: `threads`, `count`, `page`, `hasMore`.
+    Search: `results`, `count`."""
+
+    messages: str | None = None
+    threads: str | None = None
+    results: str | None = None
+    text: str | None = None
+    count: int | None = None
+    cursor: str | None = None
+    page: int | None = None
+    limit: int | None = None
+    detail: Literal["low", "high"] | None = None
+    has_next_page: bool | None = None
+    has_prev_page: bool | None = None
+    has_more: bool | None = None
+    truncated: bool | None = None
+    token_offset: int | None = None
+    message_id: str | None = None
+    part_index: int | None = None
+    role: str | None = None
+    type: str | None = None
+    next_char_offset: int | None = None
+    note: str | None = None
 
 
 class ThreadsResponse(Page[ThreadInfo]):

@@ -42,6 +42,8 @@ from om_core.engine.tasks import (
 from om_core.engine.turn import TurnInput, TurnResult
 from om_core.messages import Message
 from om_core.policy import StatusPayload
+from om_core.recall import RecallNotFound, run_recall
+from om_core.scoped_ids import public_id
 from om_core.store import history, records
 from om_core.store.outbox import last_event_id, list_events
 from om_core.store.types import Record, StoredEvent
@@ -90,6 +92,27 @@ class MemoryEngine(EngineCore):
 
     def status(self, thread_id: str, step_number: int = 0) -> StatusPayload:
         return turn.current_status(self, thread_id, step_number)
+
+    # -------------------------------------------------------------------------------- recall
+
+    def recall(self, thread_id: str, params: Mapping[str, Any]) -> dict[str, Any]:
+        """Answer one call of the recall tool (spec §9.3–§9.4) on the active thread `thread_id` (a
+        stored id), with the thread's effective retrieval settings and this engine's searcher.
+
+        Raises `om_core.recall.RecallError`: `RecallInvalid` (a parameter to fix), `RecallNotFound` (a
+        cursor or thread this thread cannot read), `RetrievalDisabled` (retrieval is off here)."""
+        thread = history.get_thread(self.db, thread_id)
+        if thread is None:
+            raise RecallNotFound(f"thread {public_id(thread_id)!r} does not exist; post a turn first")
+        cfg = self.config_for(thread.effective_overrides)
+        return run_recall(
+            self.db,
+            thread_id,
+            cfg.retrieval_options,
+            params,
+            count=self.counter.count_string,
+            searcher=self.searcher,
+        )
 
     # -------------------------------------------------------------------------- task handlers
 

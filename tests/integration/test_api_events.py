@@ -72,9 +72,11 @@ def test_events_arrive_live_and_replay_after_a_reconnect(
     # Background buffering started a few turns ago; waiting for its chunk makes the threshold crossing
     # below an activation however slow the machine is (otherwise a race with the next turns).
     seen = first.wait_for(
-        lambda got: statuses(got) >= 10
-        and any(e.type == "data-om-buffering-end" for e in got)
-        and settled(pg_engine, scoped_id(tenant, thread), got)
+        lambda got: (
+            statuses(got) >= 10
+            and any(e.type == "data-om-buffering-end" for e in got)
+            and settled(pg_engine, scoped_id(tenant, thread), got)
+        )
     )
     first.close()  # the client drops
 

@@ -30,7 +30,6 @@ from om_app.cli import app as om_cli
 from om_core import tenancy
 from om_core.store.db import make_engine
 from om_core.store.migrate import alembic_config, upgrade
-from om_core.store.revision import SCHEMA_HEAD
 from tests.support.api_server import ApiServer, api_server, new_id
 
 __all__ = ["api_server"]  # fixture used below
@@ -234,8 +233,7 @@ def test_migration_0004_adds_zeroed_counters_to_existing_keys_and_reverts(fresh_
                 ),
                 {"digest": "0" * 64},
             )
-        upgrade(engine)
-        assert SCHEMA_HEAD == "0004"
+        upgrade(engine, "0004")
         assert tenancy.key_usage(engine, "omk_0123456789ab") == tenancy.KeyUsage()
         tenancy.record_key_usage(
             engine, "omk_0123456789ab", prompt_tokens=5, completion_tokens=7, cost_usd=0.5

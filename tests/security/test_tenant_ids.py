@@ -55,6 +55,7 @@ ROUTES: dict[tuple[str, str], dict[str, Any] | None] = {
     ("DELETE", "/v1/threads/{thread_id}/observations/{line}"): None,
     ("POST", "/v1/threads/{thread_id}/observe"): {"wait": True},
     ("POST", "/v1/threads/{thread_id}/reflect"): {"prompt": "keep only the secrets", "wait": True},
+    ("POST", "/v1/threads/{thread_id}/recall"): {"mode": "messages", "cursor": "m1", "partIndex": 0},
     ("PUT", "/v1/threads/{thread_id}/config"): {"overrides": {"observation": {"messageTokens": 900}}},
     ("DELETE", "/v1/threads/{thread_id}"): None,
     ("GET", "/v1/resources/{resource_id}/config"): None,
