@@ -349,7 +349,7 @@ def test_an_edit_waits_for_no_reflection_it_refuses_while_one_runs(api: Api) -> 
 
 def test_a_deleted_line_is_forgotten_everywhere_the_memory_holds_it(api: Api) -> None:
     thread, resource = new_id("t"), new_id("user")
-    api.talk(thread, resource, 12, "epsilon")
+    api.talk(thread, resource, 12, "epsilon", config={**CYCLE, "retrieval": True})
     api.ok("POST", f"/v1/threads/{thread}/observe", json={"wait": True})
     _, lines = _log(api, thread)
     index = _editable(lines)[-1]
@@ -361,6 +361,8 @@ def test_a_deleted_line_is_forgotten_everywhere_the_memory_holds_it(api: Api) ->
         f"/v1/threads/{thread}/observations/{other}",
         json={"text": "kept line", "expected_sha256": line_sha256(lines[other])},
     )
+    holders = {row.split(":")[0] for row in _rows_naming(api.db, [forgotten.strip()])}
+    assert {"om_records", "om_events", "om_observation_groups"} <= holders, holders
     deleted = api.ok(
         "DELETE",
         f"/v1/threads/{thread}/observations/{index}",
@@ -378,6 +380,7 @@ def test_a_deleted_line_is_forgotten_everywhere_the_memory_holds_it(api: Api) ->
     assert json.dumps(forgotten.strip())[1:-1] not in readable
     edit = [e for e in _events(api, thread) if e["type"] == "data-om-observation-edit"]
     assert [e["data"]["action"] for e in edit] == ["update", "delete"] and "text" not in edit[1]["data"]
+    assert _rows_naming(api.db, [forgotten.strip()]) == [], "no table holds the line any more"
 
 
 def _events(api: Api, thread: str) -> list[dict[str, Any]]:
@@ -394,6 +397,10 @@ def _rows_naming(db: Engine, needles: list[str]) -> list[str]:
     tables and their shadow tables are included) with a column value that contains one of `needles`:
     text, JSON and binary values alike."""
     found = []
+    # JSON columns may hold a needle escaped (SQLite stores JSON as text, non-ASCII as \\u escapes).
+    needles = sorted(
+        {form for n in needles for form in (n, json.dumps(n)[1:-1], json.dumps(n, ensure_ascii=False)[1:-1])}
+    )
     raw = [n.encode() for n in needles]
     with db.connect() as conn:
         for name in inspect(conn).get_table_names():
