@@ -788,3 +788,74 @@ def test_a_forgotten_line_leaves_the_search_index_through_its_groups_documents(
             conn.execute(select(search_docs.c.ref).where(search_docs.c.thread_id == thread)).scalars()
         )
     assert left == ["g2", "m1"], "the group's document goes (to be indexed again); messages are not forgotten"
+
+
+@pytest.mark.parametrize("through", ["engine", "storage"])
+def test_concurrent_edits_of_one_line_apply_exactly_once(engine: Engine, through: str) -> None:
+    """Through the engine the reflection locks turn most racers away; straight at the storage (as when a
+    lock expired) the digest under the row lock alone lets exactly one apply."""
+    import threading
+
+    from sqlalchemy import update
+
+    from om_core.engine import LineEditError
+    from om_core.store import history, log_edits, schema
+
+    om = MemoryEngine(engine, models=FakeModels(), settings=EngineSettings())  # type: ignore[arg-type]
+    thread = new_id("race")
+    with engine.begin() as conn:
+        history.ensure_thread(conn, thread, "race-user")
+        head = records.initialize(
+            conn,
+            lookup_key=lookup_key(thread),
+            scope="thread",
+            thread_id=thread,
+            resource_id="race-user",
+            config={},
+            observed_timezone="UTC",
+        )
+        conn.execute(
+            update(schema.records)
+            .where(schema.records.c.id == head.id)
+            .values(active_observations="* a\n* b\n* c")
+        )
+    digest = log_edits.line_digest("* b")
+    start = threading.Barrier(4)
+    outcomes: list[str] = []
+
+    def edit(n: int) -> None:
+        start.wait()
+        if through == "storage":
+            with engine.begin() as conn:
+                done, _ = log_edits.edit_line(
+                    conn,
+                    lookup_key(thread),
+                    index=1,
+                    expected_sha256=digest,
+                    replacement=f"* b corrected by {n}",
+                    count_tokens=len,
+                    thread_ids=[thread],
+                    events=lambda successor, previous: [
+                        (lookup_key(thread), thread, NewEvent("data-om-observation-edit", {}, f"edit-{n}"))
+                    ],
+                )
+            outcomes.append(done.reason or "applied")
+            return
+        try:
+            om.edit_observation_line(thread, 1, digest, f"* b corrected by {n}")
+            outcomes.append("applied")
+        except LineEditError as exc:
+            outcomes.append(exc.code)
+
+    workers = [threading.Thread(target=edit, args=(n,)) for n in range(4)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(timeout=60)
+    assert outcomes.count("applied") == 1, outcomes
+    assert set(outcomes) <= {"applied", "changed", "OBSERVATION_LINE_CHANGED", "OBSERVATION_LOG_BUSY"}
+    live = records.get_head(engine, lookup_key(thread))
+    assert live is not None and live.generation_count == 1
+    assert live.active_observations.count("corrected") == 1
+    edits = [e for e in list_events(engine, thread_id=thread) if e.type == "data-om-observation-edit"]
+    assert len(edits) == 1 and edits[0].record_id == live.id
