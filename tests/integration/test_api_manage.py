@@ -21,7 +21,15 @@ from om_api.settings import ApiSettings
 from om_core import tenancy
 from om_core.config import ObservationalMemoryConfig
 from om_core.coordination import Keys
-from om_core.engine import BufferObservation, EngineSettings, MemoryEngine, lookup_key, new_cycle_id
+from om_core.engine import (
+    BufferObservation,
+    EngineSettings,
+    MemoryEngine,
+    Observe,
+    Reflect,
+    lookup_key,
+    new_cycle_id,
+)
 from om_core.engine.log_edit import is_structural
 from om_core.messages import text_message
 from om_core.scoped_ids import scoped_id
@@ -510,7 +518,7 @@ class ErasingModels(FakeModels):
         return super().complete(model, **kwargs)
 
 
-def test_a_buffering_task_running_or_delivered_after_the_erase_stores_nothing(engine: Engine) -> None:
+def test_a_task_running_or_delivered_after_the_erase_stores_nothing(engine: Engine) -> None:
     config = ObservationalMemoryConfig.parse(
         {
             "observation": {"messageTokens": 3000, "bufferTokens": 300},
@@ -538,6 +546,13 @@ def test_a_buffering_task_running_or_delivered_after_the_erase_stores_nothing(en
                 assert erasure.erase_thread(conn, thread) is not None
         assert om.run_task(task) is False
         assert bool(models.calls) is mid_cycle, "a task delivered after the erase calls no model"
+        if not mid_cycle:  # every other kind of work, delivered late, finds nothing to do either
+            for late in (
+                Observe(thread, new_cycle_id("observe"), trigger="manual"),
+                Reflect(thread, new_cycle_id("reflect"), trigger="manual"),
+            ):
+                om.run_task(late)
+            assert not models.calls
         assert _rows_naming(engine, [thread]) == [], f"mid_cycle={mid_cycle}"
 
 
