@@ -23,7 +23,7 @@ from starlette.exceptions import HTTPException
 from om_api import errors, proxy
 from om_api.errors import error_body
 from om_api.metrics import Metrics
-from om_api.routes import events, health, resources, search, threads, usage
+from om_api.routes import events, health, manage, recall, resources, search, threads, usage
 from om_api.runtime import Adapters, build_runtime
 from om_api.settings import ApiSettings
 from om_api.sse import listen_redis
@@ -163,9 +163,11 @@ def create_app(settings: Settings | None = None, adapters: Adapters | None = Non
     app.add_middleware(RequestMetrics, metrics=runtime.metrics)
     for router in (
         threads.router,
+        recall.router,
         events.router,
         resources.router,
         search.router,
+        manage.router,
         proxy.router,
         usage.router,
         health.router,

@@ -15,6 +15,7 @@ Errors raise `OMAPIError` subclasses carrying the server's `code`, `message` and
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
@@ -30,13 +31,17 @@ from om_api.schemas import (
     HealthResponse,
     KeyUsageResponse,
     MessagesResponse,
+    ObservationEditResponse,
     ObservationsResponse,
     OMEvent,
     OperationResponse,
+    Page,
     ReadinessResponse,
     ResourceConfigResponse,
     SearchResponse,
     StatusPayload,
+    ThreadDetail,
+    ThreadInfo,
     ThreadsResponse,
     TurnMessage,
     TurnResponse,
@@ -44,6 +49,7 @@ from om_api.schemas import (
 from om_core import Message
 
 __all__ = [
+    "UNSET",
     "AsyncOMClient",
     "MessageInput",
     "OMAPIError",
@@ -54,6 +60,7 @@ __all__ = [
     "OMPayloadTooLarge",
     "OMUnauthorized",
     "OMUnavailable",
+    "line_sha256",
 ]
 
 MessageInput = TurnMessage | Message | Mapping[str, Any]
@@ -193,6 +200,34 @@ def _search_body(
     return body
 
 
+class _Unset:
+    """A field not sent (distinct from None, which a PATCH sends as null to clear the field)."""
+
+
+UNSET: Any = _Unset()
+
+
+def _page_params(limit: int, cursor: str | None, **extra: Any) -> dict[str, Any]:
+    params: dict[str, Any] = {"limit": limit, **{k: v for k, v in extra.items() if v is not None}}
+    if cursor is not None:
+        params["cursor"] = cursor
+    return params
+
+
+def _patch_body(title: Any, metadata: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {}
+    if title is not UNSET:
+        body["title"] = title
+    if metadata is not UNSET:
+        body["metadata"] = dict(metadata) if metadata is not None else None
+    return body
+
+
+def line_sha256(line: str) -> str:
+    """The precondition of an observation line edit: SHA-256 (hex) of the line's text as read."""
+    return hashlib.sha256(line.encode()).hexdigest()
+
+
 def _headers(api_key: str | None, extra: Mapping[str, str] | None) -> dict[str, str]:
     headers = dict(extra or {})
     if api_key:
@@ -280,14 +315,60 @@ class OMClient:
         params = {"history_limit": history_limit, "history_offset": history_offset}
         return self._call(ObservationsResponse, "GET", _thread(thread_id, "/observations"), params=params)
 
-    def messages(self, thread_id: str, *, limit: int = 50, before_seq: int | None = None) -> MessagesResponse:
-        params: dict[str, Any] = {"limit": limit}
-        if before_seq is not None:
-            params["before_seq"] = before_seq
+    def messages(
+        self, thread_id: str, *, limit: int = 50, before_seq: int | None = None, cursor: str | None = None
+    ) -> MessagesResponse:
+        """One page of messages, newest page first: pass the page's `next_cursor` as `cursor` for the
+        older one (`before_seq` is the older way to say the same)."""
+        params = _page_params(limit, cursor, before_seq=before_seq)
         return self._call(MessagesResponse, "GET", _thread(thread_id, "/messages"), params=params)
 
-    def threads(self, resource_id: str) -> ThreadsResponse:
-        return self._call(ThreadsResponse, "GET", f"/v1/resources/{quote(resource_id, safe='')}/threads")
+    def threads(self, resource_id: str, *, limit: int = 50, cursor: str | None = None) -> ThreadsResponse:
+        """One page of the resource's threads, oldest first (`next_cursor` for the next page)."""
+        params = _page_params(limit, cursor)
+        return self._call(ThreadsResponse, "GET", _resource(resource_id, "/threads"), params=params)
+
+    def list_threads(
+        self, *, resource_id: str | None = None, limit: int = 50, cursor: str | None = None
+    ) -> Page[ThreadInfo]:
+        """One page of this key's threads (by id), or of one resource's (oldest first)."""
+        params = _page_params(limit, cursor, resource_id=resource_id)
+        return self._call(Page[ThreadInfo], "GET", "/v1/threads", params=params)
+
+    def iter_threads(self, *, resource_id: str | None = None, page_size: int = 100) -> Iterator[ThreadInfo]:
+        """Every thread of `list_threads`, page after page."""
+        cursor: str | None = None
+        while True:
+            page = self.list_threads(resource_id=resource_id, limit=page_size, cursor=cursor)
+            yield from page.items
+            if page.next_cursor is None:
+                return
+            cursor = page.next_cursor
+
+    def thread(self, thread_id: str) -> ThreadDetail:
+        """The thread with its title, metadata and counts."""
+        return self._call(ThreadDetail, "GET", _thread(thread_id))
+
+    def update_thread(self, thread_id: str, *, title: Any = UNSET, metadata: Any = UNSET) -> ThreadDetail:
+        """Set the title and/or the caller's metadata (None clears one; one left out is kept)."""
+        return self._call(ThreadDetail, "PATCH", _thread(thread_id), json=_patch_body(title, metadata))
+
+    def edit_observation(
+        self, thread_id: str, line: int, text: str, *, expected: str
+    ) -> ObservationEditResponse:
+        """Replace line `line` (0-based, of `active.observations`) whose text you read as `expected`; an
+        `OMConflict` when the log changed since."""
+        body = {"text": text, "expected_sha256": line_sha256(expected)}
+        return self._call(
+            ObservationEditResponse, "PATCH", _thread(thread_id, f"/observations/{line}"), json=body
+        )
+
+    def delete_observation(self, thread_id: str, line: int, *, expected: str) -> ObservationEditResponse:
+        """Forget line `line` (read as `expected`): gone from the log and every copy of its memory."""
+        params = {"expected_sha256": line_sha256(expected)}
+        return self._call(
+            ObservationEditResponse, "DELETE", _thread(thread_id, f"/observations/{line}"), params=params
+        )
 
     def usage(self) -> KeyUsageResponse:
         """What this client's key spent on actor models through the proxy."""
@@ -321,6 +402,14 @@ class OMClient:
         """Search one thread's raw messages and observation groups."""
         body = _search_body(query, limit, None, after, before, kinds)
         return self._call(SearchResponse, "POST", _thread(thread_id, "/search"), json=body)
+
+    def recall(self, thread_id: str, **params: Any) -> dict[str, Any]:
+        """Answer a recall tool call on the thread: `params` are the call's arguments as the model wrote
+        them (`mode`, `cursor`, `threadId`, `page`, `partIndex`, ...); the answer is the tool's result."""
+        response = self._http.post(_thread(thread_id, "/recall"), json=params)
+        _raise_for(response)
+        answer: dict[str, Any] = response.json()
+        return answer
 
     def observe(self, thread_id: str, *, wait: bool = True) -> OperationResponse:
         return self._call(OperationResponse, "POST", _thread(thread_id, "/observe"), json={"wait": wait})
@@ -447,16 +536,57 @@ class AsyncOMClient:
         )
 
     async def messages(
-        self, thread_id: str, *, limit: int = 50, before_seq: int | None = None
+        self, thread_id: str, *, limit: int = 50, before_seq: int | None = None, cursor: str | None = None
     ) -> MessagesResponse:
-        params: dict[str, Any] = {"limit": limit}
-        if before_seq is not None:
-            params["before_seq"] = before_seq
+        params = _page_params(limit, cursor, before_seq=before_seq)
         return await self._call(MessagesResponse, "GET", _thread(thread_id, "/messages"), params=params)
 
-    async def threads(self, resource_id: str) -> ThreadsResponse:
+    async def threads(
+        self, resource_id: str, *, limit: int = 50, cursor: str | None = None
+    ) -> ThreadsResponse:
+        params = _page_params(limit, cursor)
+        return await self._call(ThreadsResponse, "GET", _resource(resource_id, "/threads"), params=params)
+
+    async def list_threads(
+        self, *, resource_id: str | None = None, limit: int = 50, cursor: str | None = None
+    ) -> Page[ThreadInfo]:
+        params = _page_params(limit, cursor, resource_id=resource_id)
+        return await self._call(Page[ThreadInfo], "GET", "/v1/threads", params=params)
+
+    async def iter_threads(
+        self, *, resource_id: str | None = None, page_size: int = 100
+    ) -> AsyncIterator[ThreadInfo]:
+        cursor: str | None = None
+        while True:
+            page = await self.list_threads(resource_id=resource_id, limit=page_size, cursor=cursor)
+            for item in page.items:
+                yield item
+            if page.next_cursor is None:
+                return
+            cursor = page.next_cursor
+
+    async def thread(self, thread_id: str) -> ThreadDetail:
+        return await self._call(ThreadDetail, "GET", _thread(thread_id))
+
+    async def update_thread(
+        self, thread_id: str, *, title: Any = UNSET, metadata: Any = UNSET
+    ) -> ThreadDetail:
+        return await self._call(ThreadDetail, "PATCH", _thread(thread_id), json=_patch_body(title, metadata))
+
+    async def edit_observation(
+        self, thread_id: str, line: int, text: str, *, expected: str
+    ) -> ObservationEditResponse:
+        body = {"text": text, "expected_sha256": line_sha256(expected)}
         return await self._call(
-            ThreadsResponse, "GET", f"/v1/resources/{quote(resource_id, safe='')}/threads"
+            ObservationEditResponse, "PATCH", _thread(thread_id, f"/observations/{line}"), json=body
+        )
+
+    async def delete_observation(
+        self, thread_id: str, line: int, *, expected: str
+    ) -> ObservationEditResponse:
+        params = {"expected_sha256": line_sha256(expected)}
+        return await self._call(
+            ObservationEditResponse, "DELETE", _thread(thread_id, f"/observations/{line}"), params=params
         )
 
     async def search(
@@ -491,6 +621,13 @@ class AsyncOMClient:
     async def usage(self) -> KeyUsageResponse:
         """What this client's key spent on actor models through the proxy."""
         return await self._call(KeyUsageResponse, "GET", "/v1/usage")
+
+    async def recall(self, thread_id: str, **params: Any) -> dict[str, Any]:
+        """`OMClient.recall`, awaited."""
+        response = await self._http.post(_thread(thread_id, "/recall"), json=params)
+        _raise_for(response)
+        answer: dict[str, Any] = response.json()
+        return answer
 
     async def observe(self, thread_id: str, *, wait: bool = True) -> OperationResponse:
         return await self._call(

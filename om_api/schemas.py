@@ -13,7 +13,7 @@ import json
 import re
 import uuid
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Generic, Literal, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -285,6 +285,13 @@ class TurnContext(_Response):
     openai_messages: list[dict[str, Any]] = Field(
         description="All of the above as chat-completions messages, ready to send to the actor model"
     )
+    tools: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description=(
+            "Tools to offer the actor model, in the chat-completions `tools` format: the `recall` tool when "
+            "the thread has `retrieval` on (answer its calls with POST /v1/threads/{id}/recall), else empty"
+        ),
+    )
 
 
 class TurnResponse(_Response):
@@ -350,9 +357,27 @@ class ObservationsResponse(_Response):
     title: str | None
 
 
-class MessagesResponse(_Response):
+ItemT = TypeVar("ItemT")
+
+
+class Page(_Response, Generic[ItemT]):
+    """Every list the API returns: one page of `items`, and the cursor of the next page
+    (`om_core.pagination`). Ask for a page with `limit` (1-500, default 50) and `cursor` (the previous
+    page's `next_cursor`); `next_cursor` is null on the last page. Cursors are opaque: pass them back
+    unchanged."""
+
+    items: list[ItemT]
+    next_cursor: str | None = Field(
+        default=None, description="Pass as `cursor` for the next page; null on the last page"
+    )
+
+
+class MessagesResponse(Page[StoredMessage]):
+    """`items` newest page first, each page in conversation order. `messages` and `next_before_seq` are
+    the same page in the names this response had before pagination was unified (kept for older callers)."""
+
     thread_id: str
-    messages: list[StoredMessage] = Field(description="In conversation order")
+    messages: list[StoredMessage] = Field(description="The same as items (kept for older callers)")
     next_before_seq: int | None = Field(description="Pass as before_seq for the previous (older) page")
 
 
@@ -360,6 +385,7 @@ class ThreadInfo(_Response):
     thread_id: str
     resource_id: str
     title: str | None
+    metadata: dict[str, Any] = Field(default_factory=dict, description="The caller's own thread metadata")
     created_at: datetime
     updated_at: datetime
     last_activity_at: datetime | None
@@ -367,9 +393,117 @@ class ThreadInfo(_Response):
     config_overrides: dict[str, Any] | None
 
 
-class ThreadsResponse(_Response):
+class RecallResponse(_CamelResponse):
+    """One recall answer (spec §9.4); which fields are present depends on the mode. Messages mode:
+    `messages`, `count`, `cursor`, `page`, `limit`, `detail`, `hasNextPage`, `hasPrevPage` (plus
+    `truncated` and `tokenOffset` when the token budget cut it). With `partIndex`: `text`, `messageId`,
+    `partIndex`, `role`, `type`, `truncated` (plus `nextCharOffset`, and `note` when the part was not
+    there and the next message's first part is shown). Threads: `threads`, `count`, `page`, `hasMore`.
+    Search: `results`, `count`."""
+
+    messages: str | None = None
+    threads: str | None = None
+    results: str | None = None
+    text: str | None = None
+    count: int | None = None
+    cursor: str | None = None
+    page: int | None = None
+    limit: int | None = None
+    detail: Literal["low", "high"] | None = None
+    has_next_page: bool | None = None
+    has_prev_page: bool | None = None
+    has_more: bool | None = None
+    truncated: bool | None = None
+    token_offset: int | None = None
+    message_id: str | None = None
+    part_index: int | None = None
+    role: str | None = None
+    type: str | None = None
+    next_char_offset: int | None = None
+    note: str | None = None
+
+
+class ThreadsResponse(Page[ThreadInfo]):
+    """A resource's threads, oldest first. `threads` is the same as `items` (kept for older callers)."""
+
     resource_id: str
-    threads: list[ThreadInfo]
+    threads: list[ThreadInfo] = Field(description="The same as items (kept for older callers)")
+
+
+class ThreadCounts(_Response):
+    messages: int
+    observed_messages: int = Field(description="Messages every part of which is covered by observations")
+    unobserved_messages: int = Field(description="Messages with parts after the cursor (reach the actor raw)")
+    observation_tokens: int = Field(description="Tokens of the active log the thread reads")
+    generations: int = Field(description="Generations of that log: the live one and the retired ones")
+    buffered_chunks: int
+
+
+class ThreadDetail(ThreadInfo):
+    scope: Literal["thread", "resource"] = Field(
+        description="Whose log the thread reads: its own, or its resource's shared log"
+    )
+    counts: ThreadCounts
+
+
+#: A thread's caller metadata is a small JSON object; anything larger belongs in the caller's own store.
+MAX_THREAD_METADATA_BYTES = 16_384
+MAX_TITLE_CHARS = 1_000
+
+
+class ThreadPatch(_Request):
+    """Fields to change; a field left out is kept, `null` clears it. `metadata` replaces the caller's
+    metadata as a whole (OM's own values of the thread are never part of it)."""
+
+    title: str | None = Field(default=None, max_length=MAX_TITLE_CHARS)
+    metadata: dict[str, Any] | None = None
+
+    @model_validator(mode="after")
+    def _something_to_change(self) -> ThreadPatch:
+        if not self.model_fields_set:
+            raise ValueError("nothing to change: send title and/or metadata")
+        return self
+
+    @field_validator("title")
+    @classmethod
+    def _title(cls, value: str | None) -> str | None:
+        if value is not None and (not value.strip() or _UNSTORABLE.search(value) or "\n" in value):
+            raise ValueError("a title is one non-blank line (null clears it)")
+        return value
+
+    @field_validator("metadata")
+    @classmethod
+    def _metadata(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is None:
+            return None
+        size = len(json.dumps(value, ensure_ascii=False).encode())
+        if size > MAX_THREAD_METADATA_BYTES:
+            raise ValueError(f"metadata is {size} bytes as JSON; at most {MAX_THREAD_METADATA_BYTES}")
+        bad = find_unstorable(value)
+        if bad is not None:
+            raise ValueError(f"metadata.{bad} holds a NUL or an unpaired surrogate, which cannot be stored")
+        return value
+
+
+class ObservationLineEdit(_Request):
+    text: str = Field(description="The line's new text: one line of prose, not blank, not a tag")
+    expected_sha256: str = Field(
+        pattern=r"^[0-9a-f]{64}$",
+        description="SHA-256 (hex) of the line's UTF-8 text as you read it: the edit is refused with 409 "
+        "when the line is no longer that text",
+    )
+
+
+class ObservationEditResponse(_Response):
+    thread_id: str
+    action: Literal["update", "delete"]
+    line: int
+    cycle_id: str = Field(description="The cycleId of the data-om-observation-edit event")
+    record_id: str = Field(description="The new generation")
+    previous_record_id: str
+    generation_count: int
+    observation_tokens: int
+    observations: str = Field(description="The new active log (its lines are what the next edit addresses)")
 
 
 class OperationResponse(_Response):

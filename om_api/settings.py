@@ -42,6 +42,15 @@ class ApiSettings(Settings):
     # longest gap between an event's insert and its commit: 2 s was exceeded on a loaded 2-core machine.
     sse_settle_s: float = Field(default=10.0, description="How long a stream re-reads recent outbox ids")
     proxy_timeout_s: float = Field(default=600.0, description="Longest actor-model call of the proxy")
+    proxy_tool_rounds: int = Field(
+        default=4,
+        ge=0,
+        le=50,
+        description=(
+            "Most rounds of recall calls the proxy answers in one request before it asks the actor for a "
+            "final answer without the tool (0: the proxy never offers recall)"
+        ),
+    )
     api_threads: int = Field(
         default=40, ge=1, description="Requests served at once (a turn waiting on blocking work holds one)"
     )

@@ -54,6 +54,7 @@ def turn_body(result: TurnResult, resource_id: str) -> dict[str, Any]:
             "continuation_reminder": result.continuation_reminder,
             "messages": [stored_message_data(m) for m in result.messages],
             "openai_messages": result.context.to_openai_messages(to_openai(result.messages)),
+            "tools": list(result.tools),
         },
         "status": StatusPayload.model_validate(result.status).model_dump(mode="json", by_alias=True),
         "events": [event_out(e).model_dump(mode="json", by_alias=True) for e in result.events],

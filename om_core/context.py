@@ -27,6 +27,7 @@ from datetime import UTC, date, datetime
 from typing import Any
 
 from om_core.messages import Message, text_message
+from om_core.observation_groups import render_for_actor
 from om_core.relative_time import annotate_relative_times, local_date
 from om_core.sized_lru import SizedLRU
 
@@ -212,7 +213,9 @@ class RenderedLogCache:
 def _render_stable(observations: str, now: datetime, tz: str, retrieval_guidance: str | None) -> list[str]:
     stable = [build_memory_preamble(retrieval_guidance), "<observations>"]
     for chunk in split_log_chunks(observations):
-        rendered = annotate_relative_times(optimize_for_actor(chunk), now, tz)
+        # Group ranges are only worth their tokens to an actor that has the recall tool to follow them.
+        grouped = render_for_actor(chunk, with_ranges=retrieval_guidance is not None)
+        rendered = annotate_relative_times(optimize_for_actor(grouped), now, tz)
         if rendered:
             stable.append(rendered)
     stable.append("</observations>")
@@ -231,6 +234,7 @@ def build_actor_context(
     retrieval_guidance: str | None = None,
     extra_values: Mapping[str, str] | None = None,
     rendered_logs: RenderedLogCache | None = None,
+    guidance_without_memory: bool = False,
 ) -> ActorContext:
     """Assemble the memory messages for one actor step.
 
@@ -239,15 +243,18 @@ def build_actor_context(
     `other_conversations` (resource scope) is the already rendered `<other-conversation>` sections;
     `retrieval_guidance` is appended to the preamble in retrieval mode; `extra_values` are carried-forward
     custom extractor values rendered as `<slug>` blocks after the built-in hints. `rendered_logs` keeps
-    the rendered log between calls (the engine passes its own).
+    the rendered log between calls (the engine passes its own). `guidance_without_memory` (resource-scope
+    recall, spec §9.4) shows the retrieval guidance even with no observation yet, as a message of its
+    own, so the actor can look into the user's other conversations from its first message.
     """
     others = bool(other_conversations and other_conversations.strip())
-    if not active_observations.strip() and not others:
+    standalone = bool(guidance_without_memory and retrieval_guidance and not active_observations.strip())
+    if not active_observations.strip() and not others and not standalone:
         return ActorContext()
 
     # The other conversations are shown before the first observation too: in resource scope they are
     # the only memory a new thread has of the user's other threads until the Observer runs.
-    stable: list[str] = []
+    stable: list[str] = [retrieval_guidance.strip()] if standalone and retrieval_guidance else []
     if active_observations.strip():
         stable = (
             rendered_logs.rendered(active_observations, now, tz, retrieval_guidance)

@@ -11,17 +11,18 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Engine, select, update
+from sqlalchemy import Engine, func, select, update
 
 from om_core.config import ResolvedConfig
 from om_core.coordination import Coordination, Keys
-from om_core.engine import MemoryEngine, lookup_key, resource_key
+from om_core.engine import MemoryEngine, lookup_key
 from om_core.errors import OMConfigError
 from om_core.messages import Message
-from om_core.scoped_ids import public_id
+from om_core.pagination import DEFAULT_LIMIT, CursorError, Page, decode_cursor, encode_cursor
+from om_core.scoped_ids import public_id, scoped_id
 from om_core.search import vectors
 from om_core.search.index import index_lag_seconds
-from om_core.store import history, records, schema
+from om_core.store import erasure, history, records, schema
 from om_core.store.types import Chunk, Record
 
 __all__ = [
@@ -30,15 +31,22 @@ __all__ = [
     "Generation",
     "MessagesPage",
     "ObservationsView",
+    "ThreadCounts",
+    "ThreadSummary",
     "delete_resource",
     "delete_thread",
     "effective_config",
+    "messages_cursor",
+    "messages_cursor_seq",
     "messages_page",
     "observations_view",
     "resource_config_overrides",
     "set_config_overrides",
     "set_resource_config_overrides",
+    "thread_summary",
     "threads_of_resource",
+    "threads_page",
+    "update_thread",
 ]
 
 
@@ -177,58 +185,174 @@ def messages_page(
     return MessagesPage(messages=page, next_before_seq=min(seqs) if older else None)
 
 
+_MESSAGES = "messages"
+
+
+def messages_cursor(before_seq: int | None) -> str | None:
+    """The cursor of the messages page that starts before `before_seq` (None: no older page)."""
+    return encode_cursor(_MESSAGES, (before_seq,)) if before_seq is not None else None
+
+
+def messages_cursor_seq(cursor: str) -> int:
+    """The `before_seq` a messages cursor stands for; `CursorError` for any other cursor."""
+    (before_seq,) = decode_cursor(_MESSAGES, cursor, (int,))
+    if int(before_seq) < 1:
+        raise CursorError("the cursor is damaged")
+    return int(before_seq)
+
+
 def threads_of_resource(db: Engine, resource_id: str, tenant_id: str | None) -> list[history.ThreadRow]:
     return history.list_threads(db, resource_id, tenant_id)
 
 
-def delete_thread(db: Engine, thread_id: str, coordination: Coordination | None = None) -> bool:
-    """Delete a thread and everything OM keeps for it, in one transaction. False if it did not exist.
+#: The cursor kinds of the thread lists (a cursor of one list is refused by the other).
+_TENANT_THREADS = "threads"
+_RESOURCE_THREADS = "resource-threads"
 
-    Records go through `records.clear`, so a worker still running on the thread finds its head gone and
-    its commit fails as not-found instead of resurrecting the deleted memory (ids are never reused).
-    Coordination values (buffering boundaries, reflection suppression) are dropped too, so a new thread
-    with the same id starts clean.
-    """
-    key = lookup_key(thread_id)
+
+def threads_page(
+    db: Engine,
+    *,
+    tenant_id: str | None,
+    resource_id: str | None = None,
+    cursor: str | None = None,
+    limit: int = DEFAULT_LIMIT,
+) -> Page[history.ThreadRow]:
+    """One page of a tenant's threads (by id), or of one resource's (oldest first), after `cursor`.
+
+    Keyset pages (`om_core.pagination`): walking every page returns each thread that exists throughout
+    the walk exactly once, whatever is created or deleted meanwhile. Raises `CursorError` for a cursor
+    this list did not hand out. Cursors carry public ids, never the tenant's name."""
+    by_resource = resource_id is not None
+    after: tuple[Any, ...] | None = None
+    if cursor is not None:
+        if by_resource:
+            created, public = decode_cursor(_RESOURCE_THREADS, cursor, (datetime, str))
+            after = (datetime.fromisoformat(str(created)), scoped_id(tenant_id, str(public)))
+        else:
+            (public,) = decode_cursor(_TENANT_THREADS, cursor, (str,))
+            after = (scoped_id(tenant_id, str(public)),)
+    rows = history.page_threads(
+        db, tenant_id=tenant_id, resource_id=resource_id, after=after, limit=limit + 1
+    )
+    items, more = rows[:limit], len(rows) > limit
+    if not more or not items:
+        return Page(items)
+    last = items[-1]
+    key: tuple[str, ...] = (
+        (last.created_at.isoformat(), public_id(last.id)) if by_resource else (public_id(last.id),)
+    )
+    return Page(items, encode_cursor(_RESOURCE_THREADS if by_resource else _TENANT_THREADS, key))
+
+
+@dataclass(frozen=True)
+class ThreadCounts:
+    """How much a thread holds: its messages, how many are observed, and its memory's size."""
+
+    messages: int
+    observed_messages: int
+    unobserved_messages: int
+    #: Tokens of the active observation log the thread reads (its resource's in resource scope).
+    observation_tokens: int
+    #: Generations of that log (the live one and those reflection or edits retired).
+    generations: int
+    buffered_chunks: int
+
+
+@dataclass(frozen=True)
+class ThreadSummary:
+    thread: history.ThreadRow
+    counts: ThreadCounts
+    scope: str
+
+
+def thread_summary(db: Engine, thread: history.ThreadRow, *, log_key: str) -> ThreadSummary:
+    """A thread with its counts, read in one connection. A message is unobserved while any of its parts
+    lies after the thread's cursor (a message that grew after it was observed counts as unobserved)."""
+    key = lookup_key(thread.id)
+    M, P, R = schema.messages, schema.parts, schema.records
+    with db.connect() as conn:
+        head = records.read_head(conn, key)
+        log = records.read_head(conn, log_key) if log_key != key else head
+        cursor = head.last_observed_seq if head is not None else 0
+        total = conn.execute(select(func.count()).select_from(M).where(M.c.thread_id == thread.id)).scalar()
+        unobserved = conn.execute(
+            select(func.count(func.distinct(P.c.message_id))).where(
+                P.c.thread_id == thread.id, P.c.seq > cursor
+            )
+        ).scalar()
+        generations = conn.execute(
+            select(func.count()).select_from(R).where(R.c.lookup_key == log_key)
+        ).scalar()
+    messages, waiting = int(total or 0), int(unobserved or 0)
+    return ThreadSummary(
+        thread=thread,
+        counts=ThreadCounts(
+            messages=messages,
+            observed_messages=max(0, messages - waiting),
+            unobserved_messages=waiting,
+            observation_tokens=log.observation_token_count if log is not None else 0,
+            generations=int(generations or 0),
+            buffered_chunks=len(head.chunks) if head is not None else 0,
+        ),
+        scope="resource" if log_key != key else "thread",
+    )
+
+
+def update_thread(
+    db: Engine,
+    thread_id: str,
+    *,
+    title: str | None = None,
+    clear_title: bool = False,
+    metadata: dict[str, Any] | None = None,
+    clear_metadata: bool = False,
+) -> history.ThreadRow | None:
+    """Set the caller's title and metadata of a thread (one transaction, under the thread's row lock);
+    None if it no longer exists. OM's own metadata is never touched (`history.set_thread_fields`)."""
     with db.begin() as conn:
-        if history.get_thread(conn, thread_id) is None:
-            return False
-        records.clear(conn, key)
-        conn.execute(schema.chunks.delete().where(schema.chunks.c.thread_id == thread_id))
-        history.delete_thread(conn, thread_id)
+        return history.set_thread_fields(
+            conn,
+            thread_id,
+            title=title,
+            clear_title=clear_title,
+            metadata=metadata,
+            clear_metadata=clear_metadata,
+        )
+
+
+def delete_thread(db: Engine, thread_id: str, coordination: Coordination | None = None) -> bool:
+    """Erase a thread and everything OM keeps for it, in one transaction (`store.erasure`: every table
+    with a thread, resource or key column). False if it did not exist.
+
+    A worker still running on the thread finds its head gone and its commit fails as not-found, and the
+    outbox writes no event of a thread that is gone, so nothing of the deleted memory is resurrected (ids
+    are never reused). Coordination values (buffering boundaries, reflection suppression) are dropped too,
+    so a new thread with the same id starts clean.
+    """
+    erased = erasure.erase_in_transaction(db, lambda conn: erasure.erase_thread(conn, thread_id))
+    if erased is None:
+        return False
     if coordination is not None:
-        _forget(coordination, key)
+        for key in erased.lookup_keys:
+            _forget(coordination, key)
     return True
 
 
 def delete_resource(db: Engine, resource_id: str, coordination: Coordination | None = None) -> bool:
-    """Delete a resource and everything OM keeps for it, in one transaction: every thread of it (as
-    `delete_thread` does), its shared log (resource scope) with all its generations and events, its
-    overrides. False if it did not exist.
+    """Erase a resource and everything OM keeps for it, in one transaction (`store.erasure`): every
+    thread of it with its messages, records, chunks, events, triggers, observation groups and search
+    entries, its shared log (resource scope) with all its generations, its overrides. False if it did not
+    exist.
 
     The threads' rows are locked first, in id order, before any key lock is taken, so a turn that holds
     one of them never waits for this while it waits for that turn. A worker still running on one of the
     threads or on the log finds its record gone and its commit fails as not found."""
-    thread_ids = [t.id for t in history.list_threads(db, resource_id)]
-    log_key = resource_key(resource_id)
-    with db.begin() as conn:
-        if (
-            conn.execute(select(schema.resources.c.id).where(schema.resources.c.id == resource_id)).first()
-            is None
-        ):
-            return False
-        for thread_id in sorted(thread_ids):
-            history.lock_thread(conn, thread_id)
-        for thread_id in thread_ids:
-            records.clear(conn, lookup_key(thread_id))
-            conn.execute(schema.chunks.delete().where(schema.chunks.c.thread_id == thread_id))
-            history.delete_thread(conn, thread_id)
-        records.clear(conn, log_key)
-        conn.execute(schema.events.delete().where(schema.events.c.lookup_key == log_key))
-        conn.execute(schema.triggers.delete().where(schema.triggers.c.lookup_key == log_key))
-        conn.execute(schema.resources.delete().where(schema.resources.c.id == resource_id))
+    erased = erasure.erase_in_transaction(db, lambda conn: erasure.erase_resource(conn, resource_id))
+    if erased is None:
+        return False
     if coordination is not None:
-        for key in [*(lookup_key(t) for t in thread_ids), log_key]:
+        for key in erased.lookup_keys:
             _forget(coordination, key)
     return True
 

@@ -7,6 +7,8 @@ from om_core.engine import EngineSettings, EventPublisher, Executor, MemoryEngin
 from om_core.models.call_policy import build_model_client
 from om_core.models.client import ModelClient
 from om_core.models.rate_limit import RateLimiter
+from om_core.search.embedder import ModelEmbedder
+from om_core.search.query import Searcher
 from om_core.settings import Settings
 from om_core.store.db import make_engine
 
@@ -38,13 +40,21 @@ def build_engine(
 
     Its model calls follow the one model-call policy of the settings (`build_model_client`) whatever the
     executor; `rate_limiter` is where the budgets live: the shell passes the shared Redis bucket when it
-    has one, otherwise this process keeps its own."""
+    has one, otherwise this process keeps its own. The engine's `searcher` (the recall tool's search mode)
+    searches with the configured embedding model."""
+    db = make_engine(settings.database_url)
+    client = models or build_model_client(settings.model_call_policy(), rate_limiter)
+    # One embedder for indexing and for search (the recall tool's search mode and the search routes): the
+    # server's model through this process's model client, its retries and budgets.
+    embedder = ModelEmbedder(settings.embedding_model, client, batch_size=settings.embedding_batch_size)
     return MemoryEngine(
-        make_engine(settings.database_url),
-        models=models or build_model_client(settings.model_call_policy(), rate_limiter),
+        db,
+        models=client,
         config=settings.om_config,
         coordination=coordination,
         executor=executor,
         publisher=publisher,
         settings=engine_settings(settings),
+        embedder=embedder,
+        searcher=Searcher(db, embedder),
     )

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import Path
+from fastapi import Path, Query
 
 from om_api.auth import Principal
-from om_api.errors import thread_not_found
+from om_api.errors import ApiError, thread_not_found
 from om_api.runtime import ApiRuntime
-from om_api.schemas import ID_PATTERN, ErrorResponse, OMEvent
+from om_api.schemas import ID_PATTERN, ErrorResponse, OMEvent, ThreadInfo
 from om_core import StoredEvent, tenancy
-from om_core.store.history import ThreadRow
+from om_core.pagination import DEFAULT_LIMIT, MAX_CURSOR_LENGTH, MAX_LIMIT, CursorError
+from om_core.scoped_ids import public_id
+from om_core.store.history import ThreadRow, client_metadata
 
 ThreadId = Annotated[
     str, Path(pattern=ID_PATTERN, min_length=1, max_length=255, description="The conversation's id")
@@ -19,6 +21,44 @@ ThreadId = Annotated[
 ResourceId = Annotated[
     str, Path(pattern=ID_PATTERN, min_length=1, max_length=255, description="The user or entity's id")
 ]
+
+
+#: The request half of the one pagination convention (`om_api.schemas.Page` is the response half).
+Limit = Annotated[int, Query(ge=1, le=MAX_LIMIT, description="Items per page")]
+Cursor = Annotated[
+    str | None,
+    Query(
+        max_length=MAX_CURSOR_LENGTH,
+        pattern=r"^[A-Za-z0-9_-]+$",
+        description="The previous page's next_cursor; leave out for the first page",
+    ),
+]
+LIMIT_DEFAULT = DEFAULT_LIMIT
+
+
+def bad_cursor(exc: CursorError) -> ApiError:
+    """A cursor the list did not hand out: 422 naming `cursor`, saying how to start again."""
+    return ApiError(
+        422,
+        "invalid_cursor",
+        f"{exc}: pass a next_cursor of this list unchanged, or leave cursor out to start from the first page",
+        field="query.cursor",
+    )
+
+
+def thread_info(thread: ThreadRow) -> ThreadInfo:
+    """How every list shows a thread (public ids; the caller's metadata, not OM's)."""
+    return ThreadInfo(
+        thread_id=public_id(thread.id),
+        resource_id=public_id(thread.resource_id),
+        title=thread.title or thread.om_metadata.get("threadTitle"),
+        metadata=client_metadata(thread),
+        created_at=thread.created_at,
+        updated_at=thread.updated_at,
+        last_activity_at=thread.last_activity_at,
+        last_actor_model=thread.last_actor_model,
+        config_overrides=thread.config_overrides,
+    )
 
 
 def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:

@@ -7,11 +7,20 @@ from pydantic import ValidationError
 
 from om_api.auth import Caller, Runtime
 from om_api.errors import ApiError
-from om_api.routes.common import COMMON_ERRORS, ResourceId
+from om_api.routes.common import (
+    COMMON_ERRORS,
+    LIMIT_DEFAULT,
+    Cursor,
+    Limit,
+    ResourceId,
+    bad_cursor,
+    thread_info,
+)
 from om_api.routes.threads import config_error
-from om_api.schemas import ResourceConfigRequest, ResourceConfigResponse, ThreadInfo, ThreadsResponse
-from om_core import public_id, queries, tenancy
+from om_api.schemas import ResourceConfigRequest, ResourceConfigResponse, ThreadsResponse
+from om_core import queries, tenancy
 from om_core.errors import OMConfigError
+from om_core.pagination import CursorError
 
 router = APIRouter(prefix="/v1/resources", tags=["resources"])
 
@@ -20,27 +29,24 @@ router = APIRouter(prefix="/v1/resources", tags=["resources"])
     "/{resource_id}/threads",
     response_model=ThreadsResponse,
     responses=COMMON_ERRORS,
-    summary="The resource's threads, oldest first",
+    summary="The resource's threads, oldest first, one page at a time (limit, cursor → items, next_cursor)",
 )
-def get_threads(resource_id: ResourceId, runtime: Runtime, caller: Caller) -> ThreadsResponse:
+def get_threads(
+    resource_id: ResourceId,
+    runtime: Runtime,
+    caller: Caller,
+    limit: Limit = LIMIT_DEFAULT,
+    cursor: Cursor = None,
+) -> ThreadsResponse:
     stored = visible_resource(runtime, caller, resource_id)
-    threads = queries.threads_of_resource(runtime.db, stored, caller.tenant_id)
-    return ThreadsResponse(
-        resource_id=resource_id,
-        threads=[
-            ThreadInfo(
-                thread_id=public_id(t.id),
-                resource_id=public_id(t.resource_id),
-                title=t.title or t.om_metadata.get("threadTitle"),
-                created_at=t.created_at,
-                updated_at=t.updated_at,
-                last_activity_at=t.last_activity_at,
-                last_actor_model=t.last_actor_model,
-                config_overrides=t.config_overrides,
-            )
-            for t in threads
-        ],
-    )
+    try:
+        page = queries.threads_page(
+            runtime.db, tenant_id=caller.tenant_id, resource_id=stored, cursor=cursor, limit=limit
+        )
+    except CursorError as exc:
+        raise bad_cursor(exc) from None
+    items = [thread_info(t) for t in page.items]
+    return ThreadsResponse(resource_id=resource_id, items=items, next_cursor=page.next_cursor, threads=items)
 
 
 def visible_resource(runtime: Runtime, caller: Caller, resource_id: str) -> str:
@@ -105,8 +111,8 @@ def put_resource_config(
     status_code=204,
     response_class=Response,
     responses=COMMON_ERRORS,
-    summary="Delete the resource: all its threads (messages, observations, chunks, events), its shared log "
-    "and its config",
+    summary="Erase the resource and everything of it (a data-subject request): its threads, messages, "
+    "observations, chunks, groups, search entries, events, shared log and config",
 )
 def delete_resource(resource_id: ResourceId, runtime: Runtime, caller: Caller) -> Response:
     stored = visible_resource(runtime, caller, resource_id)

@@ -14,7 +14,17 @@ from sqlalchemy.exc import DBAPIError
 
 from om_api.auth import Caller, Principal, Runtime
 from om_api.errors import ApiError, field_path, thread_not_found
-from om_api.routes.common import COMMON_ERRORS, ThreadId, errors, event_out, require_thread
+from om_api.routes.common import (
+    COMMON_ERRORS,
+    LIMIT_DEFAULT,
+    Cursor,
+    Limit,
+    ThreadId,
+    bad_cursor,
+    errors,
+    event_out,
+    require_thread,
+)
 from om_api.runtime import ApiRuntime
 from om_api.schemas import (
     ActiveLog,
@@ -38,6 +48,7 @@ from om_api.turn_body import turn_json_response
 from om_core import queries, tenancy
 from om_core.engine import MemoryDisabled, Task, TurnResult, kind_of
 from om_core.errors import OMConfigError
+from om_core.pagination import CursorError
 from om_core.scoped_ids import public_id, scoped_id
 from om_core.store import history
 
@@ -249,20 +260,31 @@ def get_observations(
     "/{thread_id}/messages",
     response_model=MessagesResponse,
     responses=COMMON_ERRORS,
-    summary="Stored messages, newest page first; page back with before_seq",
+    summary="Stored messages, newest page first; page back with cursor (limit, cursor → items, next_cursor)",
 )
 def get_messages(
     thread_id: ThreadId,
     runtime: Runtime,
     caller: Caller,
-    limit: Annotated[int, Query(ge=1, le=500)] = 50,
-    before_seq: Annotated[int | None, Query(ge=1, le=2**62, description="next_before_seq of a page")] = None,
+    limit: Limit = LIMIT_DEFAULT,
+    cursor: Cursor = None,
+    before_seq: Annotated[
+        int | None, Query(ge=1, le=2**62, description="next_before_seq of a page (older callers; use cursor)")
+    ] = None,
 ) -> MessagesResponse:
     thread = require_thread(runtime, caller, thread_id)
+    if cursor is not None:
+        try:
+            before_seq = queries.messages_cursor_seq(cursor)
+        except CursorError as exc:
+            raise bad_cursor(exc) from None
     page = queries.messages_page(runtime.db, thread.id, before_seq=before_seq, limit=limit)
+    messages = [StoredMessage.of(m) for m in page.messages]
     return MessagesResponse(
         thread_id=thread_id,
-        messages=[StoredMessage.of(m) for m in page.messages],
+        items=messages,
+        next_cursor=queries.messages_cursor(page.next_before_seq),
+        messages=messages,
         next_before_seq=page.next_before_seq,
     )
 
@@ -417,7 +439,8 @@ def config_error(exc: ValidationError | OMConfigError) -> ApiError:
     status_code=204,
     response_class=Response,
     responses=COMMON_ERRORS,
-    summary="Delete the thread: its messages, observations, chunks and events",
+    summary="Erase the thread and everything of it: messages, observations, chunks, groups, search entries, "
+    "events",
 )
 def delete_thread(thread_id: ThreadId, runtime: Runtime, caller: Caller) -> Response:
     thread = require_thread(runtime, caller, thread_id)

@@ -4,6 +4,7 @@ table that says how each kind runs."""
 from om_core.engine.core import EngineCore, resolve_model
 from om_core.engine.cycle import Cycle
 from om_core.engine.engine import MemoryEngine, OperationOutcome
+from om_core.engine.log_edit import LineEditError, LineEditResult
 from om_core.engine.ports import (
     Completion,
     EngineSettings,
@@ -54,6 +55,8 @@ __all__ = [
     "Executor",
     "IndexThread",
     "InlineExecutor",
+    "LineEditError",
+    "LineEditResult",
     "MemoryDisabled",
     "MemoryEngine",
     "ModelCaller",

@@ -21,13 +21,14 @@ from om_core.engine import events as ev
 from om_core.engine import indexing
 from om_core.engine.core import EngineCore, policy_tokens
 from om_core.engine.cycle import Cycle, holding_lock
+from om_core.engine.grouping import group_observations
 from om_core.engine.observer_call import observe_messages
 from om_core.engine.ports import ObserverDegenerateError
 from om_core.engine.resource import is_shared
 from om_core.engine.tasks import BufferObservation, lookup_key, new_cycle_id, resource_key
 from om_core.engine.window import Window, build_window, cut_for_budget
 from om_core.messages import Message
-from om_core.store import history, records
+from om_core.store import groups, history, records
 from om_core.store.outbox import has_event
 from om_core.store.types import AppendResult, ChunkInput, Record, StoredEvent
 from om_core.tool_exchanges import Span, exchange_spans, safe_cut_backward, tool_parts_of
@@ -168,6 +169,17 @@ def _buffer_locked(core: EngineCore, task: BufferObservation) -> bool:
         with core.db.begin() as conn:
             _set_buffering(conn, key, False)
         return False
+    last_observed_at = max(m.created_at for m in batch) + timedelta(milliseconds=1)
+    text, group = group_observations(
+        cfg,
+        text,
+        batch,
+        thread_id=task.thread_id,
+        resource_id=thread.resource_id,
+        key=snapshot.log.lookup_key,
+        cycle_id=task.cycle_id,
+        observed_at=last_observed_at,
+    )
     chunk = ChunkInput(
         cycle_id=task.cycle_id,
         observations=text,
@@ -176,7 +188,7 @@ def _buffer_locked(core: EngineCore, task: BufferObservation) -> bool:
         message_tokens=batch_tokens,
         from_seq=from_seq,
         to_seq=to_seq,
-        last_observed_at=max(m.created_at for m in batch) + timedelta(milliseconds=1),
+        last_observed_at=last_observed_at,
         thread_id=task.thread_id,
         current_task=output.current_task,
         suggested_continuation=output.suggested_response,
@@ -186,6 +198,8 @@ def _buffer_locked(core: EngineCore, task: BufferObservation) -> bool:
 
     def write(conn: Connection) -> tuple[AppendResult, list[StoredEvent]]:
         appended, stored = records.append_chunk(conn, head.id, chunk, events=end)
+        if appended.persisted and group is not None:
+            groups.insert(conn, [group])
         finished = {"is_buffering_observation": False, "last_buffered_at_tokens": max(0, batch_tokens)}
         records.set_live_head_fields(conn, key, finished)
         return appended, stored

@@ -31,6 +31,7 @@ from om_core.messages import Part
 from om_core.models.client import ModelClient
 from om_core.models.selection import DEFAULT_MODEL, ModelByInputTokens, ModelSpec
 from om_core.observer import thread_title_update
+from om_core.recall.search_mode import Searcher
 from om_core.search.embedder import Embedder, ModelEmbedder
 from om_core.store import history, records, schema
 from om_core.store.outbox import last_event_id, list_events, write_record_events
@@ -106,9 +107,12 @@ class EngineCore:
         publisher: EventPublisher | None = None,
         settings: EngineSettings | None = None,
         clock: Callable[[], datetime] = utc_now,
+        searcher: Searcher | None = None,
         embedder: Embedder | None = None,
     ) -> None:
         self.db = db
+        #: What the recall tool's search mode calls (`om_core.search`); None: search is not configured.
+        self.searcher = searcher
         self.models = models
         self.base_config = config or ObservationalMemoryConfig.parse(True)
         self.counter = counter or TokenCounter()

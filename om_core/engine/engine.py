@@ -20,6 +20,7 @@ from om_core.engine import (
     activation,
     buffering,
     indexing,
+    log_edit,
     observation,
     reflection,
     reflection_buffer,
@@ -46,7 +47,10 @@ from om_core.engine.tasks import (
 from om_core.engine.turn import TurnInput, TurnResult
 from om_core.messages import Message
 from om_core.policy import StatusPayload
-from om_core.search import RetrievalDisabled, Searcher, SearchHit, SearchRequest
+from om_core.recall import RecallNotFound, run_recall
+from om_core.scoped_ids import public_id
+from om_core.search import Searcher, SearchHit, SearchRequest
+from om_core.search import errors as search_errors
 from om_core.store import history, records, schema
 from om_core.store.outbox import last_event_id, list_events
 from om_core.store.types import Record, StoredEvent
@@ -95,6 +99,27 @@ class MemoryEngine(EngineCore):
 
     def status(self, thread_id: str, step_number: int = 0) -> StatusPayload:
         return turn.current_status(self, thread_id, step_number)
+
+    # -------------------------------------------------------------------------------- recall
+
+    def recall(self, thread_id: str, params: Mapping[str, Any]) -> dict[str, Any]:
+        """Answer one call of the recall tool (spec §9.3–§9.4) on the active thread `thread_id` (a
+        stored id), with the thread's effective retrieval settings and this engine's searcher.
+
+        Raises `om_core.recall.RecallError`: `RecallInvalid` (a parameter to fix), `RecallNotFound` (a
+        cursor or thread this thread cannot read), `RetrievalDisabled` (retrieval is off here)."""
+        thread = history.get_thread(self.db, thread_id)
+        if thread is None:
+            raise RecallNotFound(f"thread {public_id(thread_id)!r} does not exist; post a turn first")
+        cfg = self.config_for(thread.effective_overrides)
+        return run_recall(
+            self.db,
+            thread_id,
+            cfg.retrieval_options,
+            params,
+            count=self.counter.count_string,
+            searcher=self.searcher,
+        )
 
     # -------------------------------------------------------------------------- task handlers
 
@@ -175,12 +200,13 @@ class MemoryEngine(EngineCore):
 
     # -------------------------------------------------------------------------------- search
 
-    def searcher(self, cfg: ResolvedConfig) -> Searcher:
+    def searcher_for(self, cfg: ResolvedConfig) -> Searcher:
         """Search as `cfg` (a thread's or a resource's effective config) allows it: lexical, plus vectors
-        when `retrieval.vector` is on. Raises `RetrievalDisabled` when retrieval is off. The recall tool
-        takes the result as its `Callable[[SearchRequest], list[SearchHit]]`."""
+        when `retrieval.vector` is on. Raises `search.errors.RetrievalDisabled` when retrieval is off. (The
+        recall tool's searcher, `self.searcher`, is the vector one, which it uses only with
+        `retrieval.vector`.)"""
         if not cfg.retrieval:
-            raise RetrievalDisabled("this thread or resource")
+            raise search_errors.RetrievalDisabled("this thread or resource")
         vector = cfg.retrieval_options is not None and cfg.retrieval_options.vector
         return Searcher(self.db, self.embedder if vector else None)
 
@@ -194,8 +220,8 @@ class MemoryEngine(EngineCore):
         return self.config_for(history.resource_overrides(value))
 
     def search(self, request: SearchRequest, cfg: ResolvedConfig) -> list[SearchHit]:
-        """`searcher(cfg)(request)`: one search of a resource under `cfg`."""
-        return self.searcher(cfg)(request)
+        """`searcher_for(cfg)(request)`: one search of a resource under `cfg`."""
+        return self.searcher_for(cfg)(request)
 
     # ---------------------------------------------------------------------------- manual API
 
@@ -230,6 +256,14 @@ class MemoryEngine(EngineCore):
         key = self.log_key(thread_id, self.thread_config(thread_id))
         shared = "" if key == lookup_key(thread_id) else key
         return Reflect(thread_id, new_cycle_id("reflect"), trigger="manual", manual_prompt=prompt, key=shared)
+
+    def edit_observation_line(
+        self, thread_id: str, index: int, expected_sha256: str, text: str | None
+    ) -> log_edit.LineEditResult:
+        """Replace line `index` of the log the thread reads with `text`, or forget it (`text` None), as a
+        new generation, if the line's SHA-256 is still `expected_sha256` (`engine.log_edit`). Raises
+        `LineEditError` saying why not."""
+        return log_edit.edit_line(self, thread_id, index, expected_sha256, text)
 
     def event_mark(self, thread_id: str) -> int:
         """The newest event id of the thread now: what `operation_outcome` reads after."""

@@ -27,6 +27,8 @@ class EventType(StrEnum):
     BUFFERING_FAILED = "data-om-buffering-failed"
     ACTIVATION = "data-om-activation"
     THREAD_UPDATE = "data-om-thread-update"
+    #: A caller edited or deleted one line of the active log (a new generation, `origin_type` 'edit').
+    OBSERVATION_EDIT = "data-om-observation-edit"
     SYSTEM_REMINDER = "data-system-reminder"
 
 
@@ -58,6 +60,7 @@ BUFFERING_END = EventType.BUFFERING_END
 BUFFERING_FAILED = EventType.BUFFERING_FAILED
 ACTIVATION = EventType.ACTIVATION
 THREAD_UPDATE = EventType.THREAD_UPDATE
+OBSERVATION_EDIT = EventType.OBSERVATION_EDIT
 SYSTEM_REMINDER = EventType.SYSTEM_REMINDER
 
 
@@ -302,3 +305,37 @@ def thread_update(
     if old_title:
         payload["oldTitle"] = old_title
     return NewEvent(THREAD_UPDATE.value, payload, f"title-{cycle_id}")
+
+
+def observation_edit(
+    *,
+    cycle_id: str,
+    action: str,
+    line: int,
+    text: str | None,
+    edited_at: datetime,
+    record_id: str,
+    previous_record_id: str,
+    generation_count: int,
+    observation_tokens: int,
+    thread_id: str | None,
+    scope: str,
+) -> NewEvent:
+    """An edit of one log line. A delete carries no text at all: the line was forgotten, and the outbox
+    must not keep what the log no longer holds."""
+    payload: dict[str, Any] = {
+        "cycleId": cycle_id,
+        "operationType": "edit",
+        "action": action,
+        "line": line,
+        "editedAt": iso(edited_at),
+        "recordId": record_id,
+        "previousRecordId": previous_record_id,
+        "generationCount": generation_count,
+        "observationTokens": observation_tokens,
+        "threadId": _public(thread_id),
+        "scope": scope,
+    }
+    if text is not None:
+        payload["text"] = text
+    return NewEvent(OBSERVATION_EDIT.value, payload, cycle_id)

@@ -16,13 +16,14 @@ from om_core.coordination import Keys
 from om_core.engine import activation, resource, resource_observation
 from om_core.engine.core import EngineCore, policy_tokens
 from om_core.engine.cycle import Cycle, run_if_enabled
+from om_core.engine.grouping import group_observations
 from om_core.engine.observer_call import observe_messages
 from om_core.engine.ports import ObserverDegenerateError
 from om_core.engine.tasks import Observe, lookup_key
 from om_core.engine.tool_pairs import spans_after
 from om_core.engine.window import cut_for_budget, cut_keeping_tail
 from om_core.errors import OperationFailed
-from om_core.store import history, records
+from om_core.store import groups, history, records
 from om_core.store.types import StoredEvent, WriteResult
 
 #: Batches per run: a backlog larger than this many Observer inputs is finished by the next run.
@@ -101,6 +102,17 @@ def _observe_one_batch(core: EngineCore, task: Observe, cfg: ResolvedConfig, *, 
         problem = ObserverDegenerateError("no observations for a non-empty transcript")
         cycle.fail(problem)
         raise OperationFailed(str(problem)) from problem
+    last_observed_at = max(m.created_at for m in batch)
+    text, group = group_observations(
+        cfg,
+        text,
+        batch,
+        thread_id=task.thread_id,
+        resource_id=head.resource_id,
+        key=key,
+        cycle_id=cycle.cycle_id,
+        observed_at=last_observed_at,
+    )
     observation_tokens = core.counter.count_string(text)
     end = cycle.ending(
         tokens_observed=tokens,
@@ -112,7 +124,7 @@ def _observe_one_batch(core: EngineCore, task: Observe, cfg: ResolvedConfig, *, 
     )
 
     def write(conn: Connection) -> tuple[WriteResult, list[StoredEvent]]:
-        return records.commit_observation(
+        result, stored = records.commit_observation(
             conn,
             head.id,
             from_seq=from_seq,
@@ -120,13 +132,16 @@ def _observe_one_batch(core: EngineCore, task: Observe, cfg: ResolvedConfig, *, 
             observations=text,
             token_count=observation_tokens,
             observed_message_tokens=tokens,
-            last_observed_at=max(m.created_at for m in batch),
+            last_observed_at=last_observed_at,
             thread_metadata={
                 "currentTask": output.current_task,
                 "suggestedResponse": output.suggested_response,
             },
             events=end,
         )
+        if result.applied and group is not None:
+            groups.insert(conn, [group])
+        return result, stored
 
     result = cycle.commit(write)
     if not result.applied:

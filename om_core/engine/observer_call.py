@@ -14,6 +14,7 @@ from om_core.engine.core import EngineCore, primary_model, resolve_model
 from om_core.engine.cycle import Usage
 from om_core.engine.ports import ObserverDegenerateError, UserContent
 from om_core.messages import Message
+from om_core.observation_groups import strip_wrappers
 from om_core.observer import (
     MultiThreadObserverOutput,
     ObserverOutput,
@@ -81,6 +82,7 @@ def observe_messages(
         count=core.counter.count_string,
         count_line=core.line_counts,
     )
+    previous = strip_wrappers(previous)  # a model shown group wrappers starts writing its own
     system = observer_system_prompt(cfg, include_hints=True)
 
     def compose(texts: Sequence[str]) -> str:
@@ -124,6 +126,7 @@ def observe_threads(
         count=core.counter.count_string,
         count_line=core.line_counts,
     )
+    previous = strip_wrappers(previous)
     system = build_observer_system_prompt(
         ObserverPromptOptions(
             thread_title=cfg.observation.thread_title,

@@ -20,6 +20,7 @@ from om_core.coordination import Keys, Peek
 from om_core.engine import events as ev
 from om_core.engine.core import Activity, EngineCore, early_trigger
 from om_core.engine.cycle import Cycle, run_if_enabled
+from om_core.engine.grouping import group_reflection, reflector_input
 from om_core.engine.reflector_call import ladder_usage, run_ladder
 from om_core.engine.tasks import BufferReflection, Reflect, lookup_key, new_cycle_id, task_key
 from om_core.errors import OperationFailed
@@ -29,7 +30,7 @@ from om_core.reflector import (
     append_tail_after_reflection,
     replace_leading_lines,
 )
-from om_core.store import records
+from om_core.store import groups, records
 from om_core.store.types import NewEvent, Record, StoredEvent
 
 
@@ -210,11 +211,12 @@ def _reflect_locked(core: EngineCore, task: Reflect, cfg: ResolvedConfig) -> boo
     def on_retry(info: RetryInfo) -> None:
         cycle.restart(info.message, new_cycle_id("reflect"), marker_config)
 
+    plain, ranges = reflector_input(snapshot.active_observations)
     try:
         result = run_ladder(
             core,
             cfg,
-            snapshot.active_observations,
+            plain,
             target=target,
             include_hints=True,
             manual_prompt=task.manual_prompt,
@@ -226,7 +228,15 @@ def _reflect_locked(core: EngineCore, task: Reflect, cfg: ResolvedConfig) -> boo
         if isinstance(exc, ReflectionEmptyError):
             return False
         raise OperationFailed(str(exc) or type(exc).__name__) from exc
-    out = result.output.observations.strip()
+    out, group = group_reflection(
+        result.output.observations.strip(),
+        ranges,
+        thread_id=task.thread_id,
+        resource_id=snapshot.resource_id,
+        key=key,
+        cycle_id=cycle.cycle_id,
+        observed_at=core.clock(),
+    )
     out_tokens = core.counter.count_string(out)
     cycle.usage = ladder_usage(result)
     if out_tokens >= obs:
@@ -253,6 +263,7 @@ def _reflect_locked(core: EngineCore, task: Reflect, cfg: ResolvedConfig) -> boo
             events=end,
         )
         if applied and successor is not None:
+            groups.insert(conn, [group] if group is not None else [])
             hints = {
                 "currentTask": result.output.current_task,
                 "suggestedResponse": result.output.suggested_response,

@@ -10,9 +10,11 @@ from om_core.config import ResolvedConfig
 from om_core.coordination import Keys
 from om_core.engine.core import EngineCore
 from om_core.engine.cycle import Cycle, run_if_enabled
+from om_core.engine.grouping import group_reflection, reflector_input
 from om_core.engine.reflector_call import ladder_usage, run_ladder
 from om_core.engine.tasks import BufferReflection
-from om_core.store import records
+from om_core.observation_groups import align_slice
+from om_core.store import groups, records
 from om_core.store.types import StoredEvent, WriteResult
 
 
@@ -37,9 +39,12 @@ def _buffer_locked(core: EngineCore, task: BufferReflection, cfg: ResolvedConfig
         cfg.reflection.observation_tokens,
         cfg.reflection.buffer_activation,
     )
+    n_lines = align_slice(lines, n_lines)  # a prefix never ends inside an observation group
     if n_lines <= 0:
         return False
-    text = "\n".join(lines[:n_lines])
+    sliced = "\n".join(lines[:n_lines])
+    slice_tokens = core.counter.count_string(sliced)
+    text, ranges = reflector_input(sliced)
     boundary = Keys.reflection_boundary(head.lookup_key)
     cycle = Cycle.of(core, task, head, slice_estimate)
     cycle.start(core.marker_config(cfg))
@@ -51,10 +56,18 @@ def _buffer_locked(core: EngineCore, task: BufferReflection, cfg: ResolvedConfig
         cycle.fail(exc)
         core.coordination.set_int(boundary, None)
         return False
-    out = result.output.observations.strip()
+    out, group = group_reflection(
+        result.output.observations.strip(),
+        ranges,
+        thread_id=task.thread_id,
+        resource_id=head.resource_id,
+        key=head.lookup_key,
+        cycle_id=task.cycle_id,
+        observed_at=core.clock(),
+    )
     out_tokens = core.counter.count_string(out)
     cycle.usage = ladder_usage(result)
-    if out_tokens >= core.counter.count_string(text):
+    if out_tokens >= slice_tokens:
         # Not smaller than its slice: storing it would only churn generations. The boundary stays
         # recorded at this size, so the same input is not reflected again.
         cycle.fail(RuntimeError(f"reflection not smaller than its input ({slice_estimate} -> {out_tokens})"))
@@ -62,7 +75,7 @@ def _buffer_locked(core: EngineCore, task: BufferReflection, cfg: ResolvedConfig
     end = cycle.ending(tokens_buffered=slice_estimate, buffered_tokens=out_tokens, observations=out)
 
     def write(conn: Connection) -> tuple[WriteResult, list[StoredEvent]]:
-        return records.update_buffered_reflection(
+        written, stored = records.update_buffered_reflection(
             conn,
             head.id,
             text=out,
@@ -72,6 +85,9 @@ def _buffer_locked(core: EngineCore, task: BufferReflection, cfg: ResolvedConfig
             cycle_id=task.cycle_id,
             events=end,
         )
+        if written.applied and group is not None:
+            groups.insert(conn, [group])
+        return written, stored
 
     written = cycle.commit(write)
     if not written.applied:

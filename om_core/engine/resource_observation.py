@@ -18,6 +18,7 @@ from om_core.config import ResolvedConfig
 from om_core.engine import activation, resource
 from om_core.engine.core import EngineCore, policy_tokens
 from om_core.engine.cycle import Cycle, Usage, run_if_enabled
+from om_core.engine.grouping import group_observations
 from om_core.engine.observer_call import observe_threads
 from om_core.engine.ports import ObserverDegenerateError
 from om_core.engine.tasks import Observe, ObserveBatch, kind_of, lookup_key
@@ -26,10 +27,17 @@ from om_core.engine.window import build_window, cut_for_budget, cut_keeping_tail
 from om_core.errors import OperationFailed
 from om_core.messages import Message
 from om_core.observer import ObserverOutput
-from om_core.resource_log import compose_section, thread_label
+from om_core.resource_log import compose_section, strip_thread_tags, thread_label
 from om_core.scoped_ids import public_id
-from om_core.store import history, records
-from om_core.store.types import NewEvent, Record, StoredEvent, ThreadObservation, WriteResult
+from om_core.store import groups, history, records
+from om_core.store.types import (
+    NewEvent,
+    ObservationGroup,
+    Record,
+    StoredEvent,
+    ThreadObservation,
+    WriteResult,
+)
 from om_core.tool_exchanges import safe_cut_backward
 
 
@@ -158,10 +166,20 @@ def _observe_locked(core: EngineCore, task: ObserveBatch, cfg: ResolvedConfig) -
     if not committed:
         problem = ObserverDegenerateError("the Observer returned no observations for any thread of the batch")
         raise OperationFailed(str(problem)) from problem
-    entries = [
-        _entry(core, share, labels[share.thread.id], output.for_thread(labels[share.thread.id]))
+    grouped = [
+        _entry(
+            core,
+            cfg,
+            share,
+            labels[share.thread.id],
+            output.for_thread(labels[share.thread.id]),
+            key=log.lookup_key,
+            cycle_id=cycles[share.thread.id].cycle_id,
+        )
         for share in committed
     ]
+    entries = [entry for entry, _group in grouped]
+    new_groups = [group for _entry, group in grouped if group is not None]
     ends = {
         e.thread_id: cycles[e.thread_id].ending(
             tokens_observed=e.observed_message_tokens,
@@ -178,13 +196,16 @@ def _observe_locked(core: EngineCore, task: ObserveBatch, cfg: ResolvedConfig) -
         return [(record, ends[thread_id](record)) for thread_id, record in updated.items()]
 
     def write(conn: Connection) -> tuple[WriteResult, list[StoredEvent]]:
-        return records.commit_thread_observations(
+        result, stored = records.commit_thread_observations(
             conn,
             log.lookup_key,
             entries,
             compose=lambda text, e: compose_section(text, e.label, e.observations, e.last_observed_at),
             events=events,
         )
+        if result.applied:
+            groups.insert(conn, new_groups)
+        return result, stored
 
     first = cycles[committed[0].thread.id]
     result = first.commit(write)
@@ -200,10 +221,28 @@ def _observe_locked(core: EngineCore, task: ObserveBatch, cfg: ResolvedConfig) -
     return True
 
 
-def _entry(core: EngineCore, share: _Share, label: str, output: ObserverOutput) -> ThreadObservation:
-    text = output.observations.strip()
+def _entry(
+    core: EngineCore,
+    cfg: ResolvedConfig,
+    share: _Share,
+    label: str,
+    output: ObserverOutput,
+    *,
+    key: str,
+    cycle_id: str,
+) -> tuple[ThreadObservation, ObservationGroup | None]:
     last = max(m.created_at for m in share.messages)
-    return ThreadObservation(
+    text, group = group_observations(
+        cfg,
+        strip_thread_tags(output.observations).strip(),
+        share.messages,
+        thread_id=share.thread.id,
+        resource_id=share.thread.resource_id,
+        key=key,
+        cycle_id=cycle_id,
+        observed_at=last,
+    )
+    entry = ThreadObservation(
         cursor_record_id=share.cursor.id,
         thread_id=share.thread.id,
         label=label,
@@ -220,3 +259,4 @@ def _entry(core: EngineCore, share: _Share, label: str, output: ObserverOutput) 
             "lastObservedMessageCursor": share.to_seq,
         },
     )
+    return entry, group

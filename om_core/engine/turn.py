@@ -37,6 +37,7 @@ from om_core.engine.tool_pairs import with_observed_calls
 from om_core.engine.window import Window, build_window, start_of_recent
 from om_core.messages import Message
 from om_core.policy import StatusPayload
+from om_core.recall.tool import RECALL_TOOL, recall_guidance
 from om_core.scoped_ids import public_id
 from om_core.store import history, records
 from om_core.store.outbox import write_events
@@ -62,6 +63,9 @@ class TurnResult:
     degraded_reason: str | None = None
     context: ActorContext = field(default_factory=ActorContext)
     resource_id: str = ""
+    #: Tools the actor should be offered, in the chat-completions format: the recall tool when the
+    #: thread has `retrieval` on (spec §9.2), else none. Shared values: read, do not modify.
+    tools: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -428,7 +432,21 @@ def turn_result(
     visible = with_observed_calls(
         core, thread_id, head.last_observed_seq, [m for m in unobserved if m.has_visible_content]
     )
-    context = actor_context(core, thread, log, has_unobserved=bool(visible), others=shared.others)
+    options = cfg.retrieval_options
+    guidance = (
+        recall_guidance(options.scope, options.vector and core.searcher is not None, options.instructions)
+        if options is not None
+        else None
+    )
+    context = actor_context(
+        core,
+        thread,
+        log,
+        has_unobserved=bool(visible),
+        others=shared.others,
+        retrieval_guidance=guidance,
+        guidance_without_memory=options is not None and options.scope == "resource",
+    )
     return TurnResult(
         thread_id=public_id(thread_id),
         resource_id=public_id(thread.resource_id),
@@ -442,6 +460,7 @@ def turn_result(
         degraded=degraded_reason is not None,
         degraded_reason=degraded_reason,
         context=context,
+        tools=[RECALL_TOOL] if options is not None else [],
     )
 
 
@@ -452,9 +471,11 @@ def actor_context(
     *,
     has_unobserved: bool,
     others: str = "",
+    retrieval_guidance: str | None = None,
+    guidance_without_memory: bool = False,
 ) -> ActorContext:
     """The observation log, the other conversations (resource scope) and the thread's hints as the
-    actor's system messages."""
+    actor's system messages; in retrieval mode the recall guidance with the preamble (spec §4.11)."""
     meta = thread.om_metadata if thread is not None else {}
     return build_actor_context(
         active_observations=log.active_observations,
@@ -465,4 +486,6 @@ def actor_context(
         tz=core.settings.timezone,
         has_unobserved_history=has_unobserved,
         rendered_logs=core.rendered_logs,
+        retrieval_guidance=retrieval_guidance,
+        guidance_without_memory=guidance_without_memory,
     )

@@ -6,7 +6,8 @@
   that grew (a tool result appended to it) is seen again and its document rewritten whole; the cursor moves
   in the transaction that writes the documents. A document whose text changed loses its vector (its
   `embedding_model` is cleared) and is embedded again.
-- **Groups** are found by the document they lack, not by a time cursor: groups commit in whatever order
+- **Groups** are found by the document they lack (or whose text differs: a line corrected or forgotten
+  through managing memory rewrites the group), not by a time cursor: groups commit in whatever order
   their cycles finish, and a cursor over their times could pass one committed late.
 - **Vectors**: documents without a vector of the configured model are embedded in batches, outside any
   transaction (a model call), then written with a version check (`indexed_at` unchanged), so a document
@@ -199,15 +200,19 @@ def _index_messages_step(
     return _upsert(conn, rows), upto
 
 
+def _group_outdated() -> Any:
+    """A group whose document is missing or holds other text (a line of it was corrected or forgotten)."""
+    return (
+        ~select(D.c.id)
+        .where(D.c.thread_id == G.c.thread_id, D.c.kind == "group", D.c.ref == G.c.id, D.c.text == G.c.text)
+        .exists()
+    )
+
+
 def _index_groups_step(conn: Connection, thread_id: str) -> int:
     missing = conn.execute(
         select(G.c.id, G.c.resource_id, G.c.ranges, G.c.text, G.c.observed_at)
-        .where(
-            G.c.thread_id == thread_id,
-            ~select(D.c.id)
-            .where(D.c.thread_id == G.c.thread_id, D.c.kind == "group", D.c.ref == G.c.id)
-            .exists(),
-        )
+        .where(G.c.thread_id == thread_id, _group_outdated())
         .order_by(G.c.created_at, G.c.id)
         .limit(GROUPS_PER_STEP)
     ).all()
@@ -357,14 +362,7 @@ def has_pending_work(db: Engine, thread_id: str) -> bool:
         if int(row.last_seq) > int(row.message_seq or 0):
             return True
         missing = conn.execute(
-            select(G.c.id)
-            .where(
-                G.c.thread_id == thread_id,
-                ~select(D.c.id)
-                .where(D.c.thread_id == G.c.thread_id, D.c.kind == "group", D.c.ref == G.c.id)
-                .exists(),
-            )
-            .limit(1)
+            select(G.c.id).where(G.c.thread_id == thread_id, _group_outdated()).limit(1)
         ).first()
         return missing is not None
 
@@ -395,11 +393,7 @@ def index_lag_seconds(db: Engine, now: datetime | None = None) -> float:
         group = conn.execute(
             select(func.min(G.c.created_at))
             .select_from(G.join(S, S.c.thread_id == G.c.thread_id))
-            .where(
-                ~select(D.c.id)
-                .where(D.c.thread_id == G.c.thread_id, D.c.kind == "group", D.c.ref == G.c.id)
-                .exists()
-            )
+            .where(_group_outdated())
         ).scalar()
         if group is not None:
             oldest.append(_aware(group))

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection, Engine, bindparam, delete, func, select, update
+from sqlalchemy import Connection, Engine, bindparam, func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from om_core.messages import Message, Part
@@ -167,6 +167,88 @@ def list_threads(
         with engine_or_conn.connect() as conn:
             return [_thread_from_row(row) for row in conn.execute(query).mappings()]
     return [_thread_from_row(row) for row in engine_or_conn.execute(query).mappings()]
+
+
+#: The key of the caller's own thread metadata inside `om_threads.om_metadata` (`PATCH /v1/threads/{id}`).
+#: OM's values (currentTask, threadTitle, ...) sit beside it and are never shown as, or written from, it.
+CLIENT_METADATA_KEY = "clientMetadata"
+
+
+def client_metadata(thread: ThreadRow) -> dict[str, Any]:
+    """The caller's own metadata of a thread (empty when it set none)."""
+    value = thread.om_metadata.get(CLIENT_METADATA_KEY)
+    return dict(value) if isinstance(value, dict) else {}
+
+
+def page_threads(
+    engine_or_conn: Engine | Connection,
+    *,
+    tenant_id: str | None,
+    resource_id: str | None,
+    after: tuple[Any, ...] | None,
+    limit: int,
+) -> list[ThreadRow]:
+    """Up to `limit` threads in list order, strictly after the sort key `after` (keyset paging).
+
+    A resource's threads are listed oldest first (`created_at`, then id: the order the unpaged list always
+    had, served by the resource index); a tenant's threads by id (the primary key: no sort of the whole
+    tenant per page). The sort key of a row is `thread_sort_key`."""
+    query = select(T, schema.resources.c.metadata.label("resource_metadata")).outerjoin(
+        schema.resources, schema.resources.c.id == T.c.resource_id
+    )
+    if tenant_id is not None:
+        query = query.where(T.c.tenant_id == tenant_id)
+    if resource_id is not None:
+        query = query.where(T.c.resource_id == resource_id).order_by(T.c.created_at, T.c.id)
+        if after is not None:
+            created, last_id = after
+            query = query.where(
+                (T.c.created_at > created) | ((T.c.created_at == created) & (T.c.id > last_id))
+            )
+    else:
+        query = query.order_by(T.c.id)
+        if after is not None:
+            query = query.where(T.c.id > after[0])
+    query = query.limit(limit)
+    if isinstance(engine_or_conn, Engine):
+        with engine_or_conn.connect() as conn:
+            return [_thread_from_row(row) for row in conn.execute(query).mappings()]
+    return [_thread_from_row(row) for row in engine_or_conn.execute(query).mappings()]
+
+
+def thread_sort_key(thread: ThreadRow, *, by_resource: bool) -> tuple[Any, ...]:
+    """Where `thread` sits in its list (see `page_threads`)."""
+    return (thread.created_at, thread.id) if by_resource else (thread.id,)
+
+
+def set_thread_fields(
+    conn: Connection,
+    thread_id: str,
+    *,
+    title: str | None = None,
+    clear_title: bool = False,
+    metadata: dict[str, Any] | None = None,
+    clear_metadata: bool = False,
+) -> ThreadRow | None:
+    """Set the caller's title and/or metadata of a thread under its row lock; None if it is gone.
+
+    Only the `clientMetadata` entry of `om_metadata` is replaced, so OM's own values (cursors, current
+    task, the Observer's title) are never touched by a caller, nor a caller's by OM."""
+    thread = lock_thread(conn, thread_id)
+    if thread is None:
+        return None
+    values: dict[str, Any] = {}
+    if title is not None or clear_title:
+        values["title"] = title
+    if metadata is not None or clear_metadata:
+        om_metadata = dict(thread.om_metadata)
+        om_metadata.pop(CLIENT_METADATA_KEY, None)
+        if metadata:
+            om_metadata[CLIENT_METADATA_KEY] = metadata
+        values["om_metadata"] = om_metadata
+    if values:
+        conn.execute(update(T).where(T.c.id == thread_id).values(**values, updated_at=_now()))
+    return lock_thread(conn, thread_id)
 
 
 # Statements every turn runs, built once with bind parameters (no expression building per call).
@@ -522,14 +604,6 @@ def last_messages(
 def max_seq(conn: Connection, thread_id: str) -> int:
     value = conn.execute(select(func.max(P.c.seq)).where(P.c.thread_id == thread_id)).scalar()
     return int(value or 0)
-
-
-def delete_thread(conn: Connection, thread_id: str) -> None:
-    conn.execute(delete(P).where(P.c.thread_id == thread_id))
-    conn.execute(delete(M).where(M.c.thread_id == thread_id))
-    conn.execute(delete(schema.events).where(schema.events.c.thread_id == thread_id))
-    conn.execute(delete(schema.triggers).where(schema.triggers.c.thread_id == thread_id))
-    conn.execute(delete(T).where(T.c.id == thread_id))
 
 
 @dataclass(frozen=True)

@@ -11,16 +11,50 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection, Engine, bindparam, func, select
+from sqlalchemy import Connection, Engine, bindparam, exists, func, literal, select
 from sqlalchemy.dialects import postgresql, sqlite
 
 from om_core.store import schema
 from om_core.store.types import NewEvent, Record, StoredEvent
 
-# Built once per dialect with bind parameters: workers write events on every cycle.
+_EVENT_COLUMNS = (
+    "thread_id",
+    "resource_id",
+    "lookup_key",
+    "record_id",
+    "type",
+    "cycle_id",
+    "payload",
+    "created_at",
+)
+
+
+def _guarded_insert(dialect: Any, owner: Any | None) -> Any:
+    """`INSERT ... SELECT <values> WHERE EXISTS (<owner row>)`: an event of a thread (or, with no thread,
+    of a resource) that no longer exists is not written. A task still running when its thread or resource
+    was erased (`store.erasure`) reports its start, end or failure into the void instead of leaving a row
+    that names what was erased. One statement, so the check costs no round trip."""
+    E = schema.events
+    values = select(*(bindparam(name, type_=E.c[name].type) for name in _EVENT_COLUMNS))
+    if owner is not None:
+        values = values.where(exists().where(owner == bindparam("owner_id", type_=owner.type)))
+    else:
+        # SQLite parses `INSERT ... SELECT ... ON CONFLICT` only after a WHERE.
+        values = values.where(literal(True))
+    return (
+        dialect.insert(E).from_select(list(_EVENT_COLUMNS), values).on_conflict_do_nothing().returning(E.c.id)
+    )
+
+
+# Built once per dialect and owner with bind parameters: workers write events on every cycle.
 _INSERT_EVENT = {
-    "postgresql": postgresql.insert(schema.events).on_conflict_do_nothing().returning(schema.events.c.id),
-    "sqlite": sqlite.insert(schema.events).on_conflict_do_nothing().returning(schema.events.c.id),
+    (name, owner_kind): _guarded_insert(dialect, owner)
+    for name, dialect in (("postgresql", postgresql), ("sqlite", sqlite))
+    for owner_kind, owner in (
+        ("thread", schema.threads.c.id),
+        ("resource", schema.resources.c.id),
+        ("none", None),
+    )
 }
 _CYCLE_EVENT = (
     select(schema.events.c.id)
@@ -44,11 +78,20 @@ def write_events(
 ) -> list[StoredEvent]:
     """Insert `events`; an event whose (type, cycle_id) is already stored for the key is skipped."""
     stored: list[StoredEvent] = []
-    statement = _INSERT_EVENT["postgresql" if conn.dialect.name == "postgresql" else "sqlite"]
+    dialect = "postgresql" if conn.dialect.name == "postgresql" else "sqlite"
     for event in events:
         now = datetime.now(UTC)
         event_thread = event.thread_id or thread_id
+        owner_kind, owner_id = (
+            ("thread", event_thread)
+            if event_thread is not None
+            else ("resource", resource_id)
+            if resource_id is not None
+            else ("none", None)
+        )
+        statement = _INSERT_EVENT[(dialect, owner_kind)]
         values: dict[str, Any] = {
+            "owner_id": owner_id,
             "thread_id": event_thread,
             "resource_id": resource_id,
             "lookup_key": lookup_key,

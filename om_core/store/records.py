@@ -726,8 +726,17 @@ def swap_buffered_reflection_to_active(
     return successor, None, _finish(conn, successor, events, successor)
 
 
-def _roll_over(conn: Connection, stored: Record, *, text: str, token_count: int, successor_id: str) -> Record:
-    """Create the successor of `stored` (locked, live) and retire `stored`, in the caller's transaction."""
+def _roll_over(
+    conn: Connection,
+    stored: Record,
+    *,
+    text: str,
+    token_count: int,
+    successor_id: str,
+    origin_type: str = "reflection",
+) -> Record:
+    """Create the successor of `stored` (locked, live) and retire `stored`, in the caller's transaction.
+    `origin_type` says what made it: a reflection, or a caller's edit of one line (`store.log_edits`)."""
     now = _now()
     # Retire first: the partial unique index allows one live row per key at any instant.
     conn.execute(update(R).where(R.c.id == stored.id).values(superseded_by=successor_id, updated_at=now))
@@ -740,7 +749,7 @@ def _roll_over(conn: Connection, stored: Record, *, text: str, token_count: int,
             resource_id=stored.resource_id,
             created_at=now,
             updated_at=now,
-            origin_type="reflection",
+            origin_type=origin_type,
             generation_count=stored.generation_count + 1,
             superseded_by=None,
             active_observations=text,
@@ -767,6 +776,22 @@ def _roll_over(conn: Connection, stored: Record, *, text: str, token_count: int,
     head = read_head(conn, stored.lookup_key)
     assert head is not None and head.id == successor_id
     return head
+
+
+def roll_over_locked(
+    conn: Connection, stored: Record, *, text: str, token_count: int, origin_type: str
+) -> Record:
+    """A new generation with `text` from `stored`, which the caller holds under the key's lock and its row
+    lock and has checked is live (the rules `create_reflection_generation` follows): chunks, cursors and
+    counters carry over, the buffered reflection (computed from the old text) does not."""
+    return _roll_over(
+        conn,
+        stored,
+        text=text,
+        token_count=token_count,
+        successor_id=new_record_id(),
+        origin_type=origin_type,
+    )
 
 
 def update_buffered_reflection(

@@ -239,8 +239,9 @@ events = Table(
 
 #: Observation groups (retrieval mode, spec §9.1): every group committed, with the raw-message range it came
 #: from. The log carries the same wrapper, but reflection rewrites the log; this row stays, so a range is
-#: found across generations and search can index the group's text. One row per (log, cycle, thread): a
-#: redelivered commit cannot store a group twice.
+#: found across generations and search can index the group's text. A cycle applied twice (a buffered
+#: reflection redelivered after its first result was activated) stores two groups, each with the text and
+#: range it was written with, so every id a log ever carried has its row.
 observation_groups = Table(
     "om_observation_groups",
     metadata,
@@ -254,9 +255,9 @@ observation_groups = Table(
     Column("text", Text, nullable=False),
     Column("observed_at", Timestamp, nullable=False),
     Column("created_at", Timestamp, nullable=False),
-    UniqueConstraint("lookup_key", "cycle_id", "thread_id", name="uq_om_groups_cycle"),
     Index("ix_om_groups_thread", "thread_id", "created_at"),
     Index("ix_om_groups_resource", "resource_id", "created_at"),
+    Index("ix_om_groups_cycle", "lookup_key", "cycle_id"),
 )
 
 #: The search index (`om_core.search`): one document per raw message and per observation group, the text

@@ -178,3 +178,20 @@ class NewEvent:
     cycle_id: str | None = None
     #: The thread whose stream reports it, when not the record's own (a resource's shared log has none).
     thread_id: str | None = None
+
+
+@dataclass(frozen=True)
+class ObservationGroup:
+    """One observation group (retrieval mode, spec §9.1) as stored: `ranges` points at the raw messages
+    (public message ids of `thread_id`, or of several threads of the resource for a reflection's group);
+    `text` is the observations without the wrapper; `key` the log it joined."""
+
+    id: str
+    thread_id: str
+    resource_id: str
+    key: str
+    cycle_id: str
+    kind: str  # observation | reflection
+    ranges: str
+    text: str
+    observed_at: datetime

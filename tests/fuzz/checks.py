@@ -39,7 +39,7 @@ from sqlalchemy import Engine, select
 from om_core.engine import TurnResult
 from om_core.engine import events as ev
 from om_core.engine.tasks import resource_key
-from om_core.store import history, records, schema
+from om_core.store import groups, history, records, schema
 from om_core.store.outbox import list_events
 from om_core.store.types import Record, StoredEvent
 from tests.fuzz.fake_model import ModelCall, markers_by_section, markers_in
@@ -177,6 +177,7 @@ def check_scenario(
     _check_log(report, state, Counter(markers_in(state.log)))
     _check_phantoms_in_log(report, state.log, owners)
     _check_chunks(report, state)
+    _check_groups(report, db, state.thread_id, state.log, own_log=True)
     _check_event_order(report, state)
     _count_accepted_duplicates(report, state)
     _count_call_duplicates(report, calls)
@@ -226,6 +227,7 @@ def check_resource_scenario(
         _check_reached(report, state, own_views)
         _check_log(report, state, in_log)
         _check_chunks(report, state)
+        _check_groups(report, db, state.thread_id, text, own_log=False)
         _check_event_order(report, state)
         _count_accepted_duplicates(report, state)
         _count_stats(report, state, own_views)
@@ -420,6 +422,48 @@ def _check_sections(
             f"{m} of {owner[0]} (seq {owner[1]}) is in {where} of the shared log, expected {expected!r}"
             + ("" if reflected else " (no reflection has rewritten the log)"),
         )
+
+
+def _check_groups(report: FuzzReport, db: Engine, thread_id: str, log: str, *, own_log: bool) -> None:
+    """Retrieval mode: every group of the thread points at the raw messages its lines came from (each
+    marker in an observation group's text belongs to a message of the thread inside the group's range),
+    and every group wrapper of this thread in the log has its row with the same range (`own_log`: the log
+    is the thread's own, so every wrapper in it is the thread's)."""
+    with db.connect() as conn:
+        messages = history.load_parts(conn, thread_id, after_seq=0)
+        stored = groups.of_thread(conn, thread_id)
+    if not stored:
+        if own_log and _GROUP_OPEN.search(log):
+            report.fail("group-row", "the log has group wrappers but the thread has no group rows")
+        return
+    order = {m.id: i for i, m in enumerate(messages)}
+    marker_at = {mark: order[m.id] for m in messages for p in m.parts for mark in markers_in(p.text)}
+    for group in stored:
+        report.stats[f"groups:{group.kind}"] += 1
+        if group.kind != "observation":
+            continue
+        start, _sep, end = group.ranges.partition(":")
+        if start not in order or end not in order or order[start] > order[end]:
+            report.fail("group-range", f"group {group.id} has range {group.ranges!r} outside the thread")
+            continue
+        outside = [
+            m for m in markers_in(group.text) if not order[start] <= marker_at.get(m, -1) <= order[end]
+        ]
+        if outside:
+            report.fail(
+                "group-range", f"group {group.id} ({group.ranges}) carries {outside[:5]} outside its range"
+            )
+    rows = {g.id: g.ranges for g in stored}
+    for group_id, ranges in _GROUP_OPEN.findall(log):
+        if own_log and group_id not in rows:
+            report.fail("group-row", f"group {group_id} is in the log but has no row")
+        elif group_id in rows and rows[group_id] != ranges:
+            report.fail(
+                "group-row", f"group {group_id} reads {ranges!r} in the log, {rows[group_id]!r} stored"
+            )
+
+
+_GROUP_OPEN = re.compile(r'<observation-group id="([0-9a-f]+)" range="([^"]+)">')
 
 
 def _coverage_events(state: StoredState) -> list[StoredEvent]:

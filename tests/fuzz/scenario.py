@@ -191,6 +191,9 @@ def om_options(seed: int, settings: ScenarioSettings) -> dict[str, Any]:
     options: dict[str, Any] = {"observation": observation, "reflection": reflection}
     if shared:
         options["shareTokenBudget"] = True
+    # Its own stream of draws, so adding it left every seed's other options unchanged.
+    if settings.vary_config and random.Random(f"{seed}|retrieval").random() < 0.4:
+        options["retrieval"] = True
     if scope_of(seed, settings) == "resource":
         options = _resource_options(seed, options)
     return options

@@ -233,7 +233,7 @@ def test_migration_0004_adds_zeroed_counters_to_existing_keys_and_reverts(fresh_
                 ),
                 {"digest": "0" * 64},
             )
-        upgrade(engine)  # to the head: the downgrade below passes back through every later revision
+        upgrade(engine, "0004")
         assert tenancy.key_usage(engine, "omk_0123456789ab") == tenancy.KeyUsage()
         tenancy.record_key_usage(
             engine, "omk_0123456789ab", prompt_tokens=5, completion_tokens=7, cost_usd=0.5

@@ -98,7 +98,7 @@ def test_retrieval_on_a_turn_indexes_once_per_interval_and_a_commit_asks_again(e
     om.ingest_turn(thread, resource, [message(0, "My passport number is P-55120-XR.")])
     index_tasks = [task for task in executor.submitted if isinstance(task, IndexThread)]
     assert len(index_tasks) == 1
-    searcher = om.searcher(om.thread_config(thread))
+    searcher = om.searcher_for(om.thread_config(thread))
     hits = searcher(SearchRequest(resource_id=resource, query="P-55120-XR"))
     assert [(h.kind, h.ref) for h in hits] == [("message", "m0")]
 
@@ -116,5 +116,10 @@ def test_retrieval_on_a_turn_indexes_once_per_interval_and_a_commit_asks_again(e
     assert kinds[:3] == ["IndexThread", "Observe", "IndexThread"], kinds
     D = schema.search_docs
     with engine.connect() as conn:
-        count = conn.execute(select(func.count()).select_from(D).where(D.c.thread_id == thread)).scalar()
-    assert count == i, "the run after the commit indexed every message so far, the throttled ones too"
+        kinds = dict(
+            conn.execute(
+                select(D.c.kind, func.count()).where(D.c.thread_id == thread).group_by(D.c.kind)
+            ).all()
+        )
+    assert kinds.get("message") == i, "the run after the commit indexed every message so far, throttled too"
+    assert kinds.get("group", 0) >= 1, "the observation's group (retrieval on) is a document too"

@@ -379,8 +379,8 @@ def test_deleting_documents_removes_their_lexical_and_vector_entries(
         )
     assert _vector_rows(vector_db, dims, resource) == 12 and _fts_matches(vector_db, word) == 1
 
-    with vector_db.begin() as conn:  # the thread: the cascade takes its documents and their entries
-        history.delete_thread(conn, thread)
+    with vector_db.begin() as conn:  # the thread row: the cascade takes its documents and their entries
+        conn.execute(delete(schema.threads).where(schema.threads.c.id == thread))
     assert _vector_rows(vector_db, dims, resource) == 0 and _fts_matches(vector_db, word) == 0
     with vector_db.connect() as conn:
         assert (
@@ -437,3 +437,49 @@ def test_a_group_with_no_text_is_indexed_once_and_leaves_no_pending_work(engine:
     assert index_thread(engine, thread).groups == 1
     assert not has_pending_work(engine, thread)
     assert index_thread(engine, thread).groups == 0
+
+
+def test_erasing_a_resource_leaves_no_document_fts_entry_or_vector(
+    vector_db: Engine, embedder: ModelEmbedder
+) -> None:
+    """The erasure of managing memory (`store.erasure`) deletes the documents by their rows; the triggers
+    (SQLite) and the foreign key (Postgres) take the lexical and vector entries with them."""
+    from om_core.store import erasure
+
+    thread, resource = ids()
+    word = "quokkanaut" + uuid.uuid4().hex[:6]
+    store(vector_db, thread, resource, conversation(8, {2: f"the {word} landed"}))
+    store(vector_db, thread + "-b", resource, conversation(5, {1: f"another {word}"}, "b"))
+    index_thread(vector_db, thread, embedder)
+    index_thread(vector_db, thread + "-b", embedder)
+    dims = len(embedder.embed(["x"])[0])
+    assert _vector_rows(vector_db, dims, resource) == 13 and _fts_matches(vector_db, word) == 2
+    with vector_db.begin() as conn:
+        erasure.erase_resource(conn, resource)
+    assert _vector_rows(vector_db, dims, resource) == 0 and _fts_matches(vector_db, word) == 0
+    D = schema.search_docs
+    with vector_db.connect() as conn:
+        assert (
+            conn.execute(select(func.count()).select_from(D).where(D.c.resource_id == resource)).scalar() == 0
+        )
+
+
+def test_a_group_whose_text_changed_is_indexed_again(vector_db: Engine, embedder: ModelEmbedder) -> None:
+    """Forgetting or correcting an observation line rewrites the groups holding it (managing memory): the
+    next index run rewrites their documents, so the forgotten value is no longer found."""
+    thread, resource = ids()
+    store(vector_db, thread, resource, conversation(4))
+    group = add_group(
+        vector_db, thread, resource, "User's locker code is 4471.\nUser likes tea.", "m0:m3", T0
+    )
+    index_thread(vector_db, thread, embedder)
+    assert [h.ref for h in search(vector_db, SearchRequest(resource_id=resource, query="4471"))] == [group]
+    G = schema.observation_groups
+    with vector_db.begin() as conn:
+        conn.execute(G.update().where(G.c.id == group).values(text="User likes tea."))
+    result = index_thread(vector_db, thread, embedder)
+    assert (result.groups, result.embedded) == (1, 1)
+    hybrid = search(vector_db, SearchRequest(resource_id=resource, query="4471"), embedder)
+    assert all("4471" not in hit.text for hit in hybrid)
+    assert search(vector_db, SearchRequest(resource_id=resource, query="4471")) == []
+    assert index_thread(vector_db, thread, embedder).groups == 0

@@ -88,7 +88,7 @@ def test_a_turn_with_retrieval_on_is_indexed_by_the_index_worker(
         == []
     )
 
-    searcher = producer.engine.searcher(producer.engine.thread_config(thread))
+    searcher = producer.engine.searcher_for(producer.engine.thread_config(thread))
     exact = searcher(SearchRequest(resource_id=thread, query="7731-KD", limit=3))
     assert exact[0].ref == "m7" and "lexical" in exact[0].sources
     fuzzy = searcher(SearchRequest(resource_id=thread, query="lindquist warehous alarms", limit=3))

@@ -45,8 +45,17 @@ ROUTES: dict[tuple[str, str], dict[str, Any] | None] = {
     ("GET", "/v1/threads/{thread_id}/config"): None,
     ("GET", "/v1/threads/{thread_id}/events"): None,
     ("GET", "/v1/resources/{resource_id}/threads"): None,
+    ("GET", "/v1/threads"): None,
+    ("GET", "/v1/threads/{thread_id}"): None,
+    ("PATCH", "/v1/threads/{thread_id}"): {"title": "taken over", "metadata": {"owner": "intruder"}},
+    ("PATCH", "/v1/threads/{thread_id}/observations/{line}"): {
+        "text": "the intruder was here",
+        "expected_sha256": "0" * 64,
+    },
+    ("DELETE", "/v1/threads/{thread_id}/observations/{line}"): None,
     ("POST", "/v1/threads/{thread_id}/observe"): {"wait": True},
     ("POST", "/v1/threads/{thread_id}/reflect"): {"prompt": "keep only the secrets", "wait": True},
+    ("POST", "/v1/threads/{thread_id}/recall"): {"mode": "messages", "cursor": "m1", "partIndex": 0},
     ("PUT", "/v1/threads/{thread_id}/config"): {"overrides": {"observation": {"messageTokens": 900}}},
     ("DELETE", "/v1/threads/{thread_id}"): None,
     ("GET", "/v1/resources/{resource_id}/config"): None,
@@ -70,7 +79,11 @@ CREATING = {
     ("POST", "/v1/chat/completions"),
     ("PUT", "/v1/resources/{resource_id}/config"),
 }
-QUERY = {"/v1/threads/{thread_id}/events": {"follow": "false"}}
+QUERY: dict[str, dict[str, str]] = {
+    "/v1/threads/{thread_id}/events": {"follow": "false"},
+    "/v1/threads": {"resource_id": "{resource_id}"},
+    "/v1/threads/{thread_id}/observations/{line}": {"expected_sha256": "0" * 64},
+}
 
 
 def _names_an_id(operation: dict[str, Any]) -> bool:
@@ -97,12 +110,14 @@ class Tenant:
 
     def call(self, method: str, template: str, thread: str, resource: str) -> httpx.Response:
         body = _fill(ROUTES[(method, template)], thread, resource)
-        path = template.replace("{thread_id}", thread).replace("{resource_id}", resource)
+        path = (
+            template.replace("{thread_id}", thread).replace("{resource_id}", resource).replace("{line}", "1")
+        )
         return httpx.request(
             method,
             self.server.base_url + path,
             json=body,
-            params=QUERY.get(template),
+            params=_fill(QUERY.get(template), thread, resource),
             headers={"Authorization": f"Bearer {self.key}"},
             timeout=60,
         )
@@ -217,5 +232,7 @@ def _state(tenant: Tenant, thread: str, resource: str) -> dict[str, Any]:
         "config": client.get_config(thread).model_dump(),
         "events": [e.id for e in client.events(thread, follow=False)],
         "threads": [t.model_dump() for t in client.threads(resource).threads],
+        "thread": client.thread(thread).model_dump(),
+        "listed": [t.model_dump() for t in client.iter_threads()],
         "resource_config": client.get_resource_config(resource).model_dump(),
     }

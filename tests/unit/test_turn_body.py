@@ -33,6 +33,7 @@ def reference(result: TurnResult, resource_id: str) -> TurnResponse:
             continuation_reminder=result.continuation_reminder,
             messages=[StoredMessage.of(m) for m in result.messages],
             openai_messages=result.context.to_openai_messages(to_openai(result.messages)),
+            tools=result.tools,
         ),
         status=StatusPayload.model_validate(result.status),
         events=[event_out(e) for e in result.events],

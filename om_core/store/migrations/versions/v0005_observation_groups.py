@@ -34,15 +34,16 @@ def upgrade() -> None:
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
         sa.ForeignKeyConstraint(["thread_id"], ["om_threads.id"], ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("id"),
-        sa.UniqueConstraint("lookup_key", "cycle_id", "thread_id", name="uq_om_groups_cycle"),
     )
     with op.batch_alter_table("om_observation_groups", schema=None) as batch_op:
         batch_op.create_index("ix_om_groups_thread", ["thread_id", "created_at"], unique=False)
         batch_op.create_index("ix_om_groups_resource", ["resource_id", "created_at"], unique=False)
+        batch_op.create_index("ix_om_groups_cycle", ["lookup_key", "cycle_id"], unique=False)
 
 
 def downgrade() -> None:
     with op.batch_alter_table("om_observation_groups", schema=None) as batch_op:
+        batch_op.drop_index("ix_om_groups_cycle")
         batch_op.drop_index("ix_om_groups_resource")
         batch_op.drop_index("ix_om_groups_thread")
     op.drop_table("om_observation_groups")
