@@ -19,6 +19,7 @@ from om_core.search import lexical, vectors
 from om_core.search.embedder import Embedder
 from om_core.search.types import HitKind, SearchHit, SearchRequest
 from om_core.store import schema
+from om_core.store.db import read_only
 
 D = schema.search_docs
 
@@ -100,7 +101,7 @@ def search(
     # The query's vector first: a model call, never inside a transaction.
     query_vector = embedder.embed([request.query])[0] if embedder is not None else None
     rankings: dict[str, Sequence[int]] = {}
-    with db.connect() as conn:
+    with read_only(db) as conn:
         if embedder is not None and query_vector is not None:
             rankings["vector"] = _vector_rank(conn, request, embedder.model, query_vector, k)
         rankings["lexical"] = lexical.rank(conn, request, k)

@@ -174,8 +174,16 @@ def nearest(conn: Connection, resource_id: str, vector: Sequence[float], k: int)
     """The `k` documents of `resource_id` nearest to `vector` by cosine distance, nearest first, as
     `(doc_id, distance)`. Empty when nothing of this dimension was ever stored."""
     dims = len(vector)
-    require_support(conn)
     if not table_exists(conn, dims):
+        # Nothing stored yet, or nothing can be: say which (a search only reads; it installs nothing).
+        if is_postgres(conn):
+            available = conn.execute(
+                text("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'")
+            ).first()
+            if available is None:
+                raise VectorSearchUnavailable(POSTGRES_HINT)
+        elif not sqlite_vectors_available():
+            raise VectorSearchUnavailable(SQLITE_HINT)
         return []
     name = table_name(dims)
     if is_postgres(conn):

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from types import ModuleType
 from typing import Any
 
@@ -92,7 +94,24 @@ def _configure_sqlite(engine: Engine) -> None:
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Connection) -> None:
-        conn.exec_driver_sql("BEGIN IMMEDIATE")
+        if conn.get_execution_options().get(READ_ONLY):
+            conn.exec_driver_sql("BEGIN")  # deferred: a reader, never waiting on (or for) a writer
+        else:
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+#: Execution option of a connection that only reads (`read_only`): on SQLite its transaction is a deferred
+#: `BEGIN`, which in WAL mode neither takes nor waits for the write lock.
+READ_ONLY = "om_read_only"
+
+
+@contextmanager
+def read_only(engine: Engine) -> Iterator[Connection]:
+    """A connection for reads only. Every other SQLite transaction here starts with `BEGIN IMMEDIATE` (it
+    takes the write lock), so a read opened while the same thread holds another connection (search called
+    from within recall's read) would wait for itself; on Postgres this is a plain connection."""
+    with engine.connect() as conn:
+        yield conn.execution_options(**{READ_ONLY: True})
 
 
 def is_postgres(conn: Connection) -> bool:
