@@ -69,7 +69,7 @@ from om_api.client import OMAPIError, OMClient
 from om_api.schemas import TurnResponse
 from om_core import tenancy
 from om_core.config import ObservationalMemoryConfig
-from om_core.engine import BufferObservation, lookup_key, new_cycle_id
+from om_core.engine import MAINTENANCE_QUEUE, QUEUES, BufferObservation, lookup_key, new_cycle_id
 from om_core.engine.tasks import BufferReflection, Observe, ObserveBatch, Reflect, Task, resource_key
 from om_core.messages import Message, Part
 from om_core.resource_log import thread_label
@@ -129,8 +129,9 @@ RESOURCE_TASK_KINDS = (
 REDIS_DB = int(os.environ.get("OM_DFUZZ_REDIS_DB", "14"))
 TRACE_MODULE = "tests.support.traced_model"
 MUTANT_MODULE = "tests.support.plant_mutant"
-#: The queues the fuzz's workers consume (no beat runs, so nothing lands on the others).
-WORK_QUEUES = ["om.observe", "om.buffer", "om.reflect"]
+#: The queues the fuzz's workers consume: every task queue (no beat runs, so nothing lands on maintenance;
+#: seeds with retrieval on queue search indexing).
+WORK_QUEUES = [queue for queue in QUEUES if queue != MAINTENANCE_QUEUE]
 #: A client still running after this is reported as hung (a deadlock, a lost wake-up) instead of waited for.
 HANG_AFTER_S = 180.0
 #: How long the queues get to empty after the clients are done.

@@ -33,7 +33,7 @@ def cluster(
 ) -> Iterator[WorkerCluster]:
     workdir: Path = tmp_path_factory.mktemp("workers-index")
     env = {"OM_MODEL": "om-local/extractive", "OM_INDEX_INTERVAL_S": "3600"}
-    with worker_cluster(postgres_url=pgvector_url, redis_url=redis_url, workdir=workdir, db=14, env=env) as c:
+    with worker_cluster(postgres_url=pgvector_url, redis_url=redis_url, workdir=workdir, db=5, env=env) as c:
         c.start_worker([INDEX_QUEUE], concurrency=2)
         yield c
 
