@@ -26,7 +26,7 @@ import pytest
 from sqlalchemy import Engine, func, insert, select, text
 
 from om_core import tenancy
-from om_core.engine import BufferObservation, TurnResult, lookup_key, new_cycle_id
+from om_core.engine import QUEUES, BufferObservation, TurnResult, lookup_key, new_cycle_id
 from om_core.engine import events as ev
 from om_core.messages import Role, text_message
 from om_core.scoped_ids import scoped_id
@@ -122,7 +122,7 @@ def workers(services: Services) -> Iterator[Workers]:
             "PYTHONPATH": os.pathsep.join([str(clock_skew.SITE_DIR), str(REPO)]),
             clock_skew.ENV: str(services.clock_file),
         }
-        queues = ["om.buffer", "om.observe", "om.reflect", "om.maintenance"]
+        queues = list(QUEUES)
         skewed = cluster.start_worker(queues, concurrency=1, env=skew_env)
         try:
             yield Workers(cluster, skewed, cluster.producer())

@@ -19,7 +19,7 @@ import pytest
 from sqlalchemy import Engine
 
 from om_core.coordination import Keys
-from om_core.engine import TurnResult, lookup_key
+from om_core.engine import QUEUES, TurnResult, lookup_key
 from om_core.engine import events as ev
 from om_core.maintenance import rebuffer_marker
 from om_core.messages import Role, text_message
@@ -49,7 +49,7 @@ def cluster(
     workdir: Path = tmp_path_factory.mktemp("workers-triggers")
     env = {"OM_MODEL": "om-local/extractive", "LITELLM_LOG": "ERROR", "OM_WORKER_IDLE_REBUFFER_AFTER_S": "1"}
     with worker_cluster(postgres_url=postgres_url, redis_url=redis_url, workdir=workdir, db=3, env=env) as c:
-        c.start_workers([(["om.maintenance", "om.buffer", "om.reflect", "om.observe"], 2)], beats=2)
+        c.start_workers([(list(QUEUES), 2)], beats=2)
         yield c
 
 

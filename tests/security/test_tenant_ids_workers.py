@@ -12,6 +12,7 @@ from sqlalchemy import Engine, select
 
 from om_api.client import OMClient
 from om_core import tenancy
+from om_core.engine import QUEUES
 from om_core.engine import events as ev
 from om_core.scoped_ids import scoped_id
 from om_core.store import schema
@@ -37,7 +38,7 @@ def cluster(
     workdir = tmp_path_factory.mktemp("tenant-workers")
     env = {"OM_MODEL": "om-local/extractive", "LITELLM_LOG": "ERROR"}
     with worker_cluster(postgres_url=postgres_url, redis_url=redis_url, workdir=workdir, db=9, env=env) as c:
-        c.start_workers([(["om.maintenance", "om.buffer", "om.reflect", "om.observe"], 2)], beats=1)
+        c.start_workers([(list(QUEUES), 2)], beats=1)
         yield c
 
 
