@@ -12,6 +12,7 @@ what the proxy sent. The recall executor is a fake set on the engine (`engine.re
 from __future__ import annotations
 
 import json
+import re
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
@@ -582,3 +583,47 @@ def test_an_actor_failing_after_a_recall_round_is_reported_and_the_round_is_stil
     assert len(ACTOR.requests) == 2
     assert setup.stored() == [("user", QUESTION[0]["content"])]
     assert setup.usage()["calls"] == 1
+
+
+@STREAMED
+def test_the_real_recall_reads_the_threads_stored_messages(
+    app_client: TestClient, pg_engine: Engine, tenant: str, stream: bool
+) -> None:
+    """No fake: the proxy's loop calls the engine's own recall, which reads what earlier requests stored."""
+    key = tenancy.create_key(pg_engine, tenant, "recall-loop-real").secret
+    thread, resource = f"loop-{uuid.uuid4().hex[:10]}", f"user-{uuid.uuid4().hex[:10]}"
+    chat = openai.OpenAI(
+        base_url=str(app_client.base_url) + "/v1",
+        api_key=key,
+        http_client=app_client,
+        max_retries=0,
+        default_headers={"X-OM-Thread-Id": thread, "X-OM-Resource-Id": resource},
+    )
+    setup = Setup(app_client, chat, key, tenant, thread, resource, FakeRecall())
+    setup.retrieval()
+    code = f"{uuid.uuid4().int % 10_000:04d}-Q"
+    first = [{"role": "user", "content": f"Remember this: the storage locker code is {code}."}]
+    ACTOR.requests.clear()
+    ACTOR.script = lambda request: Reply("Noted.")
+    assert ask(setup, first, stream=stream).content == "Noted."
+
+    def script(request: dict[str, Any]) -> Reply:
+        if _last_is_tool_result(request):
+            found = re.search(r"locker code is (\S+?)\.", request["messages"][-1]["content"])
+            return Reply(f"The code is {found.group(1) if found else 'unknown'}.")
+        return Reply(None, [("call-1", "recall", json.dumps({"mode": "messages", "anchor": "start"}))])
+
+    ACTOR.script = script
+    ACTOR.requests.clear()
+    try:
+        second = [
+            *first,
+            {"role": "assistant", "content": "Noted."},
+            {"role": "user", "content": "What was my locker code?"},
+        ]
+        answer = ask(setup, second, stream=stream)
+    finally:
+        ACTOR.script = lambda request: Reply("hello")
+    assert answer.content == f"The code is {code}."
+    tool_result = json.loads(ACTOR.requests[-1]["messages"][-1]["content"])
+    assert code in tool_result["messages"] and tool_result["count"] >= 2
