@@ -22,6 +22,7 @@ from om_core.recall.params import MAX_LIMIT, RecallParams
 from om_core.recall.render import stamp
 from om_core.recall.scope import RecallScope
 from om_core.scoped_ids import public_id
+from om_core.search.errors import VectorSearchUnavailable
 from om_core.search.types import SearchHit, SearchRequest
 from om_core.store.recall_reads import ThreadInfo, threads_by_id
 
@@ -63,9 +64,14 @@ def search(
         after=p.after,
         before=p.before,
     )
+    try:
+        found = searcher(request)
+    except VectorSearchUnavailable as exc:
+        # Said, not hidden: the operator turned vectors on where the database cannot store them.
+        return {"results": f"Search is unavailable on this server: {exc}", "count": 0}
     hits = [
         hit
-        for hit in searcher(request)
+        for hit in found
         if hit.resource_id == scope.active.resource_id
         and (allowed is None or hit.thread_id in allowed)
         and (p.after is None or hit.at > p.after)

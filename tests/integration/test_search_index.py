@@ -483,3 +483,28 @@ def test_a_group_whose_text_changed_is_indexed_again(vector_db: Engine, embedder
     assert all("4471" not in hit.text for hit in hybrid)
     assert search(vector_db, SearchRequest(resource_id=resource, query="4471")) == []
     assert index_thread(vector_db, thread, embedder).groups == 0
+
+
+def test_recall_search_on_a_database_without_vectors_says_so(
+    pg_engine: Engine, embedder: ModelEmbedder
+) -> None:
+    """Vectors turned on service-wide (`OM_CONFIG`) where Postgres has no pgvector: the recall tool's
+    search mode answers that search is unavailable and why, instead of failing the tool call."""
+    from om_core.config import ObservationalMemoryConfig
+    from om_core.engine import MemoryEngine
+    from om_core.search import Searcher
+    from tests.support.fake_models import FakeModels
+
+    with pg_engine.connect() as conn:
+        if conn.execute(text("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'")).first():
+            pytest.skip("this Postgres has pgvector")
+    om = MemoryEngine(
+        pg_engine,
+        models=FakeModels(),  # type: ignore[arg-type]
+        config=ObservationalMemoryConfig.parse({"retrieval": {"vector": True}}),
+        searcher=Searcher(pg_engine, embedder),
+    )
+    thread, resource = ids()
+    om.ingest_turn(thread, resource, [text_message("m0", "user", "hello", T0)])
+    answer = om.recall(thread, {"mode": "search", "query": "hello"})
+    assert answer["count"] == 0 and "pgvector" in answer["results"]
