@@ -21,7 +21,7 @@ from om_core.engine import events as ev
 from om_core.engine import indexing
 from om_core.engine.core import EngineCore, policy_tokens
 from om_core.engine.cycle import Cycle, holding_lock
-from om_core.engine.grouping import group_observations
+from om_core.engine.grouping import GroupPlace, group_observations
 from om_core.engine.observer_call import observe_messages
 from om_core.engine.ports import ObserverDegenerateError
 from om_core.engine.resource import is_shared
@@ -174,11 +174,9 @@ def _buffer_locked(core: EngineCore, task: BufferObservation) -> bool:
         cfg,
         text,
         batch,
-        thread_id=task.thread_id,
-        resource_id=thread.resource_id,
-        key=snapshot.log.lookup_key,
-        cycle_id=task.cycle_id,
-        observed_at=last_observed_at,
+        GroupPlace(
+            task.thread_id, thread.resource_id, snapshot.log.lookup_key, task.cycle_id, last_observed_at
+        ),
     )
     chunk = ChunkInput(
         cycle_id=task.cycle_id,

@@ -5,6 +5,7 @@ those it condensed. The group row is written by the same commit that puts the te
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 
 from om_core.config import ResolvedConfig
@@ -20,34 +21,25 @@ from om_core.observation_groups import (
 from om_core.store.types import ObservationGroup
 
 
+@dataclass(frozen=True)
+class GroupPlace:
+    """Where a group is committed: its thread, resource, log key and cycle, and when it was observed."""
+
+    thread_id: str
+    resource_id: str
+    key: str
+    cycle_id: str
+    observed_at: datetime
+
+
 def group_observations(
-    cfg: ResolvedConfig,
-    observations: str,
-    messages: Sequence[Message],
-    *,
-    thread_id: str,
-    resource_id: str,
-    key: str,
-    cycle_id: str,
-    observed_at: datetime,
+    cfg: ResolvedConfig, observations: str, messages: Sequence[Message], place: GroupPlace
 ) -> tuple[str, ObservationGroup | None]:
     """The text to commit and its group: `observations` wrapped with the range of `messages` when
     retrieval is on, else unchanged and no group."""
     if not cfg.retrieval or not messages:
         return observations, None
-    body = strip_wrappers(observations).strip()
-    group = ObservationGroup(
-        id=new_group_id(),
-        thread_id=thread_id,
-        resource_id=resource_id,
-        key=key,
-        cycle_id=cycle_id,
-        kind="observation",
-        ranges=message_range(messages),
-        text=body,
-        observed_at=observed_at,
-    )
-    return wrap(body, group.id, group.ranges), group
+    return _grouped(observations, message_range(messages), "observation", place)
 
 
 def reflector_input(observations: str) -> tuple[str, str | None]:
@@ -56,28 +48,25 @@ def reflector_input(observations: str) -> tuple[str, str | None]:
 
 
 def group_reflection(
-    reflection: str,
-    ranges: str | None,
-    *,
-    thread_id: str,
-    resource_id: str,
-    key: str,
-    cycle_id: str,
-    observed_at: datetime,
+    reflection: str, ranges: str | None, place: GroupPlace
 ) -> tuple[str, ObservationGroup | None]:
     """A reflection of grouped observations as one group over their ranges; else unchanged."""
     if ranges is None or not reflection.strip():
         return reflection, None
-    body = strip_wrappers(reflection).strip()
+    return _grouped(reflection, ranges, "reflection", place)
+
+
+def _grouped(text: str, ranges: str, kind: str, place: GroupPlace) -> tuple[str, ObservationGroup]:
+    body = strip_wrappers(text).strip()
     group = ObservationGroup(
         id=new_group_id(),
-        thread_id=thread_id,
-        resource_id=resource_id,
-        key=key,
-        cycle_id=cycle_id,
-        kind="reflection",
+        thread_id=place.thread_id,
+        resource_id=place.resource_id,
+        key=place.key,
+        cycle_id=place.cycle_id,
+        kind=kind,
         ranges=ranges,
         text=body,
-        observed_at=observed_at,
+        observed_at=place.observed_at,
     )
     return wrap(body, group.id, ranges), group

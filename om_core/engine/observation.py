@@ -16,7 +16,7 @@ from om_core.coordination import Keys
 from om_core.engine import activation, resource, resource_observation
 from om_core.engine.core import EngineCore, policy_tokens
 from om_core.engine.cycle import Cycle, run_if_enabled
-from om_core.engine.grouping import group_observations
+from om_core.engine.grouping import GroupPlace, group_observations
 from om_core.engine.observer_call import observe_messages
 from om_core.engine.ports import ObserverDegenerateError
 from om_core.engine.tasks import Observe, lookup_key
@@ -107,11 +107,7 @@ def _observe_one_batch(core: EngineCore, task: Observe, cfg: ResolvedConfig, *, 
         cfg,
         text,
         batch,
-        thread_id=task.thread_id,
-        resource_id=head.resource_id,
-        key=key,
-        cycle_id=cycle.cycle_id,
-        observed_at=last_observed_at,
+        GroupPlace(task.thread_id, head.resource_id, key, cycle.cycle_id, last_observed_at),
     )
     observation_tokens = core.counter.count_string(text)
     end = cycle.ending(

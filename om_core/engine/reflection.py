@@ -20,7 +20,7 @@ from om_core.coordination import Keys, Peek
 from om_core.engine import events as ev
 from om_core.engine.core import Activity, EngineCore, early_trigger
 from om_core.engine.cycle import Cycle, run_if_enabled
-from om_core.engine.grouping import group_reflection, reflector_input
+from om_core.engine.grouping import GroupPlace, group_reflection, reflector_input
 from om_core.engine.reflector_call import ladder_usage, run_ladder
 from om_core.engine.tasks import BufferReflection, Reflect, lookup_key, new_cycle_id, task_key
 from om_core.errors import OperationFailed
@@ -231,11 +231,7 @@ def _reflect_locked(core: EngineCore, task: Reflect, cfg: ResolvedConfig) -> boo
     out, group = group_reflection(
         result.output.observations.strip(),
         ranges,
-        thread_id=task.thread_id,
-        resource_id=snapshot.resource_id,
-        key=key,
-        cycle_id=cycle.cycle_id,
-        observed_at=core.clock(),
+        GroupPlace(task.thread_id, snapshot.resource_id, key, cycle.cycle_id, core.clock()),
     )
     out_tokens = core.counter.count_string(out)
     cycle.usage = ladder_usage(result)

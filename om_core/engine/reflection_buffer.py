@@ -10,7 +10,7 @@ from om_core.config import ResolvedConfig
 from om_core.coordination import Keys
 from om_core.engine.core import EngineCore
 from om_core.engine.cycle import Cycle, run_if_enabled
-from om_core.engine.grouping import group_reflection, reflector_input
+from om_core.engine.grouping import GroupPlace, group_reflection, reflector_input
 from om_core.engine.reflector_call import ladder_usage, run_ladder
 from om_core.engine.tasks import BufferReflection
 from om_core.observation_groups import align_slice
@@ -59,11 +59,7 @@ def _buffer_locked(core: EngineCore, task: BufferReflection, cfg: ResolvedConfig
     out, group = group_reflection(
         result.output.observations.strip(),
         ranges,
-        thread_id=task.thread_id,
-        resource_id=head.resource_id,
-        key=head.lookup_key,
-        cycle_id=task.cycle_id,
-        observed_at=core.clock(),
+        GroupPlace(task.thread_id, head.resource_id, head.lookup_key, task.cycle_id, core.clock()),
     )
     out_tokens = core.counter.count_string(out)
     cycle.usage = ladder_usage(result)

@@ -18,7 +18,7 @@ from om_core.config import ResolvedConfig
 from om_core.engine import activation, resource
 from om_core.engine.core import EngineCore, policy_tokens
 from om_core.engine.cycle import Cycle, Usage, run_if_enabled
-from om_core.engine.grouping import group_observations
+from om_core.engine.grouping import GroupPlace, group_observations
 from om_core.engine.observer_call import observe_threads
 from om_core.engine.ports import ObserverDegenerateError
 from om_core.engine.tasks import Observe, ObserveBatch, kind_of, lookup_key
@@ -236,11 +236,7 @@ def _entry(
         cfg,
         strip_thread_tags(output.observations).strip(),
         share.messages,
-        thread_id=share.thread.id,
-        resource_id=share.thread.resource_id,
-        key=key,
-        cycle_id=cycle_id,
-        observed_at=last,
+        GroupPlace(share.thread.id, share.thread.resource_id, key, cycle_id, last),
     )
     entry = ThreadObservation(
         cursor_record_id=share.cursor.id,
