@@ -55,6 +55,10 @@ def worker_argv(
     ]
 
 
+#: The API's format (`om_api.cli`): timestamps let a slow turn be matched with the task it waited on.
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
 def run_worker(
     queues: list[str],
     concurrency: int,
@@ -67,7 +71,7 @@ def run_worker(
     cap_malloc_arenas()  # before the pool starts its threads
     from om_workers.app import app
 
-    logging.basicConfig(level=loglevel)
+    logging.basicConfig(level=loglevel, format=LOG_FORMAT)
     app.worker_main(worker_argv(queues, concurrency, pool, hostname=hostname, loglevel=loglevel))
 
 
@@ -75,7 +79,7 @@ def run_beat(*, loglevel: str = "INFO") -> None:
     """Run celery-beat with the maintenance schedule. Run one; a second one is harmless, not useful."""
     from om_workers.app import app
 
-    logging.basicConfig(level=loglevel)
+    logging.basicConfig(level=loglevel, format=LOG_FORMAT)
     schedule = WorkerSettings().schedule_file()
     app.start(["beat", f"--loglevel={loglevel}", f"--schedule={schedule}"])
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import ModuleType
@@ -92,12 +93,32 @@ def _configure_sqlite(engine: Engine) -> None:
         cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.close()
 
+    writer = threading.local()
+
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Connection) -> None:
         if conn.get_execution_options().get(READ_ONLY):
             conn.exec_driver_sql("BEGIN")  # deferred: a reader, never waiting on (or for) a writer
-        else:
-            conn.exec_driver_sql("BEGIN IMMEDIATE")
+            return
+        held = getattr(writer, "conn", None)
+        if held is not None and not held.closed and held.in_transaction():
+            raise NestedWriteError(
+                "a SQLite write transaction was opened by a thread that already holds one: it would wait "
+                "for itself until the busy timeout; read through `read_only`, or pass the open connection"
+            )
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+        writer.conn = conn
+
+    @event.listens_for(engine, "commit")
+    @event.listens_for(engine, "rollback")
+    def _on_end(conn: Connection) -> None:
+        if getattr(writer, "conn", None) is conn:
+            writer.conn = None
+
+
+class NestedWriteError(RuntimeError):
+    """SQLite serialises writers with one database lock, so a second write transaction in a thread that
+    holds one can never start: refused at once instead of after the busy timeout."""
 
 
 #: Execution option of a connection that only reads (`read_only`): on SQLite its transaction is a deferred

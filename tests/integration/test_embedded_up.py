@@ -116,6 +116,16 @@ class OmUp:
     def log(self) -> str:
         return self.output.read_text(errors="replace")[-4000:]
 
+    def report(self, lines: int = 40) -> str:
+        """The last lines of every child's log (`data/logs`), for a failure to show what each was doing."""
+        parts = []
+        for path in sorted((self.data_dir / "logs").glob("*.log")):
+            tail = path.read_text(errors="replace").splitlines()[-lines:]
+            parts.append(
+                f"--- {path.name} (last {len(tail)} lines)\n" + "\n".join(line[:300] for line in tail)
+            )
+        return "\n".join(parts)
+
 
 @pytest.fixture
 def om_up(tmp_path: Path) -> Iterator[Callable[[], OmUp]]:
@@ -132,6 +142,8 @@ def om_up(tmp_path: Path) -> Iterator[Callable[[], OmUp]]:
     yield start
     for stack in started:
         stack.kill()
+        # Printed output is shown only when the test failed (pytest-timeout's signal method too).
+        print(f"=== om up #{started.index(stack)} on port {stack.port}\n{stack.report()}")
 
 
 def conversation(count: int, seed: int) -> list[Message]:
@@ -141,9 +153,13 @@ def conversation(count: int, seed: int) -> list[Message]:
 
 
 def post(client: OMClient, thread: str, messages: list[Message]) -> None:
-    """Each message as its own turn; the client raises on anything but 2xx."""
-    for message in messages:
-        client.post_turn(thread, [message], resource_id="user-1")
+    """Each message as its own turn; the client raises on anything but 2xx. Each turn's time is printed
+    (shown when the test fails) so a slow or stuck turn can be matched with the children's logs."""
+    for index, message in enumerate(messages):
+        print(f"{time.strftime('%H:%M:%S')} turn {index} of {thread} ({message.id}) sent", flush=True)
+        started = time.monotonic()
+        response = client.post_turn(thread, [message], resource_id="user-1")
+        print(f"  answered in {time.monotonic() - started:.2f}s, blocked={response.blocked}", flush=True)
 
 
 def stored_ids(client: OMClient, thread: str) -> list[str]:

@@ -1,0 +1,79 @@
+"""SQLite write transactions (`om_core.store.db`): one writer at a time, and a thread that already holds
+the write lock is refused a second write transaction at once instead of waiting for itself."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import Engine, text
+
+from om_core.store.db import NestedWriteError, make_engine, read_only
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Iterator[Engine]:
+    engine = make_engine(f"sqlite:///{tmp_path / 'om.db'}")
+    with engine.begin() as conn:
+        conn.execute(text("CREATE TABLE t (x INTEGER)"))
+    yield engine
+    engine.dispose()
+
+
+def count(db: Engine) -> int:
+    with read_only(db) as conn:
+        return int(conn.execute(text("SELECT count(*) FROM t")).scalar_one())
+
+
+def test_a_second_write_transaction_in_the_same_thread_is_refused_at_once(db: Engine) -> None:
+    started = time.monotonic()
+    with db.begin() as outer:
+        outer.execute(text("INSERT INTO t VALUES (1)"))
+        with pytest.raises(NestedWriteError, match="already holds one"), db.begin() as inner:
+            inner.execute(text("INSERT INTO t VALUES (2)"))
+    # Refused before SQLite's busy timeout (60 s) could start counting; the outer write still commits.
+    assert time.monotonic() - started < 30
+    assert count(db) == 1
+
+
+def test_a_read_inside_a_write_and_writes_one_after_another_are_allowed(db: Engine) -> None:
+    with db.begin() as conn:
+        conn.execute(text("INSERT INTO t VALUES (1)"))
+        assert count(db) == 0  # a reader sees what is committed, and never waits for the writer
+    with db.begin() as conn:
+        conn.execute(text("INSERT INTO t VALUES (2)"))
+    with db.connect() as conn:  # a rolled-back write releases the thread too
+        conn.execute(text("INSERT INTO t VALUES (3)"))
+        conn.rollback()
+    with db.begin() as conn:
+        conn.execute(text("INSERT INTO t VALUES (4)"))
+    assert count(db) == 3
+
+
+def test_a_writer_in_another_thread_waits_for_the_lock_instead_of_being_refused(db: Engine) -> None:
+    holding, done = threading.Event(), threading.Event()
+    errors: list[BaseException] = []
+
+    def other() -> None:
+        try:
+            holding.wait(10)
+            with db.begin() as conn:  # blocks until the main thread commits
+                conn.execute(text("INSERT INTO t VALUES (2)"))
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+        finally:
+            done.set()
+
+    thread = threading.Thread(target=other)
+    thread.start()
+    with db.begin() as conn:
+        conn.execute(text("INSERT INTO t VALUES (1)"))
+        holding.set()
+        assert not done.wait(0.3), "the other thread's write did not wait for the lock"
+    assert done.wait(30)
+    thread.join()
+    assert errors == []
+    assert count(db) == 2
