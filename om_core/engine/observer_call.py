@@ -7,15 +7,19 @@ plus chunks waiting, deduplicated against a buffered reflection) and reject the 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Protocol, TypeVar
 
 from om_core.config import ResolvedConfig
 from om_core.engine.core import EngineCore, primary_model, resolve_model
 from om_core.engine.cycle import Usage
+from om_core.engine.extraction import NONE, RunExtractors
 from om_core.engine.ports import ObserverDegenerateError, UserContent
 from om_core.messages import Message
 from om_core.observation_groups import strip_wrappers
+from om_core.observation_text import strip_tag_blocks
 from om_core.observer import (
+    InlineExtractorPrompt,
     MultiThreadObserverOutput,
     ObserverOutput,
     ObserverPromptOptions,
@@ -37,12 +41,15 @@ from om_core.store.types import Record
 _ATTEMPTS = 2
 
 
-def observer_system_prompt(cfg: ResolvedConfig, include_hints: bool) -> str:
+def observer_system_prompt(
+    cfg: ResolvedConfig, include_hints: bool, inline: tuple[InlineExtractorPrompt, ...] = ()
+) -> str:
     return build_observer_system_prompt(
         ObserverPromptOptions(
             thread_title=cfg.observation.thread_title,
             include_hints=include_hints,
             instruction=cfg.observation.instruction,
+            inline_extractors=inline,
         )
     )
 
@@ -64,13 +71,16 @@ def observe_messages(
     *,
     thread: history.ThreadRow | None,
     log: Record | None = None,
+    extractors: RunExtractors = NONE,
 ) -> ObserverOutput:
     """Observations of `batch`. `thread` is the caller's read of the thread (its metadata feeds the
     prompt); usage of every call is added to `usage`, also of calls whose reply was not usable. `log` is
     the log the observations will join when it is not `head`'s own (resource scope: the resource's).
 
     The user message carries the batch's images and files as content parts when `observeAttachments`
-    forwards any (`observer_input`); placeholders stay in the transcript either way."""
+    forwards any (`observer_input`); placeholders stay in the transcript either way. `extractors` adds the
+    run's inline extractor sections to the prompt (with their priors) and strips them from the
+    observations; the caller reads their values from the output's `raw` text."""
     meta = thread.om_metadata if thread is not None else {}
     log = log or head
     histories = render_histories([batch], head.observed_timezone, counter=core.counter.count_string)
@@ -83,7 +93,7 @@ def observe_messages(
         count_line=core.line_counts,
     )
     previous = strip_wrappers(previous)  # a model shown group wrappers starts writing its own
-    system = observer_system_prompt(cfg, include_hints=True)
+    system = observer_system_prompt(cfg, include_hints=True, inline=extractors.prompts)
 
     def compose(texts: Sequence[str]) -> str:
         return build_observer_user_message(
@@ -94,11 +104,20 @@ def observe_messages(
             prior_suggested_response=meta.get("suggestedResponse"),
             prior_thread_title=meta.get("threadTitle") if cfg.observation.thread_title else None,
             include_hints=True,
+            prior_extractions=extractors.priors,
         )
 
     model = resolve_model(cfg.observation.model, core.counter.count_messages(batch))
     user = observer_user_content(histories, compose, attachment_rule(core, cfg, model))
-    return _usable_reply(core, cfg, model, system, user, usage, parse_observer_output)
+    tags = extractors.section_tags
+
+    def parse(text: str) -> ObserverOutput:
+        # Inline sections go before parsing, wherever the model put them (inside <observations> too); the
+        # raw text keeps them for `extraction.inline_values`.
+        stripped = strip_tag_blocks(text, tags, line_anchored=False) if tags else text
+        return replace(parse_observer_output(stripped, extra_sections=tags), raw=text)
+
+    return _usable_reply(core, cfg, model, system, user, usage, parse)
 
 
 def observe_threads(

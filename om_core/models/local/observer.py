@@ -1342,9 +1342,12 @@ def observe_prompt(system: str, user: str) -> str:
     known = _previous_keys(user)
     if _THREAD_BLOCK_RE.search(transcript):
         return _observe_threads(transcript, sections, known)
-    return observe_transcript(
+    reply = observe_transcript(
         transcript, sections=sections, prior_task=extract_prior_hint(user, "current-task"), known=known
     )
+    from om_core.models.local.extraction import inline_sections  # it imports this module
+
+    return "\n\n".join([reply, *inline_sections(system, transcript)])
 
 
 def summarize_text(text: str) -> str:
