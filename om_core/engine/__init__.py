@@ -15,6 +15,7 @@ from om_core.engine.ports import (
     ThreadIdRequired,
 )
 from om_core.engine.tasks import (
+    EXTRACT_QUEUE,
     INDEX_QUEUE,
     MAINTENANCE_QUEUE,
     MAINTENANCE_TASK,
@@ -41,6 +42,7 @@ from om_core.engine.tasks import (
 from om_core.engine.turn import TurnResult
 
 __all__ = [
+    "EXTRACT_QUEUE",
     "INDEX_QUEUE",
     "MAINTENANCE_QUEUE",
     "MAINTENANCE_TASK",

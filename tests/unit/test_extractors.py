@@ -133,7 +133,8 @@ def test_an_inline_tag_gives_its_value_and_the_last_occurrence_wins() -> None:
 
 
 def test_extracted_values_blocks_win_and_a_non_object_block_is_a_failure() -> None:
-    text = f'{OBSERVATIONS}\n<mood>happy</mood>\n<extracted-values>{{"mood": "calm", "other": 1}}</extracted-values>'
+    block = '<extracted-values>{"mood": "calm", "other": 1}</extracted-values>'
+    text = f"{OBSERVATIONS}\n<mood>happy</mood>\n{block}"
     assert parse_inline(text, [MOOD]).values == {"mood": "calm"}
     bad = parse_inline(f"{OBSERVATIONS}\n<extracted-values>[1, 2]</extracted-values>", [MOOD])
     assert bad.values == {} and bad.failures == [
