@@ -203,7 +203,7 @@ def build_observer_system_prompt(opts: ObserverPromptOptions) -> str:
     """The Observer's system prompt (§5.2), with the custom instruction appended last."""
     parts = [_ROLE, _WHAT_TO_RECORD, _GUIDELINES, _LEGEND, _output_format(opts)]
     if opts.include_hints and opts.inline_extractors:
-        parts.append(_inline_extractor_section(opts.inline_extractors))
+        parts.append(inline_extractor_section(opts.inline_extractors))
     parts.append(_thread_attribution(opts))
     parts.append(_closing_reminder(opts))
     instruction = (opts.instruction or "").strip()
@@ -251,7 +251,8 @@ def _example(opts: ObserverPromptOptions) -> str:
     return f'<observations>\n<thread id="thread-1">\n{inner}\n</thread>\n</observations>'
 
 
-def _inline_extractor_section(extractors: Sequence[InlineExtractorPrompt]) -> str:
+def inline_extractor_section(extractors: Sequence[InlineExtractorPrompt]) -> str:
+    """The system prompt's description of inline extractors (§8.4); the Reflector's prompt ends with it."""
     lines = [
         "OPTIONAL EXTRA SECTIONS",
         "After </observations>, you may add the sections below. Add one only when the conversation holds "

@@ -230,6 +230,7 @@ class ScriptedModels:
 
     observer_replies: list[str]
     structured_reply: str = "{}"
+    reflector_reply: str = ""
     calls: list[tuple[str, str, str]] = field(default_factory=list)
     formats: list[Any] = field(default_factory=list)
 
@@ -237,7 +238,10 @@ class ScriptedModels:
         from tests.support.fake_models import FakeCompletion, user_text
 
         text = user_text(user)
-        if "## Structured Extraction Request" in text:
+        if "## Observations to Reflect On" in text:
+            self.calls.append(("reflector", system, text))
+            reply = self.reflector_reply
+        elif "## Structured Extraction Request" in text:
             self.calls.append(("structured", system, text))
             self.formats.append(kwargs.get("response_format"))
             reply = self.structured_reply
@@ -255,9 +259,17 @@ class ScriptedModels:
         return [c for c in self.calls if c[0] == kind]
 
 
-def _engine(db: Engine, models: ScriptedModels, extract: list[dict[str, Any]]) -> MemoryEngine:
+def _engine(
+    db: Engine,
+    models: ScriptedModels,
+    extract: list[dict[str, Any]],
+    reflect: list[dict[str, Any]] | None = None,
+) -> MemoryEngine:
     config = ObservationalMemoryConfig.parse(
-        {"observation": {"messageTokens": 200, "bufferTokens": False, "extract": extract}}
+        {
+            "observation": {"messageTokens": 200, "bufferTokens": False, "extract": extract},
+            "reflection": {"extract": reflect or []},
+        }
     )
     return MemoryEngine(db, models=models, config=config, settings=EngineSettings())  # type: ignore[arg-type]
 
@@ -490,3 +502,43 @@ def test_a_registered_python_extractor_is_used_by_name() -> None:
         assert caught.value.code == "EXTRACTOR_NOT_REGISTERED"
     finally:
         registry.unregister(extractor.name)
+
+
+def test_the_reflector_runs_reflection_extractors_and_strips_their_sections(sqlite_engine: Engine) -> None:
+    long_log = OBSERVATIONS.replace(
+        "</observations>",
+        "\n".join(f"* 🟡 (09:0{i}) User mentioned harbor number {i} and its lantern" for i in range(6))
+        + "\n</observations>",
+    )
+    models = ScriptedModels(
+        [long_log],
+        reflector_reply=f"{OBSERVATIONS}\n<mood>calm</mood>",
+        structured_reply=json.dumps({"topics": ["tea"]}),
+    )
+    om = _engine(
+        sqlite_engine,
+        models,
+        [],
+        reflect=[
+            {"name": "mood", "instructions": "The user's mood."},
+            {
+                "name": "topics",
+                "instructions": "Topics.",
+                "schema": {"type": "array", "items": {"type": "string"}},
+            },
+        ],
+    )
+    _observe_round(om, "t-refl", 0)
+    assert "<mood>" not in models.of("observer")[0][1], "reflection extractors are not the Observer's"
+    assert om.reflect_now("t-refl")
+    [reflector_call, *_] = models.of("reflector")
+    assert "<mood> ... </mood>: The user's mood." in reflector_call[1]
+    head = records.get_head(sqlite_engine, "thread:t-refl")
+    assert head is not None and "tea" in head.active_observations and "calm" not in head.active_observations
+    assert _meta(sqlite_engine, "t-refl")["extracted"] == {"mood": "calm", "topics": ["tea"]}
+    reflection_end = [
+        e for e in _ends(sqlite_engine, "t-refl", ev.OBSERVATION_END) if e["operationType"] == "reflection"
+    ]
+    assert reflection_end[0]["extractedValues"] == {"mood": "calm"}
+    [extraction_end] = _ends(sqlite_engine, "t-refl", ev.EXTRACTION_END)
+    assert extraction_end["source"] == "reflector" and extraction_end["operationType"] == "reflection"
