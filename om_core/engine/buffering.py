@@ -159,7 +159,7 @@ def _buffer_locked(core: EngineCore, task: BufferObservation) -> bool:
         return False
     cycle = Cycle.of(core, task, head, batch_tokens)
     cycle.start(core.marker_config(cfg), with_change=lambda conn: _set_buffering(conn, key, True))
-    run = extraction.plan(cfg, "observer", thread)
+    run = extraction.plan(cfg, "observer", thread, memory=core.db)
     try:
         output = observe_messages(
             core, cfg, head, batch, cycle.usage, thread=thread, log=snapshot.log, extractors=run

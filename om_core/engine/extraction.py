@@ -41,7 +41,7 @@ from om_core.extractors.structured import (
 from om_core.observer import InlineExtractorPrompt
 from om_core.observer_input import render_histories
 from om_core.store import history, records
-from om_core.store.outbox import cycle_payload, has_event
+from om_core.store.outbox import cycle_payload, has_event, write_record_events
 from om_core.store.types import StoredEvent
 
 log = logging.getLogger("om.engine")
@@ -83,15 +83,19 @@ def plan(
     source: Source,
     thread: history.ThreadRow | None,
     extra: Sequence[Extractor] = (),
+    *,
+    memory: Any = None,
 ) -> RunExtractors:
     """The run's extractors (`compose_extractors`), their inline prompts and the priors shown to the model
-    (each extractor with `includePreviousExtraction`, read from its `metadataKeyPath`)."""
+    (each extractor with `includePreviousExtraction`, read from its `metadataKeyPath`). `memory` is what
+    hooks receive as the run's store (the engine's database)."""
     meta: Mapping[str, Any] = thread.om_metadata if thread is not None else {}
     ctx = RunContext(
         source,
         thread_id=thread.id if thread is not None else None,
         resource_id=thread.resource_id if thread is not None else None,
         om_metadata=dict(meta),
+        memory=memory,
     )
     extractors = compose_extractors(cfg, ctx, extra)
     if not extractors:
@@ -141,10 +145,8 @@ def request_structured(
     )
 
 
-_SOURCE_END = {
-    "observer": [ev.OBSERVATION_END, ev.BUFFERING_END],
-    "reflector": [ev.OBSERVATION_END, ev.BUFFERING_END],
-}
+#: The end events a source cycle reports its output on (a reflection's is `data-om-observation-end` too).
+_SOURCE_END = (ev.OBSERVATION_END, ev.BUFFERING_END)
 
 
 def extract_values(core: EngineCore, task: ExtractValues) -> bool:
@@ -172,7 +174,7 @@ def _extract_locked(core: EngineCore, task: ExtractValues, cfg: ResolvedConfig) 
         ):
             return False
         source_end = cycle_payload(
-            conn, thread_id=task.thread_id, cycle_id=task.source_cycle_id, types=_SOURCE_END[task.source]
+            conn, thread_id=task.thread_id, cycle_id=task.source_cycle_id, types=_SOURCE_END
         )
         messages = (
             [
@@ -185,7 +187,7 @@ def _extract_locked(core: EngineCore, task: ExtractValues, cfg: ResolvedConfig) 
             if task.to_seq > task.from_seq
             else []
         )
-    run = plan(cfg, task.source, thread)
+    run = plan(cfg, task.source, thread, memory=core.db)
     specs, early = resolve_structured(run.extractors, run.ctx)
     if not specs and not early.failures:
         return False
@@ -231,8 +233,6 @@ def _extract_locked(core: EngineCore, task: ExtractValues, cfg: ResolvedConfig) 
 
     def write(conn: Connection) -> tuple[None, list[StoredEvent]]:
         records.patch_thread_metadata(conn, task.thread_id, patch)
-        from om_core.store.outbox import write_record_events
-
         return None, write_record_events(conn, head, [cycle.own(end)])
 
     cycle.commit(write)

@@ -91,7 +91,7 @@ def _observe_one_batch(core: EngineCore, task: Observe, cfg: ResolvedConfig, *, 
     tokens = window.tokens_upto(cut)
     cycle = Cycle.of(core, task, head, tokens, cycle_id=f"{task.cycle_id}-{from_seq}")
     cycle.start(core.marker_config(cfg))
-    run = extraction.plan(cfg, "observer", thread)
+    run = extraction.plan(cfg, "observer", thread, memory=core.db)
     try:
         output = observe_messages(core, cfg, head, batch, cycle.usage, thread=thread, extractors=run)
     except Exception as exc:

@@ -216,7 +216,7 @@ def _reflect_locked(core: EngineCore, task: Reflect, cfg: ResolvedConfig) -> boo
     plain, ranges = reflector_input(snapshot.active_observations)
     # Extractors run on a thread's own log; a resource's shared log belongs to no one thread.
     run = (
-        extraction.plan(cfg, "reflector", history.get_thread(core.db, task.thread_id))
+        extraction.plan(cfg, "reflector", history.get_thread(core.db, task.thread_id), memory=core.db)
         if key == lookup_key(task.thread_id)
         else extraction.NONE
     )

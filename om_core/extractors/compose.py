@@ -69,6 +69,8 @@ def compose_extractors(
         check_unique(out, field=field)
     except ExtractorError as exc:
         log.warning("duplicate extractor slugs, later ones left out: %s", exc)
-        seen: set[str] = set()
-        out = [e for e in out if not (e.slug in seen or seen.add(e.slug))]  # type: ignore[func-returns-value]
+        kept: dict[str, Extractor] = {}
+        for extractor in out:
+            kept.setdefault(extractor.slug, extractor)
+        return list(kept.values())
     return out

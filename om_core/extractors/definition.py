@@ -70,6 +70,9 @@ class RunContext:
     resource_id: str | None = None
     #: OM's metadata of the thread as stored before this run.
     om_metadata: Mapping[str, Any] = field(default_factory=dict)
+    #: The spec's `memory`: the store the run belongs to (the engine's SQLAlchemy engine), so a hook can
+    #: write a value elsewhere (the working-memory extractor writes working memory through it).
+    memory: Any = None
 
 
 @dataclass(frozen=True)
@@ -83,6 +86,7 @@ class ExtractedContext:
     resource_id: str | None
     previous: Any
     current: Any
+    memory: Any = None
 
 
 Instructions = str | Callable[[RunContext], str]

@@ -57,7 +57,9 @@ def apply_on_extracted(
         )
         try:
             replaced = extractor.on_extracted(
-                ExtractedContext(ctx.source, extractor, ctx.thread_id, ctx.resource_id, previous, current)
+                ExtractedContext(
+                    ctx.source, extractor, ctx.thread_id, ctx.resource_id, previous, current, ctx.memory
+                )
             )
         except Exception as exc:
             log.info("onExtracted of %s raised: %s", extractor.slug, exc)

@@ -461,9 +461,11 @@ def test_an_extractor_without_key_path_writes_elsewhere_through_on_extracted(sql
     """How the working-memory extractor plugs in (§8.7, §13.11.9): inline, `metadataKeyPath: false`, its
     hook writing the value to its own store; nothing lands in OM metadata."""
     written: list[str] = []
+    stores: list[Any] = []
 
     def write_memory(ctx: ExtractedContext) -> None:
         written.append(ctx.current)
+        stores.append(ctx.memory)  # the engine's database: where the hook writes working memory
 
     def factory(cfg: Any, ctx: RunContext) -> Extractor:
         return Extractor(
@@ -485,6 +487,7 @@ def test_an_extractor_without_key_path_writes_elsewhere_through_on_extracted(sql
     finally:
         compose.set_working_memory_extractor(None)
     assert written and set(written) == {"# Name\nAda"}
+    assert stores[0] is sqlite_engine
     meta = _meta(sqlite_engine, "t-wm")
     assert "extracted" not in meta and "working-memory" not in json.dumps(meta)
     head = records.get_head(sqlite_engine, "thread:t-wm")
