@@ -31,6 +31,7 @@ from om_core.observer import (
     parse_observer_output,
     prepare_observer_context,
     render_thread_blocks,
+    thread_bodies,
 )
 from om_core.observer_input import forwarding_rule, observer_user_content, render_histories
 from om_core.reply_checks import unusable_reply
@@ -126,12 +127,17 @@ def observe_threads(
     log: Record,
     sections: Mapping[str, tuple[history.ThreadRow, Sequence[Message]]],
     usage: Usage,
+    extractors: Mapping[str, RunExtractors] | None = None,
 ) -> MultiThreadObserverOutput:
     """Observations of several threads of a resource in one call (spec §4.12, §5.2 multi-thread), keyed by
     the labels of `sections` (what the model sees for each thread). The previous observations are the
     resource's shared log; each thread's priors are shown under its label. Attachments travel as in
-    `observe_messages`, each inside its thread's block, numbered across the batch (§5.5)."""
+    `observe_messages`, each inside its thread's block, numbered across the batch (§5.5). `extractors`
+    (by label; one configuration, so one set of sections) asks for inline extractor sections inside each
+    thread block, with each thread's priors; each thread's `raw` is its block as the model wrote it."""
     labels = list(sections)
+    runs = extractors or {}
+    any_run = next(iter(runs.values()), NONE)
     histories = render_histories(
         [messages for _thread, messages in sections.values()],
         log.observed_timezone,
@@ -152,6 +158,7 @@ def observe_threads(
             include_hints=True,
             instruction=cfg.observation.instruction,
             multi_thread=True,
+            inline_extractors=any_run.prompts,
         )
     )
     priors = {
@@ -159,6 +166,7 @@ def observe_threads(
             thread.om_metadata.get("currentTask"),
             thread.om_metadata.get("suggestedResponse"),
             thread.om_metadata.get("threadTitle") if cfg.observation.thread_title else None,
+            dict(runs[label].priors) if label in runs else {},
         )
         for label, (thread, _messages) in sections.items()
     }
@@ -179,7 +187,19 @@ def observe_threads(
     input_tokens = sum(core.counter.count_messages(list(m)) for _t, m in sections.values())
     model = resolve_model(cfg.observation.model, input_tokens)
     user = observer_user_content(histories, compose, attachment_rule(core, cfg, model))
-    return _usable_reply(core, cfg, model, system, user, usage, parse_multi_thread_output)
+    tags = any_run.section_tags
+
+    def parse(text: str) -> MultiThreadObserverOutput:
+        if not tags:
+            return parse_multi_thread_output(text)
+        parsed = parse_multi_thread_output(
+            strip_tag_blocks(text, tags, line_anchored=False), extra_sections=tags
+        )
+        raw = thread_bodies(text)
+        threads = {label: replace(out, raw=raw.get(label, out.raw)) for label, out in parsed.threads.items()}
+        return replace(parsed, threads=threads, raw=text)
+
+    return _usable_reply(core, cfg, model, system, user, usage, parse)
 
 
 class _Parsed(Protocol):

@@ -545,3 +545,58 @@ def test_the_reflector_runs_reflection_extractors_and_strips_their_sections(sqli
     assert reflection_end[0]["extractedValues"] == {"mood": "calm"}
     [extraction_end] = _ends(sqlite_engine, "t-refl", ev.EXTRACTION_END)
     assert extraction_end["source"] == "reflector" and extraction_end["operationType"] == "reflection"
+
+
+@dataclass
+class ThreadBlocksModel:
+    """A multi-thread Observer: one block per `<thread id>` of the prompt, each with its own `<mood>`."""
+
+    moods: dict[str, str]
+    systems: list[str] = field(default_factory=list)
+
+    def complete(self, model: Any, *, system: str, user: Any, **kwargs: Any) -> Any:
+        import re
+
+        from tests.support.fake_models import FakeCompletion, user_text
+
+        text = user_text(user)
+        self.systems.append(system)
+        found = re.findall(r'<thread id="([^"]+)">', text.split("## New Message History")[-1])
+        ids = [i for i in dict.fromkeys(found) if i in self.moods]
+        blocks = [
+            f'<thread id="{i}">\nDate: Mar 3, 2026\n* 🔴 (09:00) User talked in {i}\n'
+            f"<mood>{self.moods[i]}</mood>\n</thread>"
+            for i in ids
+        ]
+        reply = "<observations>\n" + "\n".join(blocks) + "\n</observations>"
+        return FakeCompletion(reply, len(text) // 4, len(reply) // 4, 0.0, str(model))
+
+    def accepts_images(self, model: str) -> bool | None:
+        return None
+
+
+def test_a_multi_thread_batch_gives_each_thread_its_own_inline_value(sqlite_engine: Engine) -> None:
+    models = ThreadBlocksModel({"t-ra": "happy", "t-rb": "tired"})
+    config = ObservationalMemoryConfig.parse(
+        {
+            "scope": "resource",
+            "obscureThreadIds": False,
+            "observation": {"messageTokens": 200, "extract": [{"name": "mood", "instructions": "Mood."}]},
+        }
+    )
+    om = MemoryEngine(sqlite_engine, models=models, config=config, settings=EngineSettings())  # type: ignore[arg-type]
+    for i in range(6):
+        for thread in ("t-ra", "t-rb"):
+            text = f"Message {i} in {thread}: harbors, lanterns and copper kettles " * 4
+            role = "user" if i % 2 == 0 else "assistant"
+            om.ingest_turn(
+                thread, "res-shared", [text_message(f"{thread}-m{i}", role, text, T0 + timedelta(minutes=i))]
+            )
+    assert any('<thread id="' in s and "Inside each thread block" in s for s in models.systems)
+    assert _meta(sqlite_engine, "t-ra")["extracted"] == {"mood": "happy"}
+    assert _meta(sqlite_engine, "t-rb")["extracted"] == {"mood": "tired"}
+    shared = records.get_head(sqlite_engine, "resource:res-shared")
+    assert shared is not None and "User talked in" in shared.active_observations
+    assert "<mood>" not in shared.active_observations and "happy" not in shared.active_observations
+    ends = _ends(sqlite_engine, "t-rb", ev.OBSERVATION_END)
+    assert any(e.get("extractedValues") == {"mood": "tired"} for e in ends)
