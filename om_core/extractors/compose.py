@@ -49,8 +49,8 @@ def compose_extractors(
 ) -> list[Extractor]:
     """The user extractors of `ctx.source` (`observation.extract` or `reflection.extract`), then the
     working-memory extractor, then `extra`. An entry that cannot be built here (a `use` naming an
-    extractor this process has not registered) is left out and logged: a missing plugin never fails a
-    cycle; the configuration was checked when it was written."""
+    extractor this process has not registered, a factory that raises) is left out and logged: a missing
+    plugin never fails a cycle; the configuration was checked when it was written."""
     entries: list[dict[str, Any]] = (
         cfg.observation.extract if ctx.source == "observer" else cfg.reflection.extract
     )
@@ -59,9 +59,13 @@ def compose_extractors(
     for index, entry in enumerate(entries):
         try:
             out.append(from_json(entry, field=f"{field}[{index}]"))
-        except ExtractorError as exc:
+        except Exception as exc:  # an extractor never fails the cycle it belongs to
             log.warning("extractor left out of this run: %s", exc)
-    memory = working_memory_extractor(cfg, ctx)
+    try:
+        memory = working_memory_extractor(cfg, ctx)
+    except Exception as exc:
+        log.warning("the working-memory extractor is left out of this run: %s", exc)
+        memory = None
     if memory is not None:
         out.append(memory)
     out.extend(extra)
