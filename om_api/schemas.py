@@ -444,6 +444,11 @@ class ThreadDetail(ThreadInfo):
         description="Whose log the thread reads: its own, or its resource's shared log"
     )
     counts: ThreadCounts
+    extracted: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Each configured extractor's persisted value by slug (read from its metadataKeyPath; "
+        "extractors with metadataKeyPath false are not stored and not shown)",
+    )
 
 
 #: A thread's caller metadata is a small JSON object; anything larger belongs in the caller's own store.

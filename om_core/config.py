@@ -38,6 +38,7 @@ from pydantic.alias_generators import to_camel
 
 from om_core.durations import DurationInput, parse_duration_ms
 from om_core.errors import OMConfigError
+from om_core.extractors.definition import parse_list
 from om_core.models.selection import (
     DEFAULT_MODEL,
     ModelSpec,
@@ -184,7 +185,7 @@ class ObservationConfig(_ConfigModel):
     model: ModelOption = None
     instruction: str | None = None
     thread_title: bool = False
-    #: Extractor definitions as plain objects for now (validated by the extractor module later).
+    #: Extractor definitions (spec §8.2) as JSON objects, checked by `om_core.extractors.definition`.
     extract: list[dict[str, Any]] = Field(default_factory=list)
     manage_working_memory: bool = False
     observe_attachments: bool | Literal["auto"] | list[str] = True
@@ -530,6 +531,7 @@ def _resolve(config: ObservationalMemoryConfig) -> ResolvedConfig:
     for warning in warnings:
         logger.warning("observationalMemory: %s", warning)
 
+    _check_extractors(obs.extract, refl.extract)
     observation = ResolvedObservation(
         model=resolve_default_alias(observer_choice),
         model_is_default_selection=is_default_selection(observer_choice),
@@ -587,6 +589,12 @@ def _resolve(config: ObservationalMemoryConfig) -> ResolvedConfig:
         async_reflection_enabled=buffering.reflection_buffer_activation is not None,
         warnings=tuple(warnings),
     )
+
+
+def _check_extractors(observation: list[dict[str, Any]], reflection: list[dict[str, Any]]) -> None:
+    """Extractor definitions follow §8.2 (`EXTRACTOR_*` codes), checked where the configuration is written."""
+    parse_list(observation, field="observation.extract", resolve_use=False)
+    parse_list(reflection, field="reflection.extract", resolve_use=False)
 
 
 def _check_model_conflicts(config: ObservationalMemoryConfig) -> None:

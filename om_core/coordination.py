@@ -138,6 +138,11 @@ class Keys:
         return f"om:lock:buffer:{key}"
 
     @staticmethod
+    def extract_lock(key: str) -> str:
+        """Structured extraction of a thread: one at a time, so two runs never interleave their writes."""
+        return f"om:lock:extract:{key}"
+
+    @staticmethod
     def observe_lock(key: str) -> str:
         return f"om:lock:observe:{key}"
 

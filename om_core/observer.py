@@ -203,7 +203,7 @@ def build_observer_system_prompt(opts: ObserverPromptOptions) -> str:
     """The Observer's system prompt (§5.2), with the custom instruction appended last."""
     parts = [_ROLE, _WHAT_TO_RECORD, _GUIDELINES, _LEGEND, _output_format(opts)]
     if opts.include_hints and opts.inline_extractors:
-        parts.append(_inline_extractor_section(opts.inline_extractors))
+        parts.append(inline_extractor_section(opts.inline_extractors, multi_thread=opts.multi_thread))
     parts.append(_thread_attribution(opts))
     parts.append(_closing_reminder(opts))
     instruction = (opts.instruction or "").strip()
@@ -251,10 +251,19 @@ def _example(opts: ObserverPromptOptions) -> str:
     return f'<observations>\n<thread id="thread-1">\n{inner}\n</thread>\n</observations>'
 
 
-def _inline_extractor_section(extractors: Sequence[InlineExtractorPrompt]) -> str:
+def inline_extractor_section(
+    extractors: Sequence[InlineExtractorPrompt], *, multi_thread: bool = False
+) -> str:
+    """The system prompt's description of inline extractors (§8.4); the Reflector's prompt ends with it.
+    In a multi-thread call the sections go inside each thread block, so each thread gets its own values."""
+    where = (
+        "Inside each thread block, after that thread's observations"
+        if multi_thread
+        else "After </observations>"
+    )
     lines = [
         "OPTIONAL EXTRA SECTIONS",
-        "After </observations>, you may add the sections below. Add one only when the conversation holds "
+        f"{where}, you may add the sections below. Add one only when the conversation holds "
         "relevant information for it; otherwise leave it out.",
     ]
     for extractor in extractors:
@@ -673,6 +682,14 @@ def parse_multi_thread_output(text: str, *, extra_sections: Sequence[str] = ()) 
         parsed = parse_observer_output(_as_single_thread(body, extra_sections), extra_sections=extra_sections)
         threads[thread_id] = _merge(threads.get(thread_id), replace(parsed, raw=body))
     return MultiThreadObserverOutput(threads=threads, raw=text)
+
+
+def thread_bodies(text: str) -> dict[str, str]:
+    """Each `<thread id>` block's text of a multi-thread response, by id (blocks of one id joined)."""
+    bodies: dict[str, list[str]] = {}
+    for match in _THREAD_BLOCK_RE.finditer(text):
+        bodies.setdefault(match.group("id").strip(), []).append(match.group("body"))
+    return {thread_id: "\n".join(parts) for thread_id, parts in bodies.items()}
 
 
 def _as_single_thread(body: str, extra_sections: Sequence[str]) -> str:

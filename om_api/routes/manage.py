@@ -38,6 +38,7 @@ from om_api.schemas import (
 )
 from om_core import queries
 from om_core.engine import LineEditError
+from om_core.engine.extraction import persisted as extracted_values
 from om_core.pagination import CursorError
 from om_core.scoped_ids import public_id
 from om_core.store.history import ThreadRow
@@ -62,12 +63,14 @@ ResourceFilter = Annotated[
 
 
 def _detail(runtime: Runtime, thread: ThreadRow) -> ThreadDetail:
-    log_key = runtime.engine.log_key(thread.id, runtime.engine.config_for(thread.effective_overrides))
+    cfg = runtime.engine.config_for(thread.effective_overrides)
+    log_key = runtime.engine.log_key(thread.id, cfg)
     summary = queries.thread_summary(runtime.db, thread, log_key=log_key)
     return ThreadDetail(
         **thread_info(thread).model_dump(),
         scope="resource" if summary.scope == "resource" else "thread",
         counts=ThreadCounts(**vars(summary.counts)),
+        extracted=extracted_values(cfg, thread),
     )
 
 

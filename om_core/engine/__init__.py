@@ -15,6 +15,7 @@ from om_core.engine.ports import (
     ThreadIdRequired,
 )
 from om_core.engine.tasks import (
+    EXTRACT_QUEUE,
     INDEX_QUEUE,
     MAINTENANCE_QUEUE,
     MAINTENANCE_TASK,
@@ -23,6 +24,7 @@ from om_core.engine.tasks import (
     BufferObservation,
     BufferReflection,
     Executor,
+    ExtractValues,
     IndexThread,
     InlineExecutor,
     Observe,
@@ -40,6 +42,7 @@ from om_core.engine.tasks import (
 from om_core.engine.turn import TurnResult
 
 __all__ = [
+    "EXTRACT_QUEUE",
     "INDEX_QUEUE",
     "MAINTENANCE_QUEUE",
     "MAINTENANCE_TASK",
@@ -53,6 +56,7 @@ __all__ = [
     "EngineSettings",
     "EventPublisher",
     "Executor",
+    "ExtractValues",
     "IndexThread",
     "InlineExecutor",
     "LineEditError",

@@ -18,7 +18,7 @@ from om_core import policy
 from om_core.config import ResolvedConfig
 from om_core.coordination import Keys
 from om_core.engine import events as ev
-from om_core.engine import indexing
+from om_core.engine import extraction, indexing
 from om_core.engine.core import EngineCore, policy_tokens
 from om_core.engine.cycle import Cycle, holding_lock
 from om_core.engine.grouping import GroupPlace, group_observations
@@ -27,6 +27,7 @@ from om_core.engine.ports import ObserverDegenerateError
 from om_core.engine.resource import is_shared
 from om_core.engine.tasks import BufferObservation, lookup_key, new_cycle_id, resource_key
 from om_core.engine.window import Window, build_window, cut_for_budget
+from om_core.extractors import persist
 from om_core.messages import Message
 from om_core.store import groups, history, records
 from om_core.store.outbox import has_event
@@ -158,8 +159,11 @@ def _buffer_locked(core: EngineCore, task: BufferObservation) -> bool:
         return False
     cycle = Cycle.of(core, task, head, batch_tokens)
     cycle.start(core.marker_config(cfg), with_change=lambda conn: _set_buffering(conn, key, True))
+    run = extraction.plan(cfg, "observer", thread, memory=core.db)
     try:
-        output = observe_messages(core, cfg, head, batch, cycle.usage, thread=thread, log=snapshot.log)
+        output = observe_messages(
+            core, cfg, head, batch, cycle.usage, thread=thread, log=snapshot.log, extractors=run
+        )
         text = output.observations.strip()
         if not text:  # a failure like any other: the cycle ends, a redelivery calls no model
             raise ObserverDegenerateError("the Observer returned no observations for the messages")
@@ -192,12 +196,22 @@ def _buffer_locked(core: EngineCore, task: BufferObservation) -> bool:
         suggested_continuation=output.suggested_response,
         thread_title=output.thread_title,
     )
-    end = cycle.ending(tokens_buffered=batch_tokens, buffered_tokens=chunk.token_count, observations=text)
+    values = extraction.inline_values(run, output.raw)
+    patch = extraction.metadata_patch(run, values)
+    end = cycle.ending(
+        tokens_buffered=batch_tokens,
+        buffered_tokens=chunk.token_count,
+        observations=text,
+        extraction=persist.end_fields(values),
+    )
 
     def write(conn: Connection) -> tuple[AppendResult, list[StoredEvent]]:
         appended, stored = records.append_chunk(conn, head.id, chunk, events=end)
         if appended.persisted and group is not None:
             groups.insert(conn, [group])
+        if appended.persisted and patch:
+            # Extracted values persist now, though the chunk waits for activation (spec §8.6.4).
+            records.patch_thread_metadata(conn, task.thread_id, patch)
         finished = {"is_buffering_observation": False, "last_buffered_at_tokens": max(0, batch_tokens)}
         records.set_live_head_fields(conn, key, finished)
         return appended, stored
@@ -206,6 +220,15 @@ def _buffer_locked(core: EngineCore, task: BufferObservation) -> bool:
     core.coordination.set_int(Keys.buffer_boundary(key), batch_tokens, ttl_s=3600)
     if appended.persisted and cfg.observation.thread_title and output.thread_title:
         core.update_title(task.thread_id, head, output.thread_title, task.cycle_id)
+    if appended.persisted:
+        extraction.request_structured(
+            core,
+            run,
+            thread_id=task.thread_id,
+            source_cycle_id=task.cycle_id,
+            record_id=head.id,
+            seq_range=(from_seq, to_seq),
+        )
     if not appended.persisted:
         log.info("chunk %s not stored: %s", task.cycle_id, appended.reason)
     elif cfg.retrieval:

@@ -19,6 +19,7 @@ from om_core.config import ResolvedConfig
 from om_core.engine import (
     activation,
     buffering,
+    extraction,
     indexing,
     log_edit,
     observation,
@@ -35,6 +36,7 @@ from om_core.engine.ports import MemoryDisabled
 from om_core.engine.tasks import (
     BufferObservation,
     BufferReflection,
+    ExtractValues,
     IndexThread,
     Observe,
     ObserveBatch,
@@ -137,6 +139,10 @@ class MemoryEngine(EngineCore):
 
     def reflect(self, task: Reflect) -> bool:
         return reflection.reflect(self, task)
+
+    def extract_values(self, task: ExtractValues) -> bool:
+        """Structured extraction after a committed cycle (`engine.extraction`); True when it ran."""
+        return extraction.extract_values(self, task)
 
     def index_thread(self, task: IndexThread) -> bool:
         """Bring the thread's search documents and vectors up to date; True when anything was written."""

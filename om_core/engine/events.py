@@ -30,6 +30,10 @@ class EventType(StrEnum):
     #: A caller edited or deleted one line of the active log (a new generation, `origin_type` 'edit').
     OBSERVATION_EDIT = "data-om-observation-edit"
     SYSTEM_REMINDER = "data-system-reminder"
+    #: Structured extraction (spec §8.5), its own task after the cycle whose output it reads.
+    EXTRACTION_START = "data-om-extraction-start"
+    EXTRACTION_END = "data-om-extraction-end"
+    EXTRACTION_FAILED = "data-om-extraction-failed"
 
 
 class Operation(StrEnum):
@@ -50,6 +54,7 @@ class Phase:
 
 BUFFERED = Phase(EventType.BUFFERING_START, EventType.BUFFERING_END, EventType.BUFFERING_FAILED)
 BLOCKING = Phase(EventType.OBSERVATION_START, EventType.OBSERVATION_END, EventType.OBSERVATION_FAILED)
+EXTRACTION = Phase(EventType.EXTRACTION_START, EventType.EXTRACTION_END, EventType.EXTRACTION_FAILED)
 
 STATUS = EventType.STATUS
 OBSERVATION_START = EventType.OBSERVATION_START
@@ -62,6 +67,9 @@ ACTIVATION = EventType.ACTIVATION
 THREAD_UPDATE = EventType.THREAD_UPDATE
 OBSERVATION_EDIT = EventType.OBSERVATION_EDIT
 SYSTEM_REMINDER = EventType.SYSTEM_REMINDER
+EXTRACTION_START = EventType.EXTRACTION_START
+EXTRACTION_END = EventType.EXTRACTION_END
+EXTRACTION_FAILED = EventType.EXTRACTION_FAILED
 
 
 def _public(thread_id: str | None) -> str | None:
@@ -143,7 +151,10 @@ def observation_end(
     thread_id: str | None,
     usage: dict[str, Any],
     seq_range: tuple[int, int] | None = None,
+    extraction: dict[str, Any] | None = None,
 ) -> NewEvent:
+    """`extraction` holds `extractedValues` / `extractionFailures` of inline extractors (spec §8.6.4),
+    each present only when it has something."""
     payload: dict[str, Any] = {
         **_finished(cycle_id, operation, started_at, "completedAt", completed_at),
         "tokensObserved": tokens_observed,
@@ -159,6 +170,7 @@ def observation_end(
         payload["currentTask"] = current_task
     if suggested_response:
         payload["suggestedResponse"] = suggested_response
+    payload.update(extraction or {})
     return NewEvent(OBSERVATION_END.value, payload, cycle_id)
 
 
@@ -174,7 +186,10 @@ def buffering_end(
     record_id: str,
     thread_id: str | None,
     usage: dict[str, Any],
+    extraction: dict[str, Any] | None = None,
 ) -> NewEvent:
+    """`extraction` as in `observation_end`: the chunk waits for activation, its values are already
+    persisted (spec §8.6.4)."""
     return NewEvent(
         BUFFERING_END.value,
         {
@@ -185,6 +200,42 @@ def buffering_end(
             "recordId": record_id,
             "threadId": _public(thread_id),
             **usage,
+            **(extraction or {}),
+        },
+        cycle_id,
+    )
+
+
+def extraction_end(
+    *,
+    cycle_id: str,
+    source: str,
+    source_cycle_id: str,
+    started_at: datetime,
+    completed_at: datetime,
+    record_id: str,
+    thread_id: str | None,
+    usage: dict[str, Any],
+    extraction: dict[str, Any],
+) -> NewEvent:
+    """The end of a structured extraction: `extractedValues` / `extractionFailures` of its extractors,
+    and which cycle's output it read (`sourceCycleId`)."""
+    return NewEvent(
+        EXTRACTION_END.value,
+        {
+            **_finished(
+                cycle_id,
+                Operation.REFLECTION if source == "reflector" else Operation.OBSERVATION,
+                started_at,
+                "completedAt",
+                completed_at,
+            ),
+            "source": source,
+            "sourceCycleId": source_cycle_id,
+            "recordId": record_id,
+            "threadId": _public(thread_id),
+            **usage,
+            **extraction,
         },
         cycle_id,
     )

@@ -13,7 +13,7 @@ from sqlalchemy import Connection
 from om_core import policy
 from om_core.config import ResolvedConfig
 from om_core.coordination import Keys
-from om_core.engine import activation, resource, resource_observation
+from om_core.engine import activation, extraction, resource, resource_observation
 from om_core.engine.core import EngineCore, policy_tokens
 from om_core.engine.cycle import Cycle, run_if_enabled
 from om_core.engine.grouping import GroupPlace, group_observations
@@ -23,6 +23,7 @@ from om_core.engine.tasks import Observe, lookup_key
 from om_core.engine.tool_pairs import spans_after
 from om_core.engine.window import cut_for_budget, cut_keeping_tail
 from om_core.errors import OperationFailed
+from om_core.extractors import persist
 from om_core.store import groups, history, records
 from om_core.store.types import StoredEvent, WriteResult
 
@@ -90,8 +91,9 @@ def _observe_one_batch(core: EngineCore, task: Observe, cfg: ResolvedConfig, *, 
     tokens = window.tokens_upto(cut)
     cycle = Cycle.of(core, task, head, tokens, cycle_id=f"{task.cycle_id}-{from_seq}")
     cycle.start(core.marker_config(cfg))
+    run = extraction.plan(cfg, "observer", thread, memory=core.db)
     try:
-        output = observe_messages(core, cfg, head, batch, cycle.usage, thread=thread)
+        output = observe_messages(core, cfg, head, batch, cycle.usage, thread=thread, extractors=run)
     except Exception as exc:
         cycle.fail(exc)
         raise OperationFailed(str(exc) or type(exc).__name__) from exc
@@ -110,6 +112,7 @@ def _observe_one_batch(core: EngineCore, task: Observe, cfg: ResolvedConfig, *, 
         GroupPlace(task.thread_id, head.resource_id, key, cycle.cycle_id, last_observed_at),
     )
     observation_tokens = core.counter.count_string(text)
+    values = extraction.inline_values(run, output.raw)
     end = cycle.ending(
         tokens_observed=tokens,
         observation_tokens=observation_tokens,
@@ -117,6 +120,7 @@ def _observe_one_batch(core: EngineCore, task: Observe, cfg: ResolvedConfig, *, 
         current_task=output.current_task,
         suggested_response=output.suggested_response,
         seq_range=(from_seq, cut),
+        extraction=persist.end_fields(values),
     )
 
     def write(conn: Connection) -> tuple[WriteResult, list[StoredEvent]]:
@@ -132,6 +136,7 @@ def _observe_one_batch(core: EngineCore, task: Observe, cfg: ResolvedConfig, *, 
             thread_metadata={
                 "currentTask": output.current_task,
                 "suggestedResponse": output.suggested_response,
+                **extraction.metadata_patch(run, values),
             },
             events=end,
         )
@@ -144,6 +149,14 @@ def _observe_one_batch(core: EngineCore, task: Observe, cfg: ResolvedConfig, *, 
         cycle.fail(RuntimeError(f"commit refused: {result.reason}"))
         return False
     core.coordination.set_int(Keys.buffer_boundary(key), None)
+    extraction.request_structured(
+        core,
+        run,
+        thread_id=task.thread_id,
+        source_cycle_id=cycle.cycle_id,
+        record_id=head.id,
+        seq_range=(from_seq, cut),
+    )
     if cfg.observation.thread_title and output.thread_title:
         core.update_title(task.thread_id, head, output.thread_title, cycle.cycle_id)
     return True

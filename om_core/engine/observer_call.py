@@ -7,15 +7,19 @@ plus chunks waiting, deduplicated against a buffered reflection) and reject the 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Protocol, TypeVar
 
 from om_core.config import ResolvedConfig
 from om_core.engine.core import EngineCore, primary_model, resolve_model
 from om_core.engine.cycle import Usage
+from om_core.engine.extraction import NONE, RunExtractors
 from om_core.engine.ports import ObserverDegenerateError, UserContent
 from om_core.messages import Message
 from om_core.observation_groups import strip_wrappers
+from om_core.observation_text import strip_tag_blocks
 from om_core.observer import (
+    InlineExtractorPrompt,
     MultiThreadObserverOutput,
     ObserverOutput,
     ObserverPromptOptions,
@@ -27,6 +31,7 @@ from om_core.observer import (
     parse_observer_output,
     prepare_observer_context,
     render_thread_blocks,
+    thread_bodies,
 )
 from om_core.observer_input import forwarding_rule, observer_user_content, render_histories
 from om_core.reply_checks import unusable_reply
@@ -37,12 +42,15 @@ from om_core.store.types import Record
 _ATTEMPTS = 2
 
 
-def observer_system_prompt(cfg: ResolvedConfig, include_hints: bool) -> str:
+def observer_system_prompt(
+    cfg: ResolvedConfig, include_hints: bool, inline: tuple[InlineExtractorPrompt, ...] = ()
+) -> str:
     return build_observer_system_prompt(
         ObserverPromptOptions(
             thread_title=cfg.observation.thread_title,
             include_hints=include_hints,
             instruction=cfg.observation.instruction,
+            inline_extractors=inline,
         )
     )
 
@@ -64,13 +72,16 @@ def observe_messages(
     *,
     thread: history.ThreadRow | None,
     log: Record | None = None,
+    extractors: RunExtractors = NONE,
 ) -> ObserverOutput:
     """Observations of `batch`. `thread` is the caller's read of the thread (its metadata feeds the
     prompt); usage of every call is added to `usage`, also of calls whose reply was not usable. `log` is
     the log the observations will join when it is not `head`'s own (resource scope: the resource's).
 
     The user message carries the batch's images and files as content parts when `observeAttachments`
-    forwards any (`observer_input`); placeholders stay in the transcript either way."""
+    forwards any (`observer_input`); placeholders stay in the transcript either way. `extractors` adds the
+    run's inline extractor sections to the prompt (with their priors) and strips them from the
+    observations; the caller reads their values from the output's `raw` text."""
     meta = thread.om_metadata if thread is not None else {}
     log = log or head
     histories = render_histories([batch], head.observed_timezone, counter=core.counter.count_string)
@@ -83,7 +94,7 @@ def observe_messages(
         count_line=core.line_counts,
     )
     previous = strip_wrappers(previous)  # a model shown group wrappers starts writing its own
-    system = observer_system_prompt(cfg, include_hints=True)
+    system = observer_system_prompt(cfg, include_hints=True, inline=extractors.prompts)
 
     def compose(texts: Sequence[str]) -> str:
         return build_observer_user_message(
@@ -94,11 +105,20 @@ def observe_messages(
             prior_suggested_response=meta.get("suggestedResponse"),
             prior_thread_title=meta.get("threadTitle") if cfg.observation.thread_title else None,
             include_hints=True,
+            prior_extractions=extractors.priors,
         )
 
     model = resolve_model(cfg.observation.model, core.counter.count_messages(batch))
     user = observer_user_content(histories, compose, attachment_rule(core, cfg, model))
-    return _usable_reply(core, cfg, model, system, user, usage, parse_observer_output)
+    tags = extractors.section_tags
+
+    def parse(text: str) -> ObserverOutput:
+        # Inline sections go before parsing, wherever the model put them (inside <observations> too); the
+        # raw text keeps them for `extraction.inline_values`.
+        stripped = strip_tag_blocks(text, tags, line_anchored=False) if tags else text
+        return replace(parse_observer_output(stripped, extra_sections=tags), raw=text)
+
+    return _usable_reply(core, cfg, model, system, user, usage, parse)
 
 
 def observe_threads(
@@ -107,12 +127,17 @@ def observe_threads(
     log: Record,
     sections: Mapping[str, tuple[history.ThreadRow, Sequence[Message]]],
     usage: Usage,
+    extractors: Mapping[str, RunExtractors] | None = None,
 ) -> MultiThreadObserverOutput:
     """Observations of several threads of a resource in one call (spec §4.12, §5.2 multi-thread), keyed by
     the labels of `sections` (what the model sees for each thread). The previous observations are the
     resource's shared log; each thread's priors are shown under its label. Attachments travel as in
-    `observe_messages`, each inside its thread's block, numbered across the batch (§5.5)."""
+    `observe_messages`, each inside its thread's block, numbered across the batch (§5.5). `extractors`
+    (by label; one configuration, so one set of sections) asks for inline extractor sections inside each
+    thread block, with each thread's priors; each thread's `raw` is its block as the model wrote it."""
     labels = list(sections)
+    runs = extractors or {}
+    any_run = next(iter(runs.values()), NONE)
     histories = render_histories(
         [messages for _thread, messages in sections.values()],
         log.observed_timezone,
@@ -133,6 +158,7 @@ def observe_threads(
             include_hints=True,
             instruction=cfg.observation.instruction,
             multi_thread=True,
+            inline_extractors=any_run.prompts,
         )
     )
     priors = {
@@ -140,6 +166,7 @@ def observe_threads(
             thread.om_metadata.get("currentTask"),
             thread.om_metadata.get("suggestedResponse"),
             thread.om_metadata.get("threadTitle") if cfg.observation.thread_title else None,
+            dict(runs[label].priors) if label in runs else {},
         )
         for label, (thread, _messages) in sections.items()
     }
@@ -160,7 +187,19 @@ def observe_threads(
     input_tokens = sum(core.counter.count_messages(list(m)) for _t, m in sections.values())
     model = resolve_model(cfg.observation.model, input_tokens)
     user = observer_user_content(histories, compose, attachment_rule(core, cfg, model))
-    return _usable_reply(core, cfg, model, system, user, usage, parse_multi_thread_output)
+    tags = any_run.section_tags
+
+    def parse(text: str) -> MultiThreadObserverOutput:
+        if not tags:
+            return parse_multi_thread_output(text)
+        parsed = parse_multi_thread_output(
+            strip_tag_blocks(text, tags, line_anchored=False), extra_sections=tags
+        )
+        raw = thread_bodies(text)
+        threads = {label: replace(out, raw=raw.get(label, out.raw)) for label, out in parsed.threads.items()}
+        return replace(parsed, threads=threads, raw=text)
+
+    return _usable_reply(core, cfg, model, system, user, usage, parse)
 
 
 class _Parsed(Protocol):

@@ -46,7 +46,11 @@ class ModelCaller(Protocol):
         temperature: float | None,
         max_output_tokens: int | None,
         provider_options: dict[str, Any] | None,
-    ) -> Completion: ...
+        response_format: dict[str, Any] | None = None,
+    ) -> Completion:
+        """`response_format` (structured extraction only) asks for structured output (litellm's
+        `response_format`); the other calls never pass it."""
+        ...
 
     def accepts_images(self, model: str) -> bool | None:
         """Whether `model` (a router id) takes image input: what `observeAttachments: "auto"` decides

@@ -18,19 +18,21 @@ from om_core import policy
 from om_core.config import ResolvedConfig
 from om_core.coordination import Keys, Peek
 from om_core.engine import events as ev
+from om_core.engine import extraction
 from om_core.engine.core import Activity, EngineCore, early_trigger
 from om_core.engine.cycle import Cycle, run_if_enabled
 from om_core.engine.grouping import GroupPlace, group_reflection, reflector_input
 from om_core.engine.reflector_call import ladder_usage, run_ladder
 from om_core.engine.tasks import BufferReflection, Reflect, lookup_key, new_cycle_id, task_key
 from om_core.errors import OperationFailed
+from om_core.extractors import persist
 from om_core.reflector import (
     ReflectionEmptyError,
     RetryInfo,
     append_tail_after_reflection,
     replace_leading_lines,
 )
-from om_core.store import groups, records
+from om_core.store import groups, history, records
 from om_core.store.types import NewEvent, Record, StoredEvent
 
 
@@ -212,8 +214,14 @@ def _reflect_locked(core: EngineCore, task: Reflect, cfg: ResolvedConfig) -> boo
         cycle.restart(info.message, new_cycle_id("reflect"), marker_config)
 
     plain, ranges = reflector_input(snapshot.active_observations)
+    # Extractors run on a thread's own log; a resource's shared log belongs to no one thread.
+    run = (
+        extraction.plan(cfg, "reflector", history.get_thread(core.db, task.thread_id), memory=core.db)
+        if key == lookup_key(task.thread_id)
+        else extraction.NONE
+    )
     try:
-        result = run_ladder(
+        result, raw = run_ladder(
             core,
             cfg,
             plain,
@@ -221,6 +229,7 @@ def _reflect_locked(core: EngineCore, task: Reflect, cfg: ResolvedConfig) -> boo
             include_hints=True,
             manual_prompt=task.manual_prompt,
             on_retry=on_retry,
+            extractors=run,
         )
     except Exception as exc:
         cycle.fail(exc)
@@ -241,12 +250,15 @@ def _reflect_locked(core: EngineCore, task: Reflect, cfg: ResolvedConfig) -> boo
         cycle.fail(RuntimeError(f"reflection not smaller than its input ({obs} -> {out_tokens})"))
         core.coordination.set_int(Keys.reflection_suppressed(key), obs)
         return False
+    values = extraction.inline_values(run, raw)
+    patch = extraction.metadata_patch(run, values)
     end = cycle.ending(
         tokens_observed=obs,
         observation_tokens=out_tokens,
         observations=out,
         current_task=result.output.current_task,
         suggested_response=result.output.suggested_response,
+        extraction=persist.end_fields(values),
     )
 
     def write(conn: Connection) -> tuple[bool, list[StoredEvent]]:
@@ -263,12 +275,16 @@ def _reflect_locked(core: EngineCore, task: Reflect, cfg: ResolvedConfig) -> boo
             hints = {
                 "currentTask": result.output.current_task,
                 "suggestedResponse": result.output.suggested_response,
+                **patch,
             }
             records.patch_thread_metadata(conn, task.thread_id, hints)
         return applied, stored
 
     if not cycle.commit(write):
         return False
+    extraction.request_structured(
+        core, run, thread_id=task.thread_id, source_cycle_id=cycle.cycle_id, record_id=snapshot.id
+    )
     suppress = policy.suppression_after_reflection(out_tokens, target)
     core.coordination.set_int(Keys.reflection_suppressed(key), suppress)
     return True

@@ -49,7 +49,7 @@ def _buffer_locked(core: EngineCore, task: BufferReflection, cfg: ResolvedConfig
     cycle = Cycle.of(core, task, head, slice_estimate)
     cycle.start(core.marker_config(cfg))
     try:
-        result = run_ladder(
+        result, _raw = run_ladder(
             core, cfg, text, target=target, include_hints=False, manual_prompt=None, on_retry=None
         )
     except Exception as exc:

@@ -4,13 +4,17 @@ input's size and the Observer's instructions shown to the Reflector."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from om_core import policy
 from om_core.config import ResolvedConfig
 from om_core.engine.core import EngineCore, primary_model, resolve_model
 from om_core.engine.cycle import Usage
+from om_core.engine.extraction import NONE, RunExtractors
 from om_core.engine.observer_call import observer_system_prompt
+from om_core.extractors.definition import dump_value
+from om_core.observation_text import strip_tag_blocks
+from om_core.observer import inline_extractor_section
 from om_core.reflector import (
     LadderResult,
     ModelReply,
@@ -29,6 +33,10 @@ class _ReflectorModel:
     core: EngineCore
     cfg: ResolvedConfig
     model: str | list[str]
+    #: Inline extractor tags: removed from each reply before the ladder parses it.
+    tags: tuple[str, ...] = ()
+    #: Each reply as the model wrote it, by the text the ladder parsed (so the kept one can be found).
+    raw: dict[str, str] = field(default_factory=dict)
 
     def __call__(self, system: str, user: str) -> ModelReply:
         completion = self.core.models.complete(
@@ -39,8 +47,14 @@ class _ReflectorModel:
             max_output_tokens=self.cfg.reflection.max_output_tokens,
             provider_options=self.cfg.reflection.provider_options,
         )
+        text = (
+            strip_tag_blocks(completion.text, self.tags, line_anchored=False)
+            if self.tags
+            else completion.text
+        )
+        self.raw[text] = completion.text
         return ModelReply(
-            completion.text,
+            text,
             completion.input_tokens,
             completion.output_tokens,
             completion.cost,
@@ -57,8 +71,11 @@ def run_ladder(
     include_hints: bool,
     manual_prompt: str | None,
     on_retry: Callable[[RetryInfo], None] | None,
-) -> LadderResult:
-    """Reflect `observations` toward `target` tokens; raises what the ladder raises."""
+    extractors: RunExtractors = NONE,
+) -> tuple[LadderResult, str]:
+    """Reflect `observations` toward `target` tokens; raises what the ladder raises. Returns the result
+    and the kept reply as the model wrote it: `extractors`' inline sections (described at the end of the
+    system prompt, with their priors) are stripped before parsing and read from that text."""
     model = resolve_model(cfg.reflection.model, core.counter.count_string(observations))
     start_level = policy.compression_start_level(primary_model(model), manual=manual_prompt is not None)
     system = build_reflector_system_prompt(
@@ -68,17 +85,30 @@ def run_ladder(
             include_hints=include_hints,
         )
     )
-    return reflect_with_ladder(
+    system = system + _extractor_section(extractors)
+    call = _ReflectorModel(core, cfg, model, extractors.section_tags)
+    result = reflect_with_ladder(
         observations,
         target=target,
         start_level=start_level,
         include_hints=include_hints,
-        call=_ReflectorModel(core, cfg, model),
+        call=call,
         count=core.counter.count_string,
         manual_prompt=manual_prompt,
         on_retry=on_retry,
         system_prompt=system,
     )
+    return result, call.raw.get(result.output.raw, result.output.raw)
+
+
+def _extractor_section(extractors: RunExtractors) -> str:
+    if not extractors.inline:
+        return ""
+    section = "\n\n" + inline_extractor_section(extractors.prompts)
+    if extractors.priors:
+        blocks = "\n".join(f"<{slug}>\n{dump_value(v)}\n</{slug}>" for slug, v in extractors.priors.items())
+        section += f"\nPrevious values (update them only when the observations justify it):\n{blocks}"
+    return section
 
 
 def ladder_usage(result: LadderResult) -> Usage:

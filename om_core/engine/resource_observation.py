@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import Connection
 
 from om_core import policy
 from om_core.config import ResolvedConfig
-from om_core.engine import activation, resource
+from om_core.engine import activation, extraction, resource
 from om_core.engine.core import EngineCore, policy_tokens
 from om_core.engine.cycle import Cycle, Usage, run_if_enabled
 from om_core.engine.grouping import GroupPlace, group_observations
@@ -25,6 +26,7 @@ from om_core.engine.tasks import Observe, ObserveBatch, kind_of, lookup_key
 from om_core.engine.tool_pairs import spans_read
 from om_core.engine.window import build_window, cut_for_budget, cut_keeping_tail
 from om_core.errors import OperationFailed
+from om_core.extractors import persist
 from om_core.messages import Message
 from om_core.observer import ObserverOutput
 from om_core.resource_log import compose_section, strip_thread_tags, thread_label
@@ -147,9 +149,10 @@ def _observe_locked(core: EngineCore, task: ObserveBatch, cfg: ResolvedConfig) -
     batch_ids = [public_id(s.thread.id) for s in shares]
     for cycle in cycles.values():
         cycle.start(core.marker_config(cfg), thread_ids=batch_ids)
+    runs = {labels[s.thread.id]: extraction.plan(cfg, "observer", s.thread, memory=core.db) for s in shares}
     try:
         output = observe_threads(
-            core, cfg, log, {labels[s.thread.id]: (s.thread, s.messages) for s in shares}, usage
+            core, cfg, log, {labels[s.thread.id]: (s.thread, s.messages) for s in shares}, usage, runs
         )
     except Exception as exc:
         for cycle in cycles.values():
@@ -166,6 +169,13 @@ def _observe_locked(core: EngineCore, task: ObserveBatch, cfg: ResolvedConfig) -
     if not committed:
         problem = ObserverDegenerateError("the Observer returned no observations for any thread of the batch")
         raise OperationFailed(str(problem)) from problem
+    # Inline values per thread, from its own block (§8.5: each thread its own values).
+    values = {
+        s.thread.id: extraction.inline_values(
+            runs[labels[s.thread.id]], output.for_thread(labels[s.thread.id]).raw
+        )
+        for s in committed
+    }
     grouped = [
         _entry(
             core,
@@ -175,6 +185,7 @@ def _observe_locked(core: EngineCore, task: ObserveBatch, cfg: ResolvedConfig) -
             output.for_thread(labels[share.thread.id]),
             key=log.lookup_key,
             cycle_id=cycles[share.thread.id].cycle_id,
+            extracted=extraction.metadata_patch(runs[labels[share.thread.id]], values[share.thread.id]),
         )
         for share in committed
     ]
@@ -188,6 +199,7 @@ def _observe_locked(core: EngineCore, task: ObserveBatch, cfg: ResolvedConfig) -
             current_task=e.thread_metadata.get("currentTask"),
             suggested_response=e.thread_metadata.get("suggestedResponse"),
             seq_range=(e.from_seq, e.to_seq),
+            extraction=persist.end_fields(values[e.thread_id]),
         )
         for e in entries
     }
@@ -213,6 +225,15 @@ def _observe_locked(core: EngineCore, task: ObserveBatch, cfg: ResolvedConfig) -
         for share in committed:
             cycles[share.thread.id].fail(RuntimeError(f"commit refused: {result.reason}"))
         return False
+    for share in committed:  # structured extraction: one task per thread
+        extraction.request_structured(
+            core,
+            runs[labels[share.thread.id]],
+            thread_id=share.thread.id,
+            source_cycle_id=cycles[share.thread.id].cycle_id,
+            record_id=share.cursor.id,
+            seq_range=(share.from_seq, share.to_seq),
+        )
     if cfg.observation.thread_title:
         for share in committed:
             title = output.for_thread(labels[share.thread.id]).thread_title
@@ -230,6 +251,7 @@ def _entry(
     *,
     key: str,
     cycle_id: str,
+    extracted: Mapping[str, Any] | None = None,
 ) -> tuple[ThreadObservation, ObservationGroup | None]:
     last = max(m.created_at for m in share.messages)
     text, group = group_observations(
@@ -253,6 +275,7 @@ def _entry(
             "suggestedResponse": output.suggested_response,
             "lastObservedAt": last.isoformat(),
             "lastObservedMessageCursor": share.to_seq,
+            **(extracted or {}),
         },
     )
     return entry, group

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal, Protocol
 
 from om_core.coordination import Keys
-from om_core.engine.events import BLOCKING, BUFFERED, Operation, Phase
+from om_core.engine.events import BLOCKING, BUFFERED, EXTRACTION, Operation, Phase
 
 Trigger = Literal["manual", "turn-sync", "async-buffer", "backlog"]
 
@@ -106,7 +106,23 @@ class IndexThread:
     cycle_id: str
 
 
-Task = BufferObservation | BufferReflection | Observe | Reflect | ObserveBatch | IndexThread
+@dataclass(frozen=True)
+class ExtractValues:
+    """Structured extraction (spec §8.5) after the cycle `source_cycle_id` committed: its own task on its
+    own queue, so a slow extraction never delays activation or a chat. It carries ids only and re-reads
+    the messages (`from_seq`, `to_seq`] and the cycle's end event; `cycle_id` (derived from the source
+    cycle) makes a redelivery a no-op once it has ended."""
+
+    thread_id: str
+    cycle_id: str
+    source: Literal["observer", "reflector"]
+    source_cycle_id: str
+    record_id: str
+    from_seq: int = 0
+    to_seq: int = 0
+
+
+Task = BufferObservation | BufferReflection | Observe | Reflect | ObserveBatch | IndexThread | ExtractValues
 
 
 def task_key(task: Task) -> str:
@@ -145,6 +161,7 @@ OBSERVE_QUEUE = "om.observe"
 BUFFER_QUEUE = "om.buffer"
 REFLECT_QUEUE = "om.reflect"
 INDEX_QUEUE = "om.index"
+EXTRACT_QUEUE = "om.extract"
 #: Periodic maintenance (idle and stale triggers), scheduled by celery-beat; not a `Task` value.
 MAINTENANCE_QUEUE = "om.maintenance"
 MAINTENANCE_TASK = "om.maintenance"
@@ -194,6 +211,15 @@ TASKS: tuple[TaskKind, ...] = (
         Operation.OBSERVATION,
         BUFFERED,
         "index_thread",
+    ),
+    TaskKind(
+        ExtractValues,
+        "om.extract_values",
+        EXTRACT_QUEUE,
+        Keys.extract_lock,
+        Operation.OBSERVATION,
+        EXTRACTION,
+        "extract_values",
     ),
 )
 

@@ -23,6 +23,7 @@ from om_core.engine import (
     activation,
     backlog,
     buffering,
+    extraction,
     indexing,
     reflection,
     reminders,
@@ -475,10 +476,18 @@ def actor_context(
     guidance_without_memory: bool = False,
 ) -> ActorContext:
     """The observation log, the other conversations (resource scope) and the thread's hints as the
-    actor's system messages; in retrieval mode the recall guidance with the preamble (spec §4.11)."""
+    actor's system messages; in retrieval mode the recall guidance with the preamble (spec §4.11).
+    Values of extractors marked `context: true` follow the built-in hints, in the volatile part, so a new
+    value never changes the stable prefix."""
     meta = thread.om_metadata if thread is not None else {}
+    extra = (
+        extraction.context_values(core.config_for(thread.effective_overrides), thread)
+        if thread is not None
+        else {}
+    )
     return build_actor_context(
         active_observations=log.active_observations,
+        extra_values=extra,
         other_conversations=others or None,
         current_task=meta.get("currentTask"),
         suggested_response=meta.get("suggestedResponse"),

@@ -177,3 +177,21 @@ def has_event(
         return engine_or_conn.execute(_CYCLE_EVENT, params).first() is not None
     with engine_or_conn.connect() as conn:
         return conn.execute(_CYCLE_EVENT, params).first() is not None
+
+
+def cycle_payload(
+    conn: Connection, *, thread_id: str, cycle_id: str, types: Sequence[str]
+) -> dict[str, Any] | None:
+    """The payload of the newest event of `types` a cycle reported on a thread's stream (None: none).
+    Structured extraction reads the output of the cycle it follows from its end event."""
+    row = conn.execute(
+        select(schema.events.c.payload)
+        .where(
+            schema.events.c.thread_id == thread_id,
+            schema.events.c.cycle_id == cycle_id,
+            schema.events.c.type.in_(list(types)),
+        )
+        .order_by(schema.events.c.id.desc())
+        .limit(1)
+    ).first()
+    return dict(row[0]) if row is not None else None

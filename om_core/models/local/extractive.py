@@ -10,6 +10,8 @@ It reads the prompt it is given and answers in the documented output format:
   prioritised observations extracted from the transcript (`local.observer`);
 - a Reflector prompt ("Observations to Reflect On") gets the log rewritten smaller, under the stated
   target when possible (`local.reflector`);
+- a structured extraction request ("Structured Extraction Request") gets a JSON object filled by the
+  heuristics of `local.extraction`;
 - anything else gets its fact-bearing sentences as one observation block.
 
 Usage is reported in the engine's token units; the cost is registered as zero.
@@ -37,6 +39,7 @@ from litellm.types.utils import (
 
 from om_core.models.local.embedding import MODEL_ID as EMBEDDING_MODEL_ID
 from om_core.models.local.embedding import hashing_embedding
+from om_core.models.local.extraction import is_structured_prompt, structured_reply
 from om_core.models.local.observer import is_observer_prompt, observe_prompt, summarize_text
 from om_core.models.local.reflector import count_tokens, is_reflector_prompt, reflect_prompt
 from om_core.models.routing import LOCAL_PROVIDER
@@ -71,6 +74,8 @@ def _text_of(content: object) -> str:
 
 def local_reply(system: str, user: str) -> str:
     """What the local model answers to a system prompt and user message (pure and deterministic)."""
+    if is_structured_prompt(user):
+        return structured_reply(user)
     if is_reflector_prompt(user):
         return reflect_prompt(system, user)
     if is_observer_prompt(user):

@@ -1325,11 +1325,17 @@ def observe_transcript(
     return "\n\n".join(parts)
 
 
-def _observe_threads(transcript: str, sections: Sections, known: set[str]) -> str:
+def _observe_threads(transcript: str, sections: Sections, known: set[str], system: str = "") -> str:
+    from om_core.models.local.extraction import inline_sections  # it imports this module
+
     blocks: list[str] = []
     for match in _THREAD_BLOCK_RE.finditer(transcript):
         entries = _parse_transcript(match.group("body"))
-        inner = [_observation_block_body(entries, known), *_hint_sections(entries, sections, None)]
+        inner = [
+            _observation_block_body(entries, known),
+            *_hint_sections(entries, sections, None),
+            *inline_sections(system, match.group("body")),
+        ]
         body = "\n".join(part for part in inner if part)
         blocks.append(f'<thread id="{match.group("id")}">\n{body}\n</thread>')
     return "<observations>\n" + "\n".join(blocks) + "\n</observations>"
@@ -1341,10 +1347,13 @@ def observe_prompt(system: str, user: str) -> str:
     sections = requested_sections(system, user)
     known = _previous_keys(user)
     if _THREAD_BLOCK_RE.search(transcript):
-        return _observe_threads(transcript, sections, known)
-    return observe_transcript(
+        return _observe_threads(transcript, sections, known, system)
+    reply = observe_transcript(
         transcript, sections=sections, prior_task=extract_prior_hint(user, "current-task"), known=known
     )
+    from om_core.models.local.extraction import inline_sections  # it imports this module
+
+    return "\n\n".join([reply, *inline_sections(system, transcript)])
 
 
 def summarize_text(text: str) -> str:

@@ -1,0 +1,80 @@
+"""The extractors one run uses (spec §8.3 order): the user's list of the run's source, plus extractors
+other features add (the working-memory extractor, `extra`).
+
+The built-in continuation values (`current-task`, `suggested-response`, `thread-title`) keep their own
+sections and dedicated fields in the Observer/Reflector prompts and parsers; they come before these in
+the output, as the spec orders them, and never reach `on_extracted`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from om_core.config import ResolvedConfig
+from om_core.extractors.definition import (
+    Extractor,
+    ExtractorError,
+    RunContext,
+    check_unique,
+    from_json,
+)
+
+log = logging.getLogger("om.extractors")
+
+#: The working-memory seam (§8.7): given the config and the run, the `working-memory` extractor or None.
+#: The working-memory feature sets it (`set_working_memory_extractor`); nothing is added while unset.
+WorkingMemoryFactory = Callable[[ResolvedConfig, RunContext], Extractor | None]
+_working_memory_extractor: WorkingMemoryFactory | None = None
+
+
+def set_working_memory_extractor(factory: WorkingMemoryFactory | None) -> None:
+    """Install the factory `compose_extractors` calls when `observation.manageWorkingMemory` is on."""
+    global _working_memory_extractor
+    _working_memory_extractor = factory
+
+
+def working_memory_extractor(cfg: ResolvedConfig, ctx: RunContext) -> Extractor | None:
+    """The `working-memory` extractor of this run, when the Observer manages working memory and the
+    working-memory feature installed its factory."""
+    if ctx.source != "observer" or not cfg.observation.manage_working_memory:
+        return None
+    factory = _working_memory_extractor
+    return factory(cfg, ctx) if factory is not None else None
+
+
+def compose_extractors(
+    cfg: ResolvedConfig, ctx: RunContext, extra: Sequence[Extractor] = ()
+) -> list[Extractor]:
+    """The user extractors of `ctx.source` (`observation.extract` or `reflection.extract`), then the
+    working-memory extractor, then `extra`. An entry that cannot be built here (a `use` naming an
+    extractor this process has not registered, a factory that raises) is left out and logged: a missing
+    plugin never fails a cycle; the configuration was checked when it was written."""
+    entries: list[dict[str, Any]] = (
+        cfg.observation.extract if ctx.source == "observer" else cfg.reflection.extract
+    )
+    field = "observation.extract" if ctx.source == "observer" else "reflection.extract"
+    out: list[Extractor] = []
+    for index, entry in enumerate(entries):
+        try:
+            out.append(from_json(entry, field=f"{field}[{index}]"))
+        except Exception as exc:  # an extractor never fails the cycle it belongs to
+            log.warning("extractor left out of this run: %s", exc)
+    try:
+        memory = working_memory_extractor(cfg, ctx)
+    except Exception as exc:
+        log.warning("the working-memory extractor is left out of this run: %s", exc)
+        memory = None
+    if memory is not None:
+        out.append(memory)
+    out.extend(extra)
+    try:
+        check_unique(out, field=field)
+    except ExtractorError as exc:
+        log.warning("duplicate extractor slugs, later ones left out: %s", exc)
+        kept: dict[str, Extractor] = {}
+        for extractor in out:
+            kept.setdefault(extractor.slug, extractor)
+        return list(kept.values())
+    return out

@@ -1,0 +1,403 @@
+"""What an extractor is (spec §8.2): its name and derived slug, its instructions and schema, where its value
+is persisted, and the rules a definition must follow.
+
+A definition is checked when the configuration is resolved, so a bad one is refused where it is written
+(the API answers 422 with the rule and the offending entry) instead of failing every later cycle.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from om_core.errors import OMConfigError
+
+Source = Literal["observer", "reflector"]
+
+#: Slugs user extractors must not produce: XML tags of the output format and the built-ins (§8.2).
+RESERVED_SLUGS = frozenset(
+    {
+        "observations",
+        "observation",
+        "extracted-values",
+        "thread",
+        "message",
+        "messages",
+        "conversation",
+        "history",
+        "system",
+        "user",
+        "assistant",
+        "tool",
+        "current-task",
+        "suggested-response",
+        "thread-title",
+    }
+)
+
+_SLUG_RE = re.compile(r"^[a-z][a-z0-9-]*[a-z0-9]$|^[a-z]$")
+_QUOTES_RE = re.compile(r"['\"`]")
+_NON_SLUG_RE = re.compile(r"[^a-z0-9]+")
+
+#: The keys a JSON extractor entry may carry (camelCase, as users write them).
+JSON_KEYS = frozenset(
+    {
+        "name",
+        "instructions",
+        "schema",
+        "includePreviousExtraction",
+        "metadataKeyPath",
+        "onExtracted",
+        "context",
+        "use",
+    }
+)
+
+
+class ExtractorError(OMConfigError):
+    """An extractor definition breaks a rule of §8.2; `code` is the spec's `EXTRACTOR_*` code."""
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What callables (`instructions`, `schema`) receive at run time (§8.2): whichever values are known."""
+
+    source: Source
+    thread_id: str | None = None
+    resource_id: str | None = None
+    #: OM's metadata of the thread as stored before this run.
+    om_metadata: Mapping[str, Any] = field(default_factory=dict)
+    #: The spec's `memory`: the store the run belongs to (the engine's SQLAlchemy engine), so a hook can
+    #: write a value elsewhere (the working-memory extractor writes working memory through it).
+    memory: Any = None
+
+
+@dataclass(frozen=True)
+class ExtractedContext:
+    """What `on_extracted` receives (§8.6.2): the extractor, the run, the value persisted before this run
+    (`previous`, None when none) and the value this run produced (`current`)."""
+
+    source: Source
+    extractor: Extractor
+    thread_id: str | None
+    resource_id: str | None
+    previous: Any
+    current: Any
+    memory: Any = None
+
+
+Instructions = str | Callable[[RunContext], str]
+#: A JSON Schema object, a pydantic model class, or a callable of the run context returning either.
+SchemaSpec = Mapping[str, Any] | type | Callable[[RunContext], Any] | None
+
+
+def slugify(name: str) -> str:
+    """The slug of a name (§8.2): lower-case, quotes dropped, every other run of non `a-z0-9` characters
+    one `-`, no leading or trailing `-`. The result may still be invalid ("123abc"); `check_slug` says."""
+    text = _QUOTES_RE.sub("", name.strip().lower())
+    return _NON_SLUG_RE.sub("-", text).strip("-")
+
+
+def check_slug(name: str, *, field: str) -> str:
+    """The slug of `name`, or the `EXTRACTOR_*` error a user can act on."""
+    if not name.strip():
+        raise ExtractorError(
+            "EXTRACTOR_NAME_REQUIRED", f"{field}.name", "an extractor needs a non-empty name"
+        )
+    slug = slugify(name)
+    if not slug or not _SLUG_RE.match(slug):
+        raise ExtractorError(
+            "EXTRACTOR_INVALID_SLUG",
+            f"{field}.name",
+            f"the name gives the slug {slug!r}; a slug must start with a letter and hold letters, digits "
+            "and '-' (e.g. 'User profile' -> 'user-profile')",
+            name,
+        )
+    return slug
+
+
+@dataclass(frozen=True)
+class Extractor:
+    """One extractor. `slug` is derived from `name`; `schema` None makes it an inline string extractor,
+    anything else a structured one (a follow-up structured-output call). `metadata_key_path` None means
+    the value is not persisted in OM metadata (the spec's `false`); its default is `extracted.<slug>`.
+    `context` shows the persisted value to the actor in `/turns` (volatile part of the context).
+    `builtin` marks OM's own continuation values, which skip `on_extracted`."""
+
+    name: str
+    instructions: Instructions
+    schema: SchemaSpec = None
+    include_previous: bool = True
+    metadata_key_path: str | None = ""
+    on_extracted: Callable[[ExtractedContext], Any] | None = None
+    context: bool = False
+    builtin: bool = False
+    slug: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        slug = check_slug(self.name, field="extractor")
+        if not self.builtin and slug in RESERVED_SLUGS:
+            raise ExtractorError(
+                "EXTRACTOR_RESERVED_SLUG",
+                "extractor.name",
+                f"the slug {slug!r} is reserved (an output tag or a built-in); choose another name",
+                self.name,
+            )
+        if isinstance(self.instructions, str) and not self.instructions.strip():
+            raise ExtractorError(
+                "EXTRACTOR_INSTRUCTIONS_REQUIRED",
+                "extractor.instructions",
+                f"extractor {slug!r} needs non-empty instructions saying what to extract",
+            )
+        object.__setattr__(self, "slug", slug)
+        if self.metadata_key_path == "":
+            object.__setattr__(self, "metadata_key_path", f"extracted.{slug}")
+
+    @property
+    def structured(self) -> bool:
+        return self.schema is not None
+
+    def instructions_for(self, ctx: RunContext) -> str:
+        """The instructions of this run; a callable that returns nothing usable is a run-time error."""
+        text = self.instructions(ctx) if callable(self.instructions) else self.instructions
+        if not isinstance(text, str) or not text.strip():
+            raise ExtractorError(
+                "EXTRACTOR_INSTRUCTIONS_REQUIRED",
+                "extractor.instructions",
+                f"extractor {self.slug!r}: its instructions callable returned no text",
+            )
+        return text.strip()
+
+    def json_schema_for(self, ctx: RunContext) -> dict[str, Any] | None:
+        """The JSON Schema of this run (None: a plain string). A pydantic model gives its own schema."""
+        schema = self.schema
+        if callable(schema) and not isinstance(schema, type):
+            schema = schema(ctx)
+        return to_json_schema(schema)
+
+
+def to_json_schema(schema: Any) -> dict[str, Any] | None:
+    """A JSON Schema from a schema given as a mapping or a pydantic model class (None stays None)."""
+    if schema is None:
+        return None
+    if isinstance(schema, type):
+        model_json_schema = getattr(schema, "model_json_schema", None)
+        if model_json_schema is None:
+            raise TypeError(f"{schema.__name__} is not a pydantic model; give a JSON Schema or a BaseModel")
+        result: dict[str, Any] = model_json_schema()
+        return result
+    if isinstance(schema, Mapping):
+        return dict(schema)
+    raise TypeError(
+        f"unsupported extractor schema {type(schema).__name__}: give a JSON Schema or a BaseModel"
+    )
+
+
+def validate_value(schema: Mapping[str, Any] | None, value: Any) -> str | None:
+    """None when `value` satisfies `schema` (a string when there is no schema), else what is wrong."""
+    if schema is None:
+        return None if isinstance(value, str) else f"expected a string, got {type(value).__name__}"
+    import jsonschema  # pulled in by litellm; imported here so a process that never validates skips it
+
+    try:
+        jsonschema.validate(value, dict(schema))
+    except jsonschema.ValidationError as exc:
+        where = "/".join(str(p) for p in exc.absolute_path)
+        return f"{exc.message}" + (f" at {where}" if where else "")
+    except jsonschema.SchemaError as exc:
+        return f"the extractor's schema is not a valid JSON Schema: {exc.message}"
+    return None
+
+
+def from_json(entry: Mapping[str, Any], *, field: str) -> Extractor:
+    """An extractor from one JSON configuration entry (`observation.extract[i]`). `onExtracted` names a
+    Python callable `module:function`, imported at run time; `use` names a registered Python extractor
+    whose fields the entry may override (`context`, `metadataKeyPath`, `includePreviousExtraction`)."""
+    unknown = sorted(set(entry) - JSON_KEYS)
+    if unknown:
+        raise ExtractorError(
+            "EXTRACTOR_UNKNOWN_KEY",
+            f"{field}.{unknown[0]}",
+            f"unknown extractor key; allowed: {', '.join(sorted(JSON_KEYS))}",
+        )
+    use = entry.get("use")
+    if use is not None:
+        return _from_registry(entry, str(use), field=field)
+    name = entry.get("name")
+    if not isinstance(name, str):
+        raise ExtractorError(
+            "EXTRACTOR_NAME_REQUIRED", f"{field}.name", "an extractor needs a non-empty name"
+        )
+    instructions = entry.get("instructions")
+    if not isinstance(instructions, str):
+        raise ExtractorError(
+            "EXTRACTOR_INSTRUCTIONS_REQUIRED",
+            f"{field}.instructions",
+            "an extractor needs non-empty instructions (a string) saying what to extract",
+        )
+    schema = entry.get("schema")
+    if schema is not None and not isinstance(schema, Mapping):
+        raise ExtractorError(
+            "EXTRACTOR_INVALID_SCHEMA", f"{field}.schema", "schema must be a JSON Schema object"
+        )
+    if schema is not None:
+        _check_json_schema(schema, field=f"{field}.schema")
+    hook = entry.get("onExtracted")
+    if hook is not None and (not isinstance(hook, str) or ":" not in hook):
+        raise ExtractorError(
+            "EXTRACTOR_INVALID_HOOK", f"{field}.onExtracted", "onExtracted must be 'module:function'", hook
+        )
+    try:
+        return Extractor(
+            name=name,
+            instructions=instructions,
+            schema=schema,
+            include_previous=_bool(entry, "includePreviousExtraction", True, field),
+            metadata_key_path=_key_path(entry, field),
+            on_extracted=_ImportedHook(hook) if hook else None,
+            context=_bool(entry, "context", False, field),
+        )
+    except ExtractorError as exc:
+        raise ExtractorError(exc.code, exc.field.replace("extractor", field, 1), exc.detail) from None
+
+
+def _from_registry(entry: Mapping[str, Any], use: str, *, field: str) -> Extractor:
+    from dataclasses import replace
+
+    from om_core.extractors.registry import registered
+
+    base = registered(use)
+    if base is None:
+        raise ExtractorError(
+            "EXTRACTOR_NOT_REGISTERED",
+            f"{field}.use",
+            "no Python extractor is registered under this name; register it in a module listed in "
+            "OM_PLUGINS (om_core.extractors.registry.register)",
+            use,
+        )
+    overrides: dict[str, Any] = {}
+    if "context" in entry:
+        overrides["context"] = _bool(entry, "context", False, field)
+    if "includePreviousExtraction" in entry:
+        overrides["include_previous"] = _bool(entry, "includePreviousExtraction", True, field)
+    if "metadataKeyPath" in entry:
+        overrides["metadata_key_path"] = _key_path(entry, field)
+        if overrides["metadata_key_path"] == "":
+            overrides["metadata_key_path"] = f"extracted.{base.slug}"
+    return replace(base, **overrides) if overrides else base
+
+
+def _bool(entry: Mapping[str, Any], key: str, default: bool, field: str) -> bool:
+    value = entry.get(key, default)
+    if not isinstance(value, bool):
+        raise ExtractorError("EXTRACTOR_INVALID_OPTION", f"{field}.{key}", "must be true or false", value)
+    return value
+
+
+def _key_path(entry: Mapping[str, Any], field: str) -> str | None:
+    """`metadataKeyPath`: "" (the default `extracted.<slug>`), None for `false`, or a dotted path."""
+    if "metadataKeyPath" not in entry or entry["metadataKeyPath"] is None:
+        return ""
+    value = entry["metadataKeyPath"]
+    if value is False:
+        return None
+    if not isinstance(value, str) or not all(part.strip() for part in value.split(".")):
+        raise ExtractorError(
+            "EXTRACTOR_INVALID_KEY_PATH",
+            f"{field}.metadataKeyPath",
+            "must be false or a dotted path of non-empty keys, e.g. 'profile.main'",
+            value,
+        )
+    return value
+
+
+def _check_json_schema(schema: Mapping[str, Any], *, field: str) -> None:
+    import jsonschema
+
+    try:
+        jsonschema.Draft202012Validator.check_schema(dict(schema))
+    except jsonschema.SchemaError as exc:
+        raise ExtractorError(
+            "EXTRACTOR_INVALID_SCHEMA", field, f"not a valid JSON Schema: {exc.message}"
+        ) from None
+
+
+class _ImportedHook:
+    """`onExtracted: "module:function"` of a JSON entry, imported on first call (the module is a plugin of
+    the process that runs the cycle, not necessarily of the one that stored the configuration)."""
+
+    def __init__(self, target: str) -> None:
+        self.target = target
+
+    def __call__(self, ctx: ExtractedContext) -> Any:
+        import importlib
+
+        module, _, name = self.target.partition(":")
+        return getattr(importlib.import_module(module), name)(ctx)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _ImportedHook) and other.target == self.target
+
+    def __hash__(self) -> int:
+        return hash(self.target)
+
+
+def check_unique(extractors: Sequence[Extractor], *, field: str) -> None:
+    """Within one list, slugs are unique (§8.2)."""
+    seen: dict[str, str] = {}
+    for extractor in extractors:
+        if extractor.slug in seen:
+            raise ExtractorError(
+                "EXTRACTOR_DUPLICATE_SLUG",
+                field,
+                f"{seen[extractor.slug]!r} and {extractor.name!r} both give the slug {extractor.slug!r}; "
+                "rename one",
+            )
+        seen[extractor.slug] = extractor.name
+
+
+def parse_list(entries: Sequence[Any], *, field: str, resolve_use: bool = True) -> list[Extractor]:
+    """Every entry of a JSON extractor list, checked, slugs unique. Config resolution passes
+    `resolve_use=False`: a `{"use": name}` entry is then only checked for its shape, because the process
+    resolving a stored configuration need not have imported the plugin that registers `name` (the
+    process running the cycle resolves it, `compose`)."""
+    out: list[Extractor] = []
+    for index, entry in enumerate(entries):
+        where = f"{field}[{index}]"
+        if not isinstance(entry, Mapping):
+            raise ExtractorError("EXTRACTOR_NAME_REQUIRED", where, "each extractor is an object with a name")
+        if not resolve_use and "use" in entry:
+            _check_use_entry(entry, field=where)
+            continue
+        out.append(from_json(entry, field=where))
+    check_unique(out, field=field)
+    return out
+
+
+_USE_KEYS = frozenset({"use", "context", "includePreviousExtraction", "metadataKeyPath"})
+
+
+def _check_use_entry(entry: Mapping[str, Any], *, field: str) -> None:
+    use = entry.get("use")
+    if not isinstance(use, str) or not use.strip():
+        raise ExtractorError(
+            "EXTRACTOR_NAME_REQUIRED", f"{field}.use", "use names a registered extractor", use
+        )
+    extra = sorted(set(entry) - _USE_KEYS)
+    if extra:
+        raise ExtractorError(
+            "EXTRACTOR_UNKNOWN_KEY",
+            f"{field}.{extra[0]}",
+            "a 'use' entry may only set context, includePreviousExtraction and metadataKeyPath",
+        )
+    _bool(entry, "context", False, field)
+    _bool(entry, "includePreviousExtraction", True, field)
+    _key_path(entry, field)
+
+
+def dump_value(value: Any) -> str:
+    """A value as the text shown to a model or the actor: strings as they are, the rest as JSON."""
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
