@@ -289,7 +289,9 @@ class TurnContext(_Response):
         default_factory=list,
         description=(
             "Tools to offer the actor model, in the chat-completions `tools` format: the `recall` tool when "
-            "the thread has `retrieval` on (answer its calls with POST /v1/threads/{id}/recall), else empty"
+            "the thread has `retrieval` on (answer its calls with POST /v1/threads/{id}/recall), and "
+            "`updateWorkingMemory` when the actor manages its working memory (send its arguments to "
+            "PUT /v1/threads/{id}/working-memory), else empty"
         ),
     )
 
