@@ -20,6 +20,7 @@ from __future__ import annotations
 import importlib
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Engine
@@ -27,12 +28,14 @@ from sqlalchemy import Engine
 from om_core import working_memory as wm
 from om_core.config import ResolvedConfig, ResolvedWorkingMemory
 from om_core.errors import OMError
+from om_core.store.history import ThreadRow
 
 __all__ = [
     "EXTRACTOR_NAME",
     "EXTRACTOR_SLUG",
     "apply_extracted",
     "build_extractor",
+    "extra_for_run",
     "extraction_schema",
     "factory_for",
     "instructions_text",
@@ -175,3 +178,21 @@ def factory_for(db: Engine) -> Callable[[ResolvedConfig, Any], Any | None]:
         return build_extractor(db, cfg, ctx)
 
     return factory
+
+
+@dataclass(frozen=True)
+class _Run:
+    """The three fields of a run context `build_extractor` reads."""
+
+    source: str
+    thread_id: str | None
+    resource_id: str | None
+
+
+def extra_for_run(db: Engine, cfg: ResolvedConfig, source: str, thread: ThreadRow | None) -> list[Any]:
+    """The working-memory extractor of a run as a list (empty or one), for the pipeline's `extra`
+    parameter: a caller that has the engine's database passes it per run, with no process-wide state."""
+    if thread is None:
+        return []
+    built = build_extractor(db, cfg, _Run(source, thread.id, thread.resource_id))
+    return [built] if built is not None else []

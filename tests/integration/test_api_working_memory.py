@@ -29,7 +29,12 @@ from om_core.messages import text_message
 from om_core.scoped_ids import scoped_id
 from om_core.store import schema
 from om_core.store.outbox import list_events
-from om_core.working_memory_extractor import EXTRACTOR_SLUG, apply_extracted, build_extractor
+from om_core.working_memory_extractor import (
+    EXTRACTOR_SLUG,
+    apply_extracted,
+    build_extractor,
+    extra_for_run,
+)
 from tests.support.fake_models import FakeModels
 
 pytestmark = [pytest.mark.postgres]
@@ -461,6 +466,12 @@ def test_in_schema_mode_only_a_valid_object_updates_the_memory(engine: Engine, d
     ctx = _RunContext("observer", thread, resource)
     run = build_extractor(engine, cfg, ctx)
     assert run.schema == {"anyOf": [PROFILE, {"type": "null"}]}
+    row = _thread(om, thread)
+    assert [e.slug for e in extra_for_run(engine, cfg, "observer", row)] == [EXTRACTOR_SLUG]
+    assert (
+        extra_for_run(engine, cfg, "reflector", row) == []
+        and extra_for_run(engine, cfg, "observer", None) == []
+    )
     run.on_extracted(_Extracted("observer", run, thread, resource, None, None))
     with pytest.raises(wm.WorkingMemoryInvalid):
         run.on_extracted(_Extracted("observer", run, thread, resource, None, {"age": "old"}))
