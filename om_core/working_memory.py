@@ -183,9 +183,15 @@ def read_at(conn: Connection, target: Target, cfg: ResolvedConfig) -> WorkingMem
     # A memory written in the other format (the config changed since) reads as written: its text is kept.
     fmt: Literal["markdown", "json"] = "json" if row.format == "json" else "markdown"
     return WorkingMemory(
-        target.scope, fmt, row.content, row.version, row.updated_at, row.updated_by, row.thread_id,
-        row.resource_id,
-    )  # fmt: skip
+        scope=target.scope,
+        format=fmt,
+        content=row.content,
+        version=row.version,
+        updated_at=row.updated_at,
+        updated_by=row.updated_by,
+        thread_id=row.thread_id,
+        resource_id=row.resource_id,
+    )
 
 
 def read(db: Engine, target: Target, cfg: ResolvedConfig) -> WorkingMemory:
@@ -271,9 +277,15 @@ def update_at(
     if isinstance(written, rows.Conflict):
         raise WorkingMemoryConflict(expected_version or 0, written.current_version)
     memory = WorkingMemory(
-        target.scope, wm.format, written.content, written.version, written.updated_at, written.updated_by,
-        target.thread_id, target.resource_id,
-    )  # fmt: skip
+        scope=target.scope,
+        format=wm.format,
+        content=written.content,
+        version=written.version,
+        updated_at=written.updated_at,
+        updated_by=written.updated_by,
+        thread_id=target.thread_id,
+        resource_id=target.resource_id,
+    )
     thread_id = target.thread_id or via_thread
     payload = {
         "scope": target.scope,
