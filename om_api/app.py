@@ -23,7 +23,7 @@ from starlette.exceptions import HTTPException
 from om_api import errors, proxy
 from om_api.errors import error_body
 from om_api.metrics import Metrics
-from om_api.routes import events, health, manage, recall, resources, search, threads, usage
+from om_api.routes import events, health, manage, recall, resources, search, threads, usage, working_memory
 from om_api.runtime import Adapters, build_runtime
 from om_api.settings import ApiSettings
 from om_api.sse import listen_redis
@@ -168,6 +168,8 @@ def create_app(settings: Settings | None = None, adapters: Adapters | None = Non
         resources.router,
         search.router,
         manage.router,
+        working_memory.threads_router,
+        working_memory.resources_router,
         proxy.router,
         usage.router,
         health.router,

@@ -16,9 +16,10 @@ or `user`). Each request is one turn, exactly like `/turns`:
 5. the reply is stored as the turn's assistant message and returned in the standard shape (streamed when
    `stream` is true; a stream the client abandons is neither stored nor metered).
 
-When the thread's config turns `retrieval` on, step 3 is a loop: the model is offered the `recall` tool
-(`om_api.proxy_tools`), the proxy answers the model's recall calls and calls it again, at most
-`OM_PROXY_TOOL_ROUNDS` rounds, and step 4 counts every call (`_Loop` states the rules).
+When the thread's config turns `retrieval` on (or a working memory its actor manages), step 3 is a loop:
+the model is offered the `recall` tool (and `updateWorkingMemory`; `om_api.proxy_tools`), the proxy
+answers the model's calls of them and calls it again, at most `OM_PROXY_TOOL_ROUNDS` rounds, and step 4
+counts every call (`_Loop` states the rules).
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from om_api.auth import Caller, Principal, Runtime
 from om_api.errors import ApiError
 from om_api.openai_format import from_openai, split_instructions, to_openai
 from om_api.proxy_params import call_stream_options, client_wants_usage, forwarded_params
-from om_api.proxy_tools import InternalTools, answered_round, recall_tools_for, round_call, summed_usage
+from om_api.proxy_tools import InternalTools, answered_round, memory_tools_for, round_call, summed_usage
 from om_api.routes.common import errors
 from om_api.routes.threads import ingest
 from om_api.runtime import ApiRuntime
@@ -187,7 +188,7 @@ def _ingest_turn(
     if not may_offer:
         return result, resource, None
     stored_id = scoped_id(tenant_id, thread_id)
-    tools = recall_tools_for(runtime.engine, stored_id, runtime.engine.thread_config(stored_id))
+    tools = memory_tools_for(runtime.engine, stored_id, runtime.engine.thread_config(stored_id))
     return result, resource, tools
 
 
@@ -205,7 +206,8 @@ def _check_conflict(params: Mapping[str, Any], tools: InternalTools) -> None:
             400,
             "tool_name_reserved",
             f"tools[{index}] is named {name!r}, the memory tool this proxy answers itself for this thread "
-            "(retrieval is on): rename your tool, or turn retrieval off in the thread's config",
+            "(retrieval, or a working memory the actor manages, is on): rename your tool, or turn that "
+            "option off in the thread's config",
             field=f"tools[{index}]",
         )
 

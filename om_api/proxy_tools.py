@@ -1,5 +1,5 @@
-"""The tools the proxy answers itself (today only `recall`), and how each actor call of its tool loop is
-built from the caller's request.
+"""The tools the proxy answers itself (`recall`, and `updateWorkingMemory` for an actor-managed working
+memory), and how each actor call of its tool loop is built from the caller's request.
 
 A chat backend behind the OpenAI proxy never sees the memory's own tools: when the thread's config turns
 `retrieval` on, the proxy adds `recall` to the tools the actor model gets, runs every `recall` call the
@@ -11,6 +11,7 @@ that loop needs and does no I/O of its own:
   outcome, a bad argument included, into the tool message's content (a model's mistake is something the
   model can fix on its next step, not an HTTP error of the caller);
 - `recall_tools_for`: the one place that decides whether a thread gets `recall` and what answers it;
+  `memory_tools_for` adds `updateWorkingMemory` when the thread's actor manages its working memory;
 - the pure helpers that build each round's call and sort a reply's tool calls into ours and the caller's.
 """
 
@@ -24,12 +25,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from om_core import MemoryEngine
+from om_core import working_memory as wm
 from om_core.config import ResolvedConfig
 from om_core.recall import RECALL_TOOL, RecallInvalid, RecallNotFound
+from om_core.store import history
 
 __all__ = [
     "InternalTool",
     "InternalTools",
+    "memory_tools_for",
     "recall_tools_for",
     "round_call",
     "tool_name",
@@ -159,6 +163,44 @@ def recall_tools_for(engine: MemoryEngine, thread_id: str, config: ResolvedConfi
         return engine.recall(thread_id, arguments)
 
     return InternalTools((InternalTool(RECALL_TOOL, run, input_errors=(RecallInvalid, RecallNotFound)),))
+
+
+def working_memory_tool_for(
+    engine: MemoryEngine, thread_id: str, config: ResolvedConfig
+) -> InternalTool | None:
+    """`updateWorkingMemory` when memory is on and the thread's actor manages its working memory (spec §8.7
+    `agentManaged`), else None. A call writes the memory as the actor (`updated_by` "actor"), with no
+    version check (the model sent the whole memory it saw this turn); content the schema refuses goes back
+    to the model with the validator's message."""
+    memory = config.working_memory
+    if not (config.enabled and memory.enabled and memory.agent_managed):
+        return None
+
+    def run(arguments: Mapping[str, Any]) -> Any:
+        if "content" not in arguments:
+            raise wm.WorkingMemoryInvalid("send the whole updated working memory as `content`")
+        thread = history.get_thread(engine.db, thread_id)
+        if thread is None:
+            raise wm.WorkingMemoryInvalid("this conversation no longer exists")
+        target = wm.target_for_thread(thread, config)
+        written, events = wm.update(
+            engine.db, target, config, arguments["content"], by="actor", via_thread=thread_id
+        )
+        engine.publish(events)
+        return {"updated": True, "version": written.version}
+
+    return InternalTool(wm.update_tool(memory), run, input_errors=(wm.WorkingMemoryInvalid,))
+
+
+def memory_tools_for(engine: MemoryEngine, thread_id: str, config: ResolvedConfig) -> InternalTools | None:
+    """Every tool the proxy answers for the thread: `recall` (retrieval on) and `updateWorkingMemory`
+    (actor-managed working memory); None when there is none."""
+    recall = recall_tools_for(engine, thread_id, config)
+    tools = list(recall.tools) if recall is not None else []
+    memory = working_memory_tool_for(engine, thread_id, config)
+    if memory is not None:
+        tools.append(memory)
+    return InternalTools(tuple(tools)) if tools else None
 
 
 # ------------------------------------------------------------------------------------- one actor call

@@ -289,7 +289,9 @@ class TurnContext(_Response):
         default_factory=list,
         description=(
             "Tools to offer the actor model, in the chat-completions `tools` format: the `recall` tool when "
-            "the thread has `retrieval` on (answer its calls with POST /v1/threads/{id}/recall), else empty"
+            "the thread has `retrieval` on (answer its calls with POST /v1/threads/{id}/recall), and "
+            "`updateWorkingMemory` when the actor manages its working memory (send its arguments to "
+            "PUT /v1/threads/{id}/working-memory), else empty"
         ),
     )
 
@@ -676,3 +678,38 @@ class SearchResponse(_Response):
     resource_id: str
     results: list[SearchResult]
     count: int
+
+
+# ------------------------------------------------------------------------------------- working memory
+
+
+class WorkingMemoryPut(_Request):
+    """A new working memory, whole (it replaces what is stored)."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    content: str | dict[str, Any] = Field(
+        description="Markdown text; in schema mode the JSON object (or its JSON text), valid against "
+        "workingMemory.schema"
+    )
+    expected_version: int | None = Field(
+        default=None,
+        ge=0,
+        alias="expectedVersion",
+        description="The version you read (0: never written); the write is refused with 409 when the "
+        "memory is at another version. Leave out to write whatever is stored",
+    )
+
+
+class WorkingMemoryResponse(_Response):
+    scope: Literal["thread", "resource"]
+    format: Literal["markdown", "json"]
+    content: str | dict[str, Any] = Field(
+        description="The memory: Markdown text, or the JSON object in schema mode; the template (or {}) "
+        "before the first write"
+    )
+    version: int = Field(description="Counts writes; 0 before the first")
+    updated_at: datetime | None
+    updated_by: Literal["api", "observer", "actor"] | None
+    thread_id: str | None = Field(description="The thread whose memory this is (thread scope), else null")
+    resource_id: str

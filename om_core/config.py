@@ -60,9 +60,11 @@ __all__ = [
     "ResolvedObservation",
     "ResolvedReflection",
     "ResolvedRetrieval",
+    "ResolvedWorkingMemory",
     "RetrievalConfig",
     "Scope",
     "TokenRange",
+    "WorkingMemoryConfig",
     "message_threshold_max",
 ]
 
@@ -179,6 +181,20 @@ class RetrievalConfig(_ConfigModel):
     instructions: str | None = None
 
 
+class WorkingMemoryConfig(_ConfigModel):
+    """The `workingMemory` block (spec §8.7): a small Markdown or JSON document per resource or thread that
+    the actor (`agentManaged`), the Observer (`observation.manageWorkingMemory`) or the API keeps current.
+    `None` means "not set" where the default depends on `observation.manageWorkingMemory`."""
+
+    enabled: bool = False
+    scope: Scope = "resource"
+    template: str | None = None
+    #: A JSON Schema object; exclusive with `template`. Named apart from pydantic's `schema` method.
+    json_schema: dict[str, Any] | None = Field(default=None, alias="schema")
+    agent_managed: bool | None = None
+    use_state_signals: bool | None = None
+
+
 class ObservationConfig(_ConfigModel):
     """The `observation` block (Observer settings). Rule-bearing values stay raw until resolution."""
 
@@ -232,6 +248,7 @@ class ObservationalMemoryConfig(_ConfigModel):
     obscure_thread_ids: bool | None = None
     observation: ObservationConfig = Field(default_factory=ObservationConfig)
     reflection: ReflectionConfig = Field(default_factory=ReflectionConfig)
+    working_memory: WorkingMemoryConfig = Field(default_factory=WorkingMemoryConfig)
 
     _resolved: ResolvedConfig | None = PrivateAttr(default=None)
 
@@ -301,6 +318,7 @@ _NESTED_BLOCKS: dict[tuple[type[_ConfigModel], str], type[_ConfigModel]] = {
     (ObservationalMemoryConfig, "observation"): ObservationConfig,
     (ObservationalMemoryConfig, "reflection"): ReflectionConfig,
     (ObservationalMemoryConfig, "retrieval"): RetrievalConfig,
+    (ObservationalMemoryConfig, "working_memory"): WorkingMemoryConfig,
     (ObservationConfig, "model_settings"): ModelSettings,
     (ReflectionConfig, "model_settings"): ModelSettings,
 }
@@ -363,6 +381,7 @@ _OPTION_NAMES: frozenset[str] = frozenset(
         ReflectionConfig,
         ModelSettings,
         RetrievalConfig,
+        WorkingMemoryConfig,
     )
     for name, info in cls.model_fields.items()
     for key in (name, info.alias or name)
@@ -399,6 +418,38 @@ class ResolvedRetrieval:
     vector: bool
     scope: Scope
     instructions: str | None
+
+
+@dataclass(frozen=True)
+class ResolvedWorkingMemory:
+    """Working memory as the engine runs it. `format` follows from the config: `json` with a schema,
+    else `markdown` with `template` (the default template when none is given)."""
+
+    enabled: bool
+    scope: Scope
+    format: Literal["markdown", "json"]
+    template: str | None
+    schema: dict[str, Any] | None
+    #: The actor gets the update instruction and the `updateWorkingMemory` tool.
+    agent_managed: bool
+    #: Delivered as a state signal (its own system message after every other memory message) rather
+    #: than with the memory's hints; either way after the stable observation prefix.
+    use_state_signals: bool
+    #: The Observer keeps it current through the `working-memory` extractor (§8.7).
+    observer_managed: bool
+
+
+#: What a disabled working memory resolves to (also the default of `ResolvedConfig.working_memory`).
+WORKING_MEMORY_OFF = ResolvedWorkingMemory(
+    enabled=False,
+    scope="resource",
+    format="markdown",
+    template=None,
+    schema=None,
+    agent_managed=False,
+    use_state_signals=False,
+    observer_managed=False,
+)
 
 
 @dataclass(frozen=True)
@@ -477,6 +528,7 @@ class ResolvedConfig:
     async_reflection_enabled: bool
     #: Options that were accepted but ignored (e.g. `blockAfter` without buffering); also logged.
     warnings: tuple[str, ...] = ()
+    working_memory: ResolvedWorkingMemory = WORKING_MEMORY_OFF
 
 
 def message_threshold_max(rc: ResolvedConfig) -> int:
@@ -516,6 +568,11 @@ def _resolve(config: ObservationalMemoryConfig) -> ResolvedConfig:
     previous_observer_tokens = _resolve_previous_observer_tokens(obs.previous_observer_tokens)
 
     warnings: list[str] = []
+    working_memory = _resolve_working_memory(config.working_memory, obs.manage_working_memory)
+    if obs.manage_working_memory and not working_memory.enabled:
+        warnings.append(
+            "observation.manageWorkingMemory=True is ignored because workingMemory.enabled is not true"
+        )
     async_enabled = _async_buffering_enabled(config)
     message_tokens: int | TokenRange = (
         TokenRange(obs.message_tokens, obs.message_tokens + refl.observation_tokens)
@@ -588,6 +645,7 @@ def _resolve(config: ObservationalMemoryConfig) -> ResolvedConfig:
         async_observation_enabled=buffering.buffer_tokens is not None,
         async_reflection_enabled=buffering.reflection_buffer_activation is not None,
         warnings=tuple(warnings),
+        working_memory=working_memory,
     )
 
 
@@ -855,3 +913,57 @@ def _resolve_retrieval(value: bool | RetrievalConfig) -> ResolvedRetrieval | Non
         return None
     options = RetrievalConfig() if value is True else value
     return ResolvedRetrieval(vector=options.vector, scope=options.scope, instructions=options.instructions)
+
+
+def _resolve_working_memory(given: WorkingMemoryConfig, manage_working_memory: bool) -> ResolvedWorkingMemory:
+    """§8.7 defaults: `agentManaged` is true unless the Observer manages the memory; `useStateSignals` is
+    true when it does. A schema must be a valid JSON Schema of an object (the memory is one document)."""
+    if given.template is not None and given.json_schema is not None:
+        raise OMConfigError(
+            "WORKING_MEMORY_TEMPLATE_AND_SCHEMA",
+            "workingMemory.schema",
+            "give either a Markdown template or a JSON schema, not both (remove workingMemory.template)",
+        )
+    if given.template is not None and not given.template.strip():
+        raise OMConfigError(
+            "WORKING_MEMORY_TEMPLATE_EMPTY",
+            "workingMemory.template",
+            "is empty; give the Markdown the memory starts from, or leave the option out for the default",
+            given.template,
+        )
+    if given.json_schema is not None:
+        _check_working_memory_schema(given.json_schema)
+    if not given.enabled:
+        return WORKING_MEMORY_OFF
+    observer_managed = manage_working_memory
+    return ResolvedWorkingMemory(
+        enabled=True,
+        scope=given.scope,
+        format="json" if given.json_schema is not None else "markdown",
+        template=given.template,
+        schema=copy.deepcopy(given.json_schema),
+        agent_managed=(not observer_managed) if given.agent_managed is None else given.agent_managed,
+        use_state_signals=observer_managed if given.use_state_signals is None else given.use_state_signals,
+        observer_managed=observer_managed,
+    )
+
+
+def _check_working_memory_schema(value: dict[str, Any]) -> None:
+    from jsonschema import SchemaError
+    from jsonschema.validators import validator_for
+
+    try:
+        validator_for(value).check_schema(value)
+    except SchemaError as exc:
+        raise OMConfigError(
+            "WORKING_MEMORY_SCHEMA_INVALID",
+            "workingMemory.schema",
+            f"is not a valid JSON Schema: {exc.message}",
+        ) from None
+    if value.get("type") != "object":
+        raise OMConfigError(
+            "WORKING_MEMORY_SCHEMA_INVALID",
+            "workingMemory.schema",
+            'must describe one JSON object (`"type": "object"` with its `properties`)',
+            value.get("type"),
+        )

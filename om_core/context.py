@@ -8,7 +8,8 @@ Layout, in order, chosen for prompt caching:
 2. volatile system messages: in resource scope the other conversations' unobserved messages, then
    `<current-task>`, `<suggested-response>` and other carried-forward values, which change on every
    cycle. (The spec lists the other-conversations block before the observations; it sits here so that
-   it cannot invalidate the cached log.)
+   it cannot invalidate the cached log.) Working memory (§8.7) is volatile too: first among them, or, as
+   a state signal (`workingMemory.useStateSignals`), last, after every other memory message;
 3. the continuation reminder, a user-role `<system-reminder>` placed right before the recent raw
    messages, so the actor answers the latest message instead of resuming from the memory.
 
@@ -21,7 +22,7 @@ from __future__ import annotations
 import hashlib
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from typing import Any
@@ -235,6 +236,8 @@ def build_actor_context(
     extra_values: Mapping[str, str] | None = None,
     rendered_logs: RenderedLogCache | None = None,
     guidance_without_memory: bool = False,
+    working_memory: Sequence[str] = (),
+    working_memory_as_signal: bool = False,
 ) -> ActorContext:
     """Assemble the memory messages for one actor step.
 
@@ -246,11 +249,19 @@ def build_actor_context(
     the rendered log between calls (the engine passes its own). `guidance_without_memory` (resource-scope
     recall, spec §9.4) shows the retrieval guidance even with no observation yet, as a message of its
     own, so the actor can look into the user's other conversations from its first message.
+    `working_memory` are the working memory's messages (`om_core.working_memory.actor_messages`): never in
+    the stable part, so a memory update leaves the cached prefix as it was; shown even before the first
+    observation, without a continuation reminder then (there is no compressed history to continue).
     """
     others = bool(other_conversations and other_conversations.strip())
     standalone = bool(guidance_without_memory and retrieval_guidance and not active_observations.strip())
     if not active_observations.strip() and not others and not standalone:
-        return ActorContext()
+        memory = list(working_memory)
+        return (
+            ActorContext(system_messages=memory, hints_block="\n\n".join(memory))
+            if memory
+            else ActorContext()
+        )
 
     # The other conversations are shown before the first observation too: in resource scope they are
     # the only memory a new thread has of the user's other threads until the Observer runs.
@@ -262,7 +273,7 @@ def build_actor_context(
             else _render_stable(active_observations, now, tz, retrieval_guidance)
         )
 
-    volatile: list[str] = []
+    volatile: list[str] = [] if working_memory_as_signal else list(working_memory)
     if other_conversations and others:
         volatile.append(
             "For reference only, recent messages from the user's other conversations that are not yet part "
@@ -272,6 +283,8 @@ def build_actor_context(
     hint_pairs = [("current-task", current_task), ("suggested-response", suggested_response)]
     hint_pairs += list((extra_values or {}).items())
     volatile += [block for tag, value in hint_pairs if (block := _tagged(tag, value)) is not None]
+    if working_memory_as_signal:
+        volatile += working_memory
 
     reminder = (
         build_continuation_reminder(bool(suggested_response and suggested_response.strip()))

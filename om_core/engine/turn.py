@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 
 from sqlalchemy import Connection
 
-from om_core import policy, tenancy, triggers
+from om_core import policy, tenancy, triggers, working_memory
 from om_core.config import ResolvedConfig, message_threshold_max
 from om_core.context import ActorContext, build_actor_context
 from om_core.early_activation import resolve_ttl_ms
@@ -65,7 +65,8 @@ class TurnResult:
     context: ActorContext = field(default_factory=ActorContext)
     resource_id: str = ""
     #: Tools the actor should be offered, in the chat-completions format: the recall tool when the
-    #: thread has `retrieval` on (spec §9.2), else none. Shared values: read, do not modify.
+    #: thread has `retrieval` on (spec §9.2), `updateWorkingMemory` when the actor manages its working
+    #: memory (§8.7), else none. Shared values: read, do not modify.
     tools: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -420,6 +421,7 @@ def turn_result(
     status = status or shared_view.status_with(core, head, window, cfg, shared)
     log = shared.log
     payload = status.to_status_payload(log.id, thread_id, step_number, log.generation_count)
+    memory: working_memory.WorkingMemory | None = None
     with core.db.begin() as conn:
         stored = write_events(
             conn,
@@ -429,6 +431,8 @@ def turn_result(
             record_id=log.id,
             events=[NewEvent(ev.STATUS.value, dict(payload))],
         )
+        if cfg.working_memory.enabled:  # one primary-key read, only for threads that have one
+            memory = working_memory.read_at(conn, working_memory.target_for_thread(thread, cfg), cfg)
     core.publish(stored)
     visible = with_observed_calls(
         core, thread_id, head.last_observed_seq, [m for m in unobserved if m.has_visible_content]
@@ -447,7 +451,12 @@ def turn_result(
         others=shared.others,
         retrieval_guidance=guidance,
         guidance_without_memory=options is not None and options.scope == "resource",
+        memory=memory,
+        cfg=cfg,
     )
+    tools = [RECALL_TOOL] if options is not None else []
+    if memory is not None and cfg.working_memory.agent_managed:
+        tools.append(working_memory.update_tool(cfg.working_memory))
     return TurnResult(
         thread_id=public_id(thread_id),
         resource_id=public_id(thread.resource_id),
@@ -461,7 +470,7 @@ def turn_result(
         degraded=degraded_reason is not None,
         degraded_reason=degraded_reason,
         context=context,
-        tools=[RECALL_TOOL] if options is not None else [],
+        tools=tools,
     )
 
 
@@ -474,16 +483,24 @@ def actor_context(
     others: str = "",
     retrieval_guidance: str | None = None,
     guidance_without_memory: bool = False,
+    memory: working_memory.WorkingMemory | None = None,
+    cfg: ResolvedConfig | None = None,
 ) -> ActorContext:
     """The observation log, the other conversations (resource scope) and the thread's hints as the
-    actor's system messages; in retrieval mode the recall guidance with the preamble (spec §4.11).
-    Values of extractors marked `context: true` follow the built-in hints, in the volatile part, so a new
-    value never changes the stable prefix."""
+    actor's system messages; in retrieval mode the recall guidance with the preamble (spec §4.11); the
+    working memory (`memory`, with the `cfg` it was read under) after the stable prefix (§8.7). Values of
+    extractors marked `context: true` follow the built-in hints, in the volatile part, so a new value
+    never changes the stable prefix."""
     meta = thread.om_metadata if thread is not None else {}
     extra = (
         extraction.context_values(core.config_for(thread.effective_overrides), thread)
         if thread is not None
         else {}
+    )
+    shown = (
+        working_memory.actor_messages(memory, cfg.working_memory)
+        if memory is not None and cfg is not None
+        else []
     )
     return build_actor_context(
         active_observations=log.active_observations,
@@ -497,4 +514,6 @@ def actor_context(
         rendered_logs=core.rendered_logs,
         retrieval_guidance=retrieval_guidance,
         guidance_without_memory=guidance_without_memory,
+        working_memory=shown,
+        working_memory_as_signal=cfg is not None and cfg.working_memory.use_state_signals,
     )

@@ -9,7 +9,7 @@ the output, as the spec orders them, and never reach `on_extracted`.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from om_core.config import ResolvedConfig
@@ -20,28 +20,17 @@ from om_core.extractors.definition import (
     check_unique,
     from_json,
 )
+from om_core.working_memory_extractor import build_extractor
 
 log = logging.getLogger("om.extractors")
 
-#: The working-memory seam (§8.7): given the config and the run, the `working-memory` extractor or None.
-#: The working-memory feature sets it (`set_working_memory_extractor`); nothing is added while unset.
-WorkingMemoryFactory = Callable[[ResolvedConfig, RunContext], Extractor | None]
-_working_memory_extractor: WorkingMemoryFactory | None = None
-
-
-def set_working_memory_extractor(factory: WorkingMemoryFactory | None) -> None:
-    """Install the factory `compose_extractors` calls when `observation.manageWorkingMemory` is on."""
-    global _working_memory_extractor
-    _working_memory_extractor = factory
-
 
 def working_memory_extractor(cfg: ResolvedConfig, ctx: RunContext) -> Extractor | None:
-    """The `working-memory` extractor of this run, when the Observer manages working memory and the
-    working-memory feature installed its factory."""
-    if ctx.source != "observer" or not cfg.observation.manage_working_memory:
+    """The `working-memory` extractor of this run (§8.7): an Observer run of a thread whose working memory
+    is on and managed by the Observer, with the run's store to write it through."""
+    if ctx.source != "observer" or ctx.memory is None:
         return None
-    factory = _working_memory_extractor
-    return factory(cfg, ctx) if factory is not None else None
+    return build_extractor(ctx.memory, cfg, ctx)
 
 
 def compose_extractors(

@@ -325,6 +325,24 @@ triggers = Table(
     Index("ix_om_triggers_due", "due_at"),
 )
 
+#: Working memory (spec §8.7): one document per resource or thread (`lookup_key` as a record chain's), its
+#: text as given (Markdown, or JSON text in schema mode), and `version`, bumped by every write, which the
+#: API's `expectedVersion` compares against. `updated_by`: api | observer | actor.
+working_memory = Table(
+    "om_working_memory",
+    metadata,
+    Column("lookup_key", String(KEY_LENGTH), primary_key=True),
+    Column("scope", String(16), nullable=False),  # thread | resource
+    Column("thread_id", String(ID_LENGTH), ForeignKey("om_threads.id", ondelete="CASCADE"), nullable=True),
+    Column("resource_id", String(ID_LENGTH), nullable=False),
+    Column("content", Text, nullable=False),
+    Column("format", String(16), nullable=False),  # markdown | json
+    Column("version", Integer, nullable=False),
+    Column("updated_at", Timestamp, nullable=False),
+    Column("updated_by", String(16), nullable=False),
+    Index("ix_om_working_memory_resource", "resource_id"),
+)
+
 
 __all__ = [
     "Integer",
@@ -340,6 +358,7 @@ __all__ = [
     "search_docs",
     "threads",
     "triggers",
+    "working_memory",
 ]
 
 #: API keys of the HTTP service: only a SHA-256 of each key's secret is kept, found by the key's public id.

@@ -627,3 +627,89 @@ def test_the_real_recall_reads_the_threads_stored_messages(
     assert answer.content == f"The code is {code}."
     tool_result = json.loads(ACTOR.requests[-1]["messages"][-1]["content"])
     assert code in tool_result["messages"] and tool_result["count"] >= 2
+
+
+# -------------------------------------------------------------------------------------- working memory
+
+
+def _memory_config(setup: Setup, working_memory: dict[str, Any]) -> None:
+    response = setup.http.put(
+        f"/v1/resources/{setup.resource}/config",
+        json={"overrides": {"workingMemory": working_memory}},
+        headers={"Authorization": f"Bearer {setup.key}"},
+    )
+    assert response.status_code == 200, response.text
+
+
+def _memory(setup: Setup) -> dict[str, Any]:
+    response = setup.http.get(
+        f"/v1/threads/{setup.thread}/working-memory", headers={"Authorization": f"Bearer {setup.key}"}
+    )
+    assert response.status_code == 200, response.text
+    body: dict[str, Any] = response.json()
+    return body
+
+
+@STREAMED
+def test_the_proxy_shows_the_working_memory_and_answers_its_update_calls(setup: Setup, stream: bool) -> None:
+    _memory_config(setup, {"enabled": True, "template": "# User\n- Name:\n- City:"})
+
+    def script(request: dict[str, Any]) -> Reply:
+        if _last_is_tool_result(request):
+            return Reply("Nice to meet you, Dana.")
+        return Reply(
+            None, [("call-m", "updateWorkingMemory", json.dumps({"content": "# User\n- Name: Dana"}))]
+        )
+
+    ACTOR.script = script
+    answer = ask(setup, [{"role": "user", "content": "Hi, I'm Dana"}], stream=stream)
+    assert answer.content == "Nice to meet you, Dana." and answer.calls == []
+    first = ACTOR.requests[0]
+    assert _tool_names(first) == ["updateWorkingMemory"], "offered: the actor manages this memory"
+    system = [m["content"] for m in first["messages"] if m["role"] == "system"]
+    assert any("<working-memory>\n# User\n- Name:\n- City:\n</working-memory>" in m for m in system)
+    result = json.loads(ACTOR.requests[1]["messages"][-1]["content"])
+    assert result == {"updated": True, "version": 1}
+    memory = _memory(setup)
+    assert (memory["content"], memory["version"], memory["updated_by"]) == (
+        "# User\n- Name: Dana",
+        1,
+        "actor",
+    )
+    assert setup.stored() == [("user", "Hi, I'm Dana"), ("assistant", "Nice to meet you, Dana.")]
+
+    ACTOR.script = lambda request: Reply("Welcome back.")
+    ask(setup, [{"role": "user", "content": "Hi again"}], stream=stream)
+    again = [m["content"] for m in ACTOR.requests[-1]["messages"] if m["role"] == "system"]
+    assert any("- Name: Dana" in m for m in again), "the next request shows the updated memory"
+
+
+def test_a_schema_violation_goes_back_to_the_model_and_an_observer_managed_memory_offers_no_tool(
+    setup: Setup,
+) -> None:
+    schema = {"type": "object", "properties": {"age": {"type": "integer"}}}
+    _memory_config(setup, {"enabled": True, "schema": schema})
+    ACTOR.script = lambda request: (
+        Reply("ok")
+        if _last_is_tool_result(request)
+        else Reply(None, [("call-s", "updateWorkingMemory", json.dumps({"content": {"age": "old"}}))])
+    )
+    ask(setup, QUESTION, stream=False)
+    result = json.loads(ACTOR.requests[1]["messages"][-1]["content"])
+    assert "at age: 'old' is not of type 'integer'" in result["error"]
+    assert _memory(setup)["version"] == 0, "nothing written"
+
+    response = setup.http.put(
+        f"/v1/resources/{setup.resource}/config",
+        json={
+            "overrides": {"workingMemory": {"enabled": True}, "observation": {"manageWorkingMemory": True}}
+        },
+        headers={"Authorization": f"Bearer {setup.key}"},
+    )
+    assert response.status_code == 200, response.text
+    ACTOR.script = lambda request: Reply("plain")
+    ask(setup, QUESTION, stream=False)
+    assert ACTOR.requests[-1]["tools"] is None, "Observer-managed: the actor gets no tool"
+    assert any(
+        "<working-memory>" in m["content"] for m in ACTOR.requests[-1]["messages"] if m["role"] == "system"
+    )

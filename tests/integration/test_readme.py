@@ -44,7 +44,12 @@ from typer.testing import CliRunner
 from om_api.client import OMClient
 from om_api.settings import ApiSettings
 from om_app.cli import app
-from om_core.config import ObservationalMemoryConfig, ObservationConfig, ReflectionConfig
+from om_core.config import (
+    ObservationalMemoryConfig,
+    ObservationConfig,
+    ReflectionConfig,
+    WorkingMemoryConfig,
+)
 from om_core.engine import QUEUES
 from om_core.errors import OMConfigError
 from om_core.settings import Settings
@@ -468,9 +473,11 @@ def option_rows() -> set[str]:
 
 
 def test_the_option_table_names_exactly_the_config_options() -> None:
-    known = {k for k in ObservationalMemoryConfig.public_keys() if k not in ("observation", "reflection")}
+    blocks = ("observation", "reflection", "workingMemory")
+    known = {k for k in ObservationalMemoryConfig.public_keys() if k not in blocks}
     known |= {f"observation.{k}" for k in ObservationConfig.public_keys()}
     known |= {f"reflection.{k}" for k in ReflectionConfig.public_keys()}
+    known |= {f"workingMemory.{k}" for k in WorkingMemoryConfig.public_keys()}
     assert option_rows() - known == set(), "the README lists options the config does not have"
     assert known - option_rows() == set(), "options the README's table does not list"
 

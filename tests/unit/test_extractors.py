@@ -17,6 +17,7 @@ import pytest
 from pydantic import BaseModel
 from sqlalchemy import Engine
 
+from om_core import working_memory
 from om_core.config import ObservationalMemoryConfig
 from om_core.engine import EngineSettings, MemoryEngine
 from om_core.engine import events as ev
@@ -457,41 +458,33 @@ def test_context_true_values_reach_the_actor_after_the_stable_prefix(sqlite_engi
 # --------------------------------------------------------------------------- 9. the working-memory seam
 
 
-def test_an_extractor_without_key_path_writes_elsewhere_through_on_extracted(sqlite_engine: Engine) -> None:
-    """How the working-memory extractor plugs in (§8.7, §13.11.9): inline, `metadataKeyPath: false`, its
-    hook writing the value to its own store; nothing lands in OM metadata."""
-    written: list[str] = []
-    stores: list[Any] = []
-
-    def write_memory(ctx: ExtractedContext) -> None:
-        written.append(ctx.current)
-        stores.append(ctx.memory)  # the engine's database: where the hook writes working memory
-
-    def factory(cfg: Any, ctx: RunContext) -> Extractor:
-        return Extractor(
-            name="working-memory",
-            instructions="The user's working memory as Markdown.",
-            include_previous=False,
-            metadata_key_path=None,
-            on_extracted=write_memory,
-        )
-
+def test_the_observer_writes_working_memory_through_its_extractor(sqlite_engine: Engine) -> None:
+    """§8.7, §13.11.9: with `manageWorkingMemory` and a Markdown working memory, the Observer's run carries
+    the inline `working-memory` extractor (`metadataKeyPath: false`); its value is written through the
+    working-memory store, nothing lands in OM metadata, and the section never reaches the log."""
     models = ScriptedModels([f"{OBSERVATIONS}\n<working-memory>\n# Name\nAda\n</working-memory>"])
     config = ObservationalMemoryConfig.parse(
-        {"observation": {"messageTokens": 200, "bufferTokens": False, "manageWorkingMemory": True}}
+        {
+            "observation": {"messageTokens": 200, "bufferTokens": False, "manageWorkingMemory": True},
+            "workingMemory": {"enabled": True, "scope": "thread", "template": "# Name\n"},
+        }
     )
     om = MemoryEngine(sqlite_engine, models=models, config=config, settings=EngineSettings())  # type: ignore[arg-type]
-    compose.set_working_memory_extractor(factory)
-    try:
-        _observe_round(om, "t-wm", 0)
-    finally:
-        compose.set_working_memory_extractor(None)
-    assert written and set(written) == {"# Name\nAda"}
-    assert stores[0] is sqlite_engine
+    _observe_round(om, "t-wm", 0)
+    observer_systems = [system for kind, system, _text in models.calls if kind == "observer"]
+    assert observer_systems and "<working-memory>" in observer_systems[0], "the Observer was asked for it"
+    cfg = om.thread_config("t-wm")
+    thread = history.get_thread(sqlite_engine, "t-wm")
+    assert thread is not None
+    memory = working_memory.read(sqlite_engine, working_memory.target_for_thread(thread, cfg), cfg)
+    assert (memory.content, memory.version) == ("# Name\nAda", 1)
     meta = _meta(sqlite_engine, "t-wm")
     assert "extracted" not in meta and "working-memory" not in json.dumps(meta)
     head = records.get_head(sqlite_engine, "thread:t-wm")
     assert head is not None and "# Name" not in head.active_observations
+    assert (
+        compose.working_memory_extractor(cfg, RunContext("reflector", "t-wm", memory=sqlite_engine)) is None
+    )
 
 
 def test_a_registered_python_extractor_is_used_by_name() -> None:
