@@ -55,6 +55,12 @@ class WorkerSettings(BaseSettings):
     maintenance_scan_limit: int = Field(default=500, ge=1, description="Rows per maintenance pass")
     beat_schedule_file: str | None = Field(default=None, description="celery-beat state file")
     imports: str = Field(default="", description="Extra modules every worker imports (comma-separated)")
+    plugins: str = Field(
+        default="",
+        validation_alias="OM_PLUGINS",
+        description="The API's plugin modules (OM_PLUGINS), imported by workers too: hooks registered there "
+        "run where cycles run",
+    )
     task_events: bool = Field(
         default=False,
         description="Always send Celery task events (Flower turns them on while it runs either way)",
@@ -72,7 +78,8 @@ class WorkerSettings(BaseSettings):
         return self
 
     def import_modules(self) -> list[str]:
-        return [name.strip() for name in self.imports.split(",") if name.strip()]
+        names = [*self.imports.split(","), *self.plugins.split(",")]
+        return list(dict.fromkeys(name.strip() for name in names if name.strip()))
 
     def schedule_file(self) -> str:
         return self.beat_schedule_file or str(Path(tempfile.gettempdir()) / "om-celerybeat-schedule")
