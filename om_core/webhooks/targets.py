@@ -35,14 +35,15 @@ def _refusal(address: str) -> str | None:
     ip = ipaddress.ip_address(address.split("%", 1)[0])
     if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
         ip = ip.ipv4_mapped
+    # The most specific reason first: Python counts several of these ranges as "private" too.
     for reason, hit in (
         ("loopback", ip.is_loopback),
-        ("private", ip.is_private and not ip.is_loopback and not ip.is_link_local),
         ("link-local", ip.is_link_local),
         ("multicast", ip.is_multicast),
-        ("reserved", ip.is_reserved),
         ("unspecified", ip.is_unspecified),
         ("shared (CGNAT)", isinstance(ip, ipaddress.IPv4Address) and ip in _CGNAT),
+        ("reserved", ip.is_reserved),
+        ("private", ip.is_private),
     ):
         if hit:
             return reason
