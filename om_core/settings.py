@@ -109,6 +109,11 @@ class Settings(BaseSettings):
         description="Longest wait for a model-call token (was OM_WORKER_RATE_LIMIT_MAX_WAIT_S)",
     )
 
+    plugins: str | None = Field(
+        default=None,
+        description="Comma-separated Python modules the API and the workers import at start (litellm "
+        "providers, hooks)",
+    )
     webhook_allow_private: bool = Field(
         default=False,
         description="Let webhooks call loopback, private and link-local addresses (refused otherwise)",
@@ -125,6 +130,9 @@ class Settings(BaseSettings):
         ge=0,
         description="Age an outbox event must reach before webhooks send it (later commits of lower ids)",
     )
+
+    def plugin_modules(self) -> list[str]:
+        return [name.strip() for name in (self.plugins or "").split(",") if name.strip()]
 
     @property
     def redis_configured(self) -> bool:

@@ -55,12 +55,6 @@ class WorkerSettings(BaseSettings):
     maintenance_scan_limit: int = Field(default=500, ge=1, description="Rows per maintenance pass")
     beat_schedule_file: str | None = Field(default=None, description="celery-beat state file")
     imports: str = Field(default="", description="Extra modules every worker imports (comma-separated)")
-    plugins: str = Field(
-        default="",
-        validation_alias="OM_PLUGINS",
-        description="The API's plugin modules (OM_PLUGINS), imported by workers too: hooks registered there "
-        "run where cycles run",
-    )
     task_events: bool = Field(
         default=False,
         description="Always send Celery task events (Flower turns them on while it runs either way)",
@@ -78,8 +72,7 @@ class WorkerSettings(BaseSettings):
         return self
 
     def import_modules(self) -> list[str]:
-        names = [*self.imports.split(","), *self.plugins.split(",")]
-        return list(dict.fromkeys(name.strip() for name in names if name.strip()))
+        return [name.strip() for name in self.imports.split(",") if name.strip()]
 
     def schedule_file(self) -> str:
         return self.beat_schedule_file or str(Path(tempfile.gettempdir()) / "om-celerybeat-schedule")
@@ -158,7 +151,12 @@ def create_app(settings: Settings | None = None, worker: WorkerSettings | None =
         worker_hijack_root_logger=False,
         timezone="UTC",
         enable_utc=True,
-        include=["om_workers.tasks", "om_workers.beat", *worker.import_modules()],
+        # `OM_PLUGINS` too: hooks (`om_core.hooks`) registered there run where cycles run.
+        include=list(
+            dict.fromkeys(
+                ["om_workers.tasks", "om_workers.beat", *worker.import_modules(), *settings.plugin_modules()]
+            )
+        ),
         beat_schedule={
             "om-maintenance": {
                 "task": MAINTENANCE_TASK,

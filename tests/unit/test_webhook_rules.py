@@ -4,7 +4,10 @@ refused and why, and the backoff's bounds."""
 from __future__ import annotations
 
 import random
+import re
 import time
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -95,3 +98,15 @@ def test_backoff_doubles_with_jitter_up_to_its_bound() -> None:
     for failures, full in ((1, 2), (2, 4), (3, 8), (6, 60), (30, 60)):
         delay = policy.backoff_s(failures, rng)
         assert full / 2 <= delay <= full
+
+
+def test_the_readme_verification_snippet_accepts_our_signatures_and_refuses_replays() -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    (snippet,) = [b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if "def verified" in b]
+    scope: dict[str, Any] = {}
+    exec(snippet, scope)
+    verified = scope["verified"]
+    now = int(time.time())
+    assert verified(SECRET, signature(SECRET, now, BODY), BODY)
+    assert not verified(SECRET, signature(SECRET, now, BODY), BODY + b"x")
+    assert not verified(SECRET, signature(SECRET, now - 301, BODY), BODY)
