@@ -23,7 +23,18 @@ from starlette.exceptions import HTTPException
 from om_api import errors, proxy
 from om_api.errors import error_body
 from om_api.metrics import Metrics
-from om_api.routes import events, health, manage, recall, resources, search, threads, usage, working_memory
+from om_api.routes import (
+    events,
+    health,
+    manage,
+    recall,
+    resources,
+    search,
+    threads,
+    usage,
+    webhooks,
+    working_memory,
+)
 from om_api.runtime import Adapters, build_runtime
 from om_api.settings import ApiSettings
 from om_api.sse import listen_redis
@@ -172,6 +183,7 @@ def create_app(settings: Settings | None = None, adapters: Adapters | None = Non
         working_memory.resources_router,
         proxy.router,
         usage.router,
+        webhooks.router,
         health.router,
     ):
         app.include_router(router)

@@ -9,6 +9,9 @@
 - Model usage and cost of the Observer/Reflector (from the end/failed events' litellm usage) and of the
   proxy's actor calls per tenant (from litellm's response; the same numbers are kept per API key in the
   database, `GET /v1/usage`). A server without auth reports its calls under `tenant="(auth off)"`.
+- OM's own model usage and cost per tenant (`om_memory_tenant_*`, database totals: every replica reports
+  the same values).
+- Webhook delivery attempts by outcome and endpoints by state (`om_webhook_*`, from the endpoints' rows).
 - Queue depth per Celery queue (celery mode).
 """
 
@@ -20,13 +23,15 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from sqlalchemy import Engine, func, select
 
 from om_core import queries
 from om_core.engine import events as ev
 from om_core.store import schema
+from om_core.store.usage import tenant_usage
+from om_core.webhooks import store as webhook_store
 
 log = logging.getLogger("om.api.metrics")
 
@@ -73,6 +78,62 @@ class _IndexLag(Collector):
         except Exception as exc:
             log.warning("index lag unavailable: %s", exc)
         yield family
+
+
+class _TenantUsage(Collector):
+    """OM's own model usage per tenant (`om_usage_tenants`, bumped with each end/failed event): one label
+    value per tenant, never per thread (a thread's totals are in `GET /v1/threads/{id}`)."""
+
+    def __init__(self, db: Engine) -> None:
+        self.db = db
+
+    def collect(self) -> Iterable[Metric]:
+        tokens = CounterMetricFamily(
+            "om_memory_tenant_model_tokens",
+            "Observer/Reflector model tokens per tenant (database totals, cluster-wide)",
+            labels=["tenant", "direction"],
+        )
+        cost = CounterMetricFamily(
+            "om_memory_tenant_model_cost_usd",
+            "Observer/Reflector model cost per tenant (litellm; database totals, cluster-wide)",
+            labels=["tenant"],
+        )
+        cycles = CounterMetricFamily(
+            "om_memory_tenant_cycles", "Cycles that reported model usage, per tenant", labels=["tenant"]
+        )
+        try:
+            for tenant, totals in tenant_usage(self.db).items():
+                label = tenant or NO_TENANT
+                tokens.add_metric([label, "input"], totals.input_tokens)
+                tokens.add_metric([label, "output"], totals.output_tokens)
+                cost.add_metric([label], totals.cost_usd)
+                cycles.add_metric([label], totals.cycles)
+        except Exception as exc:
+            log.warning("tenant usage unavailable: %s", exc)
+        yield from (tokens, cost, cycles)
+
+
+class _Webhooks(Collector):
+    """Webhook delivery, read from the endpoints' rows at each scrape (workers deliver; this process
+    only reports): attempts by outcome, endpoints by state, events waiting past the cursors."""
+
+    def __init__(self, db: Engine) -> None:
+        self.db = db
+
+    def collect(self) -> Iterable[Metric]:
+        attempts = CounterMetricFamily(
+            "om_webhook_deliveries", "Webhook delivery attempts by outcome", labels=["outcome"]
+        )
+        endpoints = GaugeMetricFamily("om_webhook_endpoints", "Webhook endpoints by state", labels=["state"])
+        try:
+            totals = webhook_store.totals(self.db)
+            attempts.add_metric(["delivered"], totals["delivered"])
+            attempts.add_metric(["failed"], totals["failed"])
+            for state in webhook_store.States:
+                endpoints.add_metric([state], totals["states"].get(state, 0))
+        except Exception as exc:
+            log.warning("webhook totals unavailable: %s", exc)
+        yield from (attempts, endpoints)
 
 
 class Metrics:
@@ -147,6 +208,8 @@ class Metrics:
         self._db = db
         self.registry.register(_QueueDepth(queue_depths))
         self.registry.register(_IndexLag(db))
+        self.registry.register(_TenantUsage(db))
+        self.registry.register(_Webhooks(db))
 
     # ------------------------------------------------------------------------------------------ HTTP
 

@@ -441,6 +441,16 @@ class ThreadCounts(_Response):
     buffered_chunks: int
 
 
+class OMUsage(_Response):
+    """OM's own model calls (Observer, Reflector) for this thread: tokens, litellm's cost, cycles."""
+
+    input_tokens: int
+    output_tokens: int
+    total_tokens: int
+    cost_usd: float = Field(description="litellm's cost of those calls; 0 for models it has no price for")
+    cycles: int = Field(description="Cycles that reported usage (each end or failed event once)")
+
+
 class ThreadDetail(ThreadInfo):
     scope: Literal["thread", "resource"] = Field(
         description="Whose log the thread reads: its own, or its resource's shared log"
@@ -451,6 +461,7 @@ class ThreadDetail(ThreadInfo):
         description="Each configured extractor's persisted value by slug (read from its metadataKeyPath; "
         "extractors with metadataKeyPath false are not stored and not shown)",
     )
+    usage: OMUsage = Field(description="OM's own model usage and cost for this thread (not the actor's)")
 
 
 #: A thread's caller metadata is a small JSON object; anything larger belongs in the caller's own store.
@@ -713,3 +724,96 @@ class WorkingMemoryResponse(_Response):
     updated_by: Literal["api", "observer", "actor"] | None
     thread_id: str | None = Field(description="The thread whose memory this is (thread scope), else null")
     resource_id: str
+
+
+# ------------------------------------------------------------------------------------------- webhooks
+
+#: An event type a webhook can subscribe to: `*` (every event) or a `data-...` type of the events table.
+WEBHOOK_EVENT_PATTERN = r"^(\*|data-[a-z0-9-]{1,58})$"
+
+
+class WebhookCreate(_Request):
+    """A webhook endpoint: where to POST the caller's events, and which ones."""
+
+    url: str = Field(min_length=1, max_length=2048, description="http(s) URL the events are POSTed to")
+    events: list[Annotated[str, Field(pattern=WEBHOOK_EVENT_PATTERN)]] = Field(
+        min_length=1, max_length=64, description='Event types to receive, or ["*"] for every event'
+    )
+    description: str | None = Field(default=None, max_length=500)
+
+
+class WebhookPatch(_Request):
+    """Fields to change; a field left out is kept. `enabled: true` also revives a dead endpoint."""
+
+    url: str | None = Field(default=None, min_length=1, max_length=2048)
+    events: list[Annotated[str, Field(pattern=WEBHOOK_EVENT_PATTERN)]] | None = Field(
+        default=None, min_length=1, max_length=64
+    )
+    description: str | None = Field(default=None, max_length=500)
+    enabled: bool | None = None
+
+    @model_validator(mode="after")
+    def _something_to_change(self) -> WebhookPatch:
+        if not self.model_fields_set:
+            raise ValueError("nothing to change: send url, events, description and/or enabled")
+        if "url" in self.model_fields_set and self.url is None:
+            raise ValueError("url cannot be null: give a new URL or leave it out")
+        if "events" in self.model_fields_set and self.events is None:
+            raise ValueError('events cannot be null: give a list, ["*"] for every event')
+        if "enabled" in self.model_fields_set and self.enabled is None:
+            raise ValueError("enabled is true or false")
+        return self
+
+
+class WebhookInfo(_Response):
+    """An endpoint and its delivery state: `state` is `active`, `failing` (retrying with backoff: see
+    `failures`, `next_attempt_at`, `last_error`) or `dead` (stopped after too many failures; PATCH
+    `enabled: true` to retry)."""
+
+    id: str
+    url: str
+    events: list[str]
+    description: str | None
+    enabled: bool
+    state: Literal["active", "failing", "dead"]
+    failures: int = Field(description="Consecutive failed attempts of the event waiting to be delivered")
+    next_attempt_at: datetime | None
+    last_error: str | None
+    last_delivered_at: datetime | None
+    delivered_total: int
+    failed_total: int = Field(description="Failed attempts since the endpoint was registered")
+    created_at: datetime
+    updated_at: datetime
+
+
+class WebhookCreated(WebhookInfo):
+    secret: str = Field(
+        description="The signing secret (HMAC-SHA256 key of the OM-Signature header); shown only here"
+    )
+
+
+class WebhookAttempt(_Response):
+    """One attempt to deliver one event."""
+
+    id: int
+    event_id: int
+    event_type: str
+    thread_id: str | None
+    attempt: int = Field(description="1 for the first attempt of this event, 2 for its first retry, ...")
+    outcome: Literal["delivered", "failed"]
+    status_code: int | None
+    error: str | None
+    duration_ms: int
+    created_at: datetime
+
+
+class WebhookDeliveries(Page[WebhookAttempt]):
+    """The endpoint's state and its last attempts, newest first (the last 200 are kept). `pending` counts
+    the events past the cursor (up to 10 000), whether subscribed or not."""
+
+    endpoint_id: str
+    state: Literal["active", "failing", "dead"]
+    pending: int
+    failures: int
+    next_attempt_at: datetime | None
+    last_error: str | None

@@ -18,10 +18,6 @@ class ApiSettings(Settings):
         default="inline",
         description="inline: background work runs in the API process; celery: it goes to om_workers queues",
     )
-    plugins: str | None = Field(
-        default=None,
-        description="Comma-separated Python modules imported at start (e.g. to register litellm providers)",
-    )
     actor_models: str | None = Field(
         default=None,
         description=(
@@ -65,9 +61,6 @@ class ApiSettings(Settings):
         api_only = set(cls.model_fields) - set(Settings.model_fields)
         api.__pydantic_fields_set__ = settings.model_fields_set | (api.model_fields_set & api_only)
         return api
-
-    def plugin_modules(self) -> list[str]:
-        return [name.strip() for name in (self.plugins or "").split(",") if name.strip()]
 
     def actor_model_patterns(self) -> list[str]:
         return [p.strip() for p in (self.actor_models or "").split(",") if p.strip()]

@@ -161,6 +161,17 @@ class Keys:
         return f"om:lock:index:{key}"
 
     @staticmethod
+    def webhook_lock(key: str) -> str:
+        """Held while one webhook endpoint's events are delivered (one run per endpoint at a time)."""
+        return f"om:lock:{key}"
+
+    @staticmethod
+    def webhook_queued(key: str) -> str:
+        """Set by the maintenance pass that queued an endpoint's delivery, so later passes do not queue
+        it again while that run waits in the queue."""
+        return f"om:webhook:queued:{key}"
+
+    @staticmethod
     def index_throttle(key: str) -> str:
         """Taken by a turn that asks for indexing and left to expire: at most one request per interval."""
         return f"om:index:requested:{key}"

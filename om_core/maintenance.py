@@ -32,9 +32,11 @@ from typing import Any
 from sqlalchemy import or_, select
 
 from om_core.coordination import Keys
-from om_core.engine import BufferObservation, MemoryEngine, indexing, new_cycle_id
+from om_core.engine import BufferObservation, DeliverWebhooks, MemoryEngine, indexing, new_cycle_id
+from om_core.engine.tasks import webhook_key
 from om_core.store import records, schema
 from om_core.triggers import IDLE, STALE, claim_due
+from om_core.webhooks import store as webhook_store
 
 log = logging.getLogger("om.maintenance")
 
@@ -43,6 +45,8 @@ MAINTENANCE_LOCK = "om:lock:maintenance"
 RECENT_PASS = "om:maint:recent-pass"
 #: Threads quiet for longer than this are not scanned for stalled buffering any more.
 REBUFFER_WINDOW_S = 24 * 3600
+#: How long a queued endpoint is not queued again when its run never starts (a lost message).
+WEBHOOK_QUEUED_TTL_S = 120.0
 
 #: Which lock proves that the operation behind a flag is still running.
 FLAG_LOCKS: dict[str, Callable[[str], str]] = {
@@ -77,6 +81,7 @@ class MaintenanceReport:
     flags_cleared: list[tuple[str, str]] = field(default_factory=list)
     rebuffered: list[str] = field(default_factory=list)
     reindexed: list[str] = field(default_factory=list)
+    webhooks: list[str] = field(default_factory=list)
     skipped: bool = False
 
     def as_dict(self) -> dict[str, Any]:
@@ -86,6 +91,7 @@ class MaintenanceReport:
             "flagsCleared": [list(item) for item in self.flags_cleared],
             "rebuffered": self.rebuffered,
             "reindexed": self.reindexed,
+            "webhooks": self.webhooks,
             "skipped": self.skipped,
         }
 
@@ -112,11 +118,34 @@ def run_maintenance(
         clear_stale_flags(engine, report, limit=policy.scan_limit)
         rebuffer_stalled(engine, report, now=moment, quiet_s=policy.rebuffer_after_s, limit=policy.scan_limit)
         report.reindexed = indexing.index_stragglers(engine, now=moment, limit=policy.scan_limit)
+        report.webhooks = queue_webhooks(engine, now=moment, limit=policy.scan_limit)
     finally:
         coordination.release(MAINTENANCE_LOCK, token)
-    if report.activated or report.flags_cleared or report.rebuffered or report.reindexed:
+    if report.activated or report.flags_cleared or report.rebuffered or report.reindexed or report.webhooks:
         log.info("maintenance: %s", report.as_dict())
     return report
+
+
+def queue_webhooks(engine: MemoryEngine, *, now: datetime, limit: int) -> list[str]:
+    """Queue a delivery run (`DeliverWebhooks`, queue `om.webhook`) for each endpoint with events past its
+    cursor and no backoff pending. The only place delivery is started from (apart from a run handing over
+    to the next): a turn never reads or calls an endpoint. An endpoint already queued (its marker, cleared
+    when its run starts) or running (its lock) is not queued again."""
+    queued: list[str] = []
+    for endpoint in webhook_store.due(engine.db, now, limit):
+        key = webhook_key(endpoint.id)
+        marker = Keys.webhook_queued(key)
+        if engine.coordination.is_locked(Keys.webhook_lock(key)) or engine.coordination.get_int(marker):
+            continue
+        engine.coordination.set_int(marker, 1, ttl_s=WEBHOOK_QUEUED_TTL_S)
+        try:
+            engine.executor.submit(DeliverWebhooks(endpoint.id, new_cycle_id("webhook")))
+        except Exception:
+            engine.coordination.set_int(marker, None)
+            log.exception("webhook %s: delivery could not be queued; the next pass tries again", endpoint.id)
+            continue
+        queued.append(endpoint.id)
+    return queued
 
 
 def fire_due_triggers(engine: MemoryEngine, report: MaintenanceReport, *, now: datetime, limit: int) -> None:

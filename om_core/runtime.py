@@ -11,6 +11,7 @@ from om_core.search.embedder import ModelEmbedder
 from om_core.search.query import Searcher
 from om_core.settings import Settings
 from om_core.store.db import make_engine
+from om_core.webhooks.policy import WebhookPolicy
 
 
 def engine_settings(settings: Settings) -> EngineSettings:
@@ -24,6 +25,13 @@ def engine_settings(settings: Settings) -> EngineSettings:
         embedding_model=settings.embedding_model,
         embedding_batch_size=settings.embedding_batch_size,
         index_interval_s=settings.index_interval_s,
+        webhooks=WebhookPolicy(
+            allow_private=settings.webhook_allow_private,
+            retry_base_s=settings.webhook_retry_base_s,
+            retry_max_s=settings.webhook_retry_max_s,
+            max_failures=settings.webhook_max_failures,
+            settle_s=settings.webhook_settle_s,
+        ),
     )
 
 

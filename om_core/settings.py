@@ -109,6 +109,31 @@ class Settings(BaseSettings):
         description="Longest wait for a model-call token (was OM_WORKER_RATE_LIMIT_MAX_WAIT_S)",
     )
 
+    plugins: str | None = Field(
+        default=None,
+        description="Comma-separated Python modules the API and the workers import at start (litellm "
+        "providers, hooks)",
+    )
+    webhook_allow_private: bool = Field(
+        default=False,
+        description="Let webhooks call loopback, private and link-local addresses (refused otherwise)",
+    )
+    webhook_retry_base_s: float = Field(
+        default=5.0, gt=0, description="Backoff after a webhook's first failure (doubles, with jitter)"
+    )
+    webhook_retry_max_s: float = Field(default=3600.0, gt=0, description="Longest webhook backoff")
+    webhook_max_failures: int = Field(
+        default=20, ge=1, description="Consecutive failures after which a webhook endpoint is dead"
+    )
+    webhook_settle_s: float = Field(
+        default=5.0,
+        ge=0,
+        description="Age an outbox event must reach before webhooks send it (later commits of lower ids)",
+    )
+
+    def plugin_modules(self) -> list[str]:
+        return [name.strip() for name in (self.plugins or "").split(",") if name.strip()]
+
     @property
     def redis_configured(self) -> bool:
         """Whether OM_REDIS_URL was set (environment, .env or argument) rather than left at its default:

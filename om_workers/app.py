@@ -151,7 +151,12 @@ def create_app(settings: Settings | None = None, worker: WorkerSettings | None =
         worker_hijack_root_logger=False,
         timezone="UTC",
         enable_utc=True,
-        include=["om_workers.tasks", "om_workers.beat", *worker.import_modules()],
+        # `OM_PLUGINS` too: hooks (`om_core.hooks`) registered there run where cycles run.
+        include=list(
+            dict.fromkeys(
+                ["om_workers.tasks", "om_workers.beat", *worker.import_modules(), *settings.plugin_modules()]
+            )
+        ),
         beat_schedule={
             "om-maintenance": {
                 "task": MAINTENANCE_TASK,

@@ -30,6 +30,7 @@ from om_api.schemas import (
     ID_PATTERN,
     ObservationEditResponse,
     ObservationLineEdit,
+    OMUsage,
     Page,
     ThreadCounts,
     ThreadDetail,
@@ -42,6 +43,7 @@ from om_core.engine.extraction import persisted as extracted_values
 from om_core.pagination import CursorError
 from om_core.scoped_ids import public_id
 from om_core.store.history import ThreadRow
+from om_core.store.usage import thread_usage
 
 router = APIRouter(prefix="/v1/threads", tags=["threads"])
 
@@ -66,11 +68,19 @@ def _detail(runtime: Runtime, thread: ThreadRow) -> ThreadDetail:
     cfg = runtime.engine.config_for(thread.effective_overrides)
     log_key = runtime.engine.log_key(thread.id, cfg)
     summary = queries.thread_summary(runtime.db, thread, log_key=log_key)
+    usage = thread_usage(runtime.db, thread.id)
     return ThreadDetail(
         **thread_info(thread).model_dump(),
         scope="resource" if summary.scope == "resource" else "thread",
         counts=ThreadCounts(**vars(summary.counts)),
         extracted=extracted_values(cfg, thread),
+        usage=OMUsage(
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            total_tokens=usage.total_tokens,
+            cost_usd=usage.cost_usd,
+            cycles=usage.cycles,
+        ),
     )
 
 

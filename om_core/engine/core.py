@@ -27,6 +27,7 @@ from om_core.engine import events as ev
 from om_core.engine.ports import EngineSettings, EventPublisher, ModelCaller, NullPublisher
 from om_core.engine.tasks import Executor, InlineExecutor, Task, kind_of, lookup_key, resource_key
 from om_core.engine.window import Window, build_window
+from om_core.hooks import CURRENT_TRIGGER, DISPATCHER
 from om_core.messages import Part
 from om_core.models.client import ModelClient
 from om_core.models.selection import DEFAULT_MODEL, ModelByInputTokens, ModelSpec
@@ -149,7 +150,11 @@ class EngineCore:
     def run_task(self, task: Task) -> bool:
         """Run one task value: the single entry point executors (inline or Celery) call."""
         handler: Callable[[Any], bool] = getattr(self, kind_of(task).handler)
-        return handler(task)
+        token = CURRENT_TRIGGER.set(getattr(task, "trigger", None))
+        try:
+            return handler(task)
+        finally:
+            CURRENT_TRIGGER.reset(token)
 
     # ---------------------------------------------------------------------------------- config
 
@@ -278,6 +283,13 @@ class EngineCore:
                 log.exception(
                     "publishing %d events failed; they stay replayable from the outbox", len(stored)
                 )
+            # Python hooks (`om_core.hooks`): queued to the process's hook thread, after the commit.
+            DISPATCHER.submit(stored, CURRENT_TRIGGER.get(), self.resource_of)
+
+    def resource_of(self, thread_id: str) -> str | None:
+        """The stored resource id of a stored thread id (None when the thread is gone)."""
+        thread = history.get_thread(self.db, thread_id)
+        return thread.resource_id if thread is not None else None
 
     def write_events(self, record: Record, drafts: Sequence[NewEvent]) -> None:
         """Events that report no change of their own, in a transaction of their own."""

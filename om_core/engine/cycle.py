@@ -24,6 +24,7 @@ from om_core.engine.core import EngineCore
 from om_core.engine.ports import Completion
 from om_core.engine.tasks import ObserveBatch, Task, TaskKind, kind_of
 from om_core.errors import OMError
+from om_core.hooks import CURRENT_TRIGGER
 from om_core.store.outbox import write_record_events
 from om_core.store.types import NewEvent, Record, StoredEvent
 
@@ -66,8 +67,13 @@ def run_if_enabled(core: EngineCore, task: Task, body: Callable[[ResolvedConfig]
     cfg = core.thread_config(task.thread_id)
     if not cfg.enabled:
         return False
-    with holding_lock(core, task) as held:
-        done = held and body(cfg)
+    # Hooks (`om_core.hooks`) report the trigger of the task whose events they see, however it was run.
+    token = CURRENT_TRIGGER.set(getattr(task, "trigger", None))
+    try:
+        with holding_lock(core, task) as held:
+            done = held and body(cfg)
+    finally:
+        CURRENT_TRIGGER.reset(token)
     if done and cfg.retrieval:
         if isinstance(task, ObserveBatch):
             indexing.request_after_commit(core, task.thread_ids)

@@ -16,6 +16,7 @@ from typing import Any
 from sqlalchemy import select
 
 from om_core.config import ResolvedConfig
+from om_core.coordination import Keys
 from om_core.engine import (
     activation,
     buffering,
@@ -36,6 +37,7 @@ from om_core.engine.ports import MemoryDisabled
 from om_core.engine.tasks import (
     BufferObservation,
     BufferReflection,
+    DeliverWebhooks,
     ExtractValues,
     IndexThread,
     Observe,
@@ -56,6 +58,7 @@ from om_core.search import errors as search_errors
 from om_core.store import history, records, schema
 from om_core.store.outbox import last_event_id, list_events
 from om_core.store.types import Record, StoredEvent
+from om_core.webhooks import delivery as webhook_delivery
 
 
 @dataclass(frozen=True)
@@ -149,11 +152,26 @@ class MemoryEngine(EngineCore):
         result = indexing.run(self, task)
         return result is not None and (result.messages + result.groups + result.embedded) > 0
 
+    def deliver_webhooks(self, task: DeliverWebhooks) -> bool:
+        """One webhook endpoint's delivery run under the endpoint's lock (`om_core.webhooks.delivery`);
+        True when something was delivered. A run that used up its time budget queues the next one."""
+        self.coordination.set_int(Keys.webhook_queued(task.key), None)
+        with self.holding(Keys.webhook_lock(task.key)) as held:
+            if not held:
+                return False
+            report = webhook_delivery.deliver_endpoint(
+                self.db, task.endpoint_id, self.settings.webhooks, clock=self.clock
+            )
+        if report.more:
+            self.executor.submit(DeliverWebhooks(task.endpoint_id, new_cycle_id("webhook")))
+        return report.delivered > 0
+
     def record_dropped(self, task: Task, deliveries: int) -> bool:
         """Report a task dropped as poison (every delivery killed its worker) with its kind's failed
-        event. False when the thread has no record to report on, or for indexing, which reports no
-        events (the next request indexes the thread again)."""
-        if isinstance(task, IndexThread):
+        event. False when the thread has no record to report on, or for indexing and webhook delivery,
+        which report no events (the next request indexes the thread again; the next maintenance pass
+        queues the endpoint again, its cursor unmoved)."""
+        if isinstance(task, IndexThread | DeliverWebhooks):
             return False
         head = records.get_head(self.db, lookup_key(task.thread_id))
         if head is None:

@@ -7,11 +7,12 @@ the model-call policy. Keeping them protocols keeps the engine free of any shell
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from om_core.errors import OMError
 from om_core.store.types import StoredEvent
+from om_core.webhooks.policy import WebhookPolicy
 
 FailurePolicy = Literal["bypass", "raise"]
 
@@ -90,6 +91,8 @@ class EngineSettings:
     embedding_batch_size: int = 64
     #: A turn of a thread with retrieval on asks for indexing at most once per this many seconds.
     index_interval_s: float = 10.0
+    #: Webhook delivery: backoff, bound, timeouts, private targets (`OM_WEBHOOK_*`).
+    webhooks: WebhookPolicy = field(default_factory=WebhookPolicy)
 
 
 class ObserverDegenerateError(OMError, RuntimeError):

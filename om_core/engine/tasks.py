@@ -122,7 +122,38 @@ class ExtractValues:
     to_seq: int = 0
 
 
-Task = BufferObservation | BufferReflection | Observe | Reflect | ObserveBatch | IndexThread | ExtractValues
+def webhook_key(endpoint_id: str) -> str:
+    """The key of a webhook endpoint's delivery lock (one delivery run per endpoint at a time)."""
+    return f"webhook:{endpoint_id}"
+
+
+@dataclass(frozen=True)
+class DeliverWebhooks:
+    """Deliver one webhook endpoint's events past its cursor (`om_core.webhooks.delivery`). Runs on its own
+    queue, so a slow or dead receiver never holds a worker that memory work needs; queued only by the
+    maintenance pass (and by a run that used up its time budget), never by a turn. Names no thread
+    (`thread_id` is empty); `key` is the endpoint's lock key."""
+
+    endpoint_id: str
+    cycle_id: str
+    thread_id: str = ""
+    key: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.key:
+            object.__setattr__(self, "key", webhook_key(self.endpoint_id))
+
+
+Task = (
+    BufferObservation
+    | BufferReflection
+    | Observe
+    | Reflect
+    | ObserveBatch
+    | IndexThread
+    | ExtractValues
+    | DeliverWebhooks
+)
 
 
 def task_key(task: Task) -> str:
@@ -162,6 +193,7 @@ BUFFER_QUEUE = "om.buffer"
 REFLECT_QUEUE = "om.reflect"
 INDEX_QUEUE = "om.index"
 EXTRACT_QUEUE = "om.extract"
+WEBHOOK_QUEUE = "om.webhook"
 #: Periodic maintenance (idle and stale triggers), scheduled by celery-beat; not a `Task` value.
 MAINTENANCE_QUEUE = "om.maintenance"
 MAINTENANCE_TASK = "om.maintenance"
@@ -220,6 +252,16 @@ TASKS: tuple[TaskKind, ...] = (
         Operation.OBSERVATION,
         EXTRACTION,
         "extract_values",
+    ),
+    # Webhook delivery reports no cycle events either (its state is on the endpoint's row).
+    TaskKind(
+        DeliverWebhooks,
+        "om.deliver_webhooks",
+        WEBHOOK_QUEUE,
+        Keys.webhook_lock,
+        Operation.OBSERVATION,
+        BUFFERED,
+        "deliver_webhooks",
     ),
 )
 

@@ -16,6 +16,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from om_core.store import schema
 from om_core.store.types import NewEvent, Record, StoredEvent
+from om_core.store.usage import count_usage
 
 _EVENT_COLUMNS = (
     "thread_id",
@@ -76,7 +77,8 @@ def write_events(
     record_id: str | None,
     events: Sequence[NewEvent],
 ) -> list[StoredEvent]:
-    """Insert `events`; an event whose (type, cycle_id) is already stored for the key is skipped."""
+    """Insert `events`; an event whose (type, cycle_id) is already stored for the key is skipped. The model
+    usage an inserted event reports is added to its thread's and tenant's totals here (`store.usage`)."""
     stored: list[StoredEvent] = []
     dialect = "postgresql" if conn.dialect.name == "postgresql" else "sqlite"
     for event in events:
@@ -116,6 +118,7 @@ def write_events(
                 created_at=now,
             )
         )
+    count_usage(conn, stored)
     return stored
 
 

@@ -344,6 +344,86 @@ working_memory = Table(
 )
 
 
+#: Webhook endpoints a tenant registered (`om_core.webhooks`). The delivery state lives on the row: `cursor`
+#: is the id of the last outbox event handled (delivered, or skipped as not subscribed), only ever moved
+#: forward after a 2xx; `failures` counts consecutive failed attempts of the event after it, which set
+#: `next_attempt_at` (backoff) and the state (`active`, `failing`, `dead`). The totals are what `/metrics`
+#: reports. The secret is kept as given: the worker needs it to sign every body.
+webhook_endpoints = Table(
+    "om_webhook_endpoints",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("tenant_id", String(255), nullable=False),
+    Column("url", Text, nullable=False),
+    Column("events", Json, nullable=False),
+    Column("description", Text, nullable=True),
+    Column("secret", String(128), nullable=False),
+    Column("enabled", Boolean, nullable=False, server_default=text("true")),
+    Column("state", String(16), nullable=False, server_default=text("'active'")),
+    Column("cursor", BigInteger, nullable=False, server_default=text("0")),
+    Column("failures", Integer, nullable=False, server_default=text("0")),
+    Column("next_attempt_at", Timestamp, nullable=True),
+    Column("last_error", Text, nullable=True),
+    Column("last_delivered_at", Timestamp, nullable=True),
+    Column("delivered_total", BigInteger, nullable=False, server_default=text("0")),
+    Column("failed_total", BigInteger, nullable=False, server_default=text("0")),
+    Column("created_at", Timestamp, nullable=False),
+    Column("updated_at", Timestamp, nullable=False),
+    Index("ix_om_webhook_endpoints_tenant", "tenant_id"),
+)
+
+#: The last attempts of each endpoint (bounded: `webhooks.store.KEEP_ATTEMPTS` per endpoint), for
+#: `GET /v1/webhooks/{id}/deliveries`. `thread_id` ties an attempt to the thread whose event it carried, so
+#: erasing the thread erases its attempts too (`store.erasure`).
+webhook_attempts = Table(
+    "om_webhook_attempts",
+    metadata,
+    Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+    Column(
+        "endpoint_id",
+        String(64),
+        ForeignKey("om_webhook_endpoints.id", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    Column("event_id", BigInteger, nullable=False),
+    Column("event_type", String(64), nullable=False),
+    Column("thread_id", String(ID_LENGTH), nullable=True),
+    Column("attempt", Integer, nullable=False),
+    Column("outcome", String(16), nullable=False),
+    Column("status_code", Integer, nullable=True),
+    Column("error", Text, nullable=True),
+    Column("duration_ms", Integer, nullable=False),
+    Column("created_at", Timestamp, nullable=False),
+    Index("ix_om_webhook_attempts_endpoint", "endpoint_id", "id"),
+)
+
+#: OM's own model usage (Observer and Reflector calls) per thread, bumped in the transaction of each end or
+#: failed event that carries usage (`store.usage`), so a read is one row. Erased with the thread.
+usage_threads = Table(
+    "om_usage_threads",
+    metadata,
+    Column("thread_id", String(ID_LENGTH), ForeignKey("om_threads.id", ondelete="CASCADE"), primary_key=True),
+    Column("input_tokens", BigInteger, nullable=False, server_default=text("0")),
+    Column("output_tokens", BigInteger, nullable=False, server_default=text("0")),
+    Column("cost_usd", Float, nullable=False, server_default=text("0")),
+    Column("cycles", BigInteger, nullable=False, server_default=text("0")),
+    Column("updated_at", Timestamp, nullable=False),
+)
+
+#: The same totals per tenant (`''` without tenancy): what `/metrics` reports, one label per tenant. An
+#: erased thread's spend stays here: it was spent, and the row names no thread.
+usage_tenants = Table(
+    "om_usage_tenants",
+    metadata,
+    Column("tenant_id", String(255), primary_key=True),
+    Column("input_tokens", BigInteger, nullable=False, server_default=text("0")),
+    Column("output_tokens", BigInteger, nullable=False, server_default=text("0")),
+    Column("cost_usd", Float, nullable=False, server_default=text("0")),
+    Column("cycles", BigInteger, nullable=False, server_default=text("0")),
+    Column("updated_at", Timestamp, nullable=False),
+)
+
+
 __all__ = [
     "Integer",
     "chunks",
@@ -358,6 +438,10 @@ __all__ = [
     "search_docs",
     "threads",
     "triggers",
+    "usage_tenants",
+    "usage_threads",
+    "webhook_attempts",
+    "webhook_endpoints",
     "working_memory",
 ]
 

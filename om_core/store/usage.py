@@ -1,0 +1,123 @@
+"""OM's own model usage (Observer, Reflector: any cycle whose event reports `usage`), per thread and tenant.
+
+Totals are bumped in the transaction that writes the event reporting the usage (`outbox.write_events`), so
+they can never disagree with the outbox and a read is one row, however long the thread. An event the outbox
+skipped as a redelivery (same type and cycle) bumps nothing: each cycle counts once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import Connection, Engine, Table, select
+from sqlalchemy.dialects import postgresql, sqlite
+
+from om_core.scoped_ids import SCOPE_SEPARATOR
+from om_core.store import schema
+from om_core.store.types import StoredEvent
+
+
+@dataclass(frozen=True)
+class UsageTotals:
+    """Tokens and cost of OM's model calls; `cost_usd` is litellm's figure (0 when the model has no price)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    cycles: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+
+def tenant_of(stored_thread_id: str) -> str:
+    """The tenant part of a stored id (`''` for ids stored without tenancy)."""
+    return stored_thread_id.rpartition(SCOPE_SEPARATOR)[0]
+
+
+def usage_of(payload: Mapping[str, Any]) -> UsageTotals | None:
+    """The usage an event reports, or None when it reports none (start events, activations, ...)."""
+    usage = payload.get("usage")
+    if not isinstance(usage, Mapping):
+        return None
+    cost = payload.get("cost")
+    return UsageTotals(
+        input_tokens=_int(usage.get("inputTokens")),
+        output_tokens=_int(usage.get("outputTokens")),
+        cost_usd=float(cost) if isinstance(cost, int | float) and cost > 0 else 0.0,
+        cycles=1,
+    )
+
+
+def _int(value: object) -> int:
+    return int(value) if isinstance(value, int | float) and value > 0 else 0
+
+
+def _bump(conn: Connection, table: Table, key: str, value: str, usage: UsageTotals, now: datetime) -> None:
+    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+    insert = dialect.insert(table).values(
+        {
+            key: value,
+            "input_tokens": usage.input_tokens,
+            "output_tokens": usage.output_tokens,
+            "cost_usd": usage.cost_usd,
+            "cycles": usage.cycles,
+            "updated_at": now,
+        }
+    )
+    conn.execute(
+        insert.on_conflict_do_update(
+            index_elements=[table.c[key]],
+            set_={
+                "input_tokens": table.c.input_tokens + insert.excluded.input_tokens,
+                "output_tokens": table.c.output_tokens + insert.excluded.output_tokens,
+                "cost_usd": table.c.cost_usd + insert.excluded.cost_usd,
+                "cycles": table.c.cycles + insert.excluded.cycles,
+                "updated_at": insert.excluded.updated_at,
+            },
+        )
+    )
+
+
+def count_usage(conn: Connection, stored: Sequence[StoredEvent]) -> None:
+    """Add the usage of each written event to its thread's and tenant's totals (same transaction)."""
+    now = datetime.now(UTC)
+    for event in stored:
+        usage = usage_of(event.payload)
+        if usage is None or event.thread_id is None:
+            continue
+        _bump(conn, schema.usage_threads, "thread_id", event.thread_id, usage, now)
+        _bump(conn, schema.usage_tenants, "tenant_id", tenant_of(event.thread_id), usage, now)
+
+
+def _totals(row: Any) -> UsageTotals:
+    if row is None:
+        return UsageTotals()
+    return UsageTotals(int(row.input_tokens), int(row.output_tokens), float(row.cost_usd), int(row.cycles))
+
+
+def thread_usage(engine: Engine, thread_id: str) -> UsageTotals:
+    U = schema.usage_threads
+    with engine.connect() as conn:
+        row = conn.execute(
+            select(U.c.input_tokens, U.c.output_tokens, U.c.cost_usd, U.c.cycles).where(
+                U.c.thread_id == thread_id
+            )
+        ).first()
+    return _totals(row)
+
+
+def tenant_usage(engine: Engine, limit: int = 10_000) -> dict[str, UsageTotals]:
+    """Every tenant's totals (bounded: `/metrics` reads this at each scrape)."""
+    U = schema.usage_tenants
+    with engine.connect() as conn:
+        rows = conn.execute(
+            select(U.c.tenant_id, U.c.input_tokens, U.c.output_tokens, U.c.cost_usd, U.c.cycles)
+            .order_by(U.c.tenant_id)
+            .limit(limit)
+        ).all()
+    return {str(row.tenant_id): _totals(row) for row in rows}

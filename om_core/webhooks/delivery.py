@@ -1,0 +1,172 @@
+"""One endpoint's delivery run: its tenant's settled events past its cursor, one at a time, in id order.
+
+An event is sent until a 2xx comes back; only then does the cursor move past it, so a crash between the
+answer and the cursor write sends it again (at least once: receivers dedupe by `OM-Event-Id`). The first
+failure stops the run with a backoff: later events wait behind it, which keeps every thread's events in
+order. Events the endpoint did not subscribe to are passed over without a request. Bounded timeouts
+(connect 3 s, 10 s per read), no redirects, one endpoint per run under its lock: a dead or slow endpoint
+holds one `om.webhook` worker for at most a timeout per attempt and delays no other endpoint's cursor, no
+turn and no cycle.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import httpx
+from sqlalchemy import Engine
+
+from om_core.scoped_ids import public_id
+from om_core.store.types import StoredEvent
+from om_core.webhooks import store
+from om_core.webhooks.policy import WebhookPolicy
+from om_core.webhooks.signing import SIGNATURE_HEADER, signature
+from om_core.webhooks.targets import WebhookTargetRefused, check_target
+
+log = logging.getLogger("om.webhooks")
+
+#: Events read from the outbox per query.
+PAGE = 100
+
+
+@dataclass
+class RunReport:
+    delivered: int = 0
+    skipped: int = 0
+    failed: bool = False
+    #: The run stopped on its time budget with events left: the caller queues another run.
+    more: bool = False
+
+
+def body_of(event: StoredEvent) -> bytes:
+    """The JSON a receiver gets: the event as the SSE stream and the outbox carry it, public ids only."""
+    document: dict[str, Any] = {
+        "id": event.id,
+        "type": event.type,
+        "threadId": public_id(event.thread_id) if event.thread_id else None,
+        "createdAt": event.created_at.isoformat().replace("+00:00", "Z"),
+        "data": event.payload,
+    }
+    return json.dumps(document, separators=(",", ":"), sort_keys=True).encode()
+
+
+def _send(
+    client: httpx.Client, endpoint: store.Endpoint, event: StoredEvent
+) -> tuple[int | None, str | None]:
+    body = body_of(event)
+    headers = {
+        "Content-Type": "application/json",
+        "User-Agent": "om-webhooks/1",
+        SIGNATURE_HEADER: signature(endpoint.secret, int(time.time()), body),
+        "OM-Event-Id": str(event.id),
+        "OM-Event-Type": event.type,
+    }
+    try:
+        response = client.post(endpoint.url, content=body, headers=headers)
+    except httpx.HTTPError as exc:
+        return None, f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    if 200 <= response.status_code < 300:
+        return response.status_code, None
+    return response.status_code, f"HTTP {response.status_code}"
+
+
+def deliver_endpoint(
+    db: Engine,
+    endpoint_id: str,
+    policy: WebhookPolicy,
+    *,
+    clock: Callable[[], datetime],
+    client: httpx.Client | None = None,
+) -> RunReport:
+    """Run one endpoint's delivery (the caller holds the endpoint's lock)."""
+    report = RunReport()
+    endpoint = store.get(db, endpoint_id, tenant_id=None)
+    now = clock()
+    if endpoint is None or not endpoint.enabled or endpoint.state == "dead":
+        return report
+    if endpoint.next_attempt_at is not None and endpoint.next_attempt_at > now:
+        return report
+    try:
+        check_target(endpoint.url, allow_private=policy.allow_private)
+    except WebhookTargetRefused as exc:
+        store.record_failure(
+            db,
+            endpoint,
+            error=str(exc),
+            retry_in_s=policy.backoff_s(endpoint.failures + 1),
+            max_failures=policy.max_failures,
+            now=now,
+        )
+        report.failed = True
+        return report
+    own = client is None
+    http = client or httpx.Client(
+        timeout=httpx.Timeout(policy.timeout_s, connect=policy.connect_timeout_s), follow_redirects=False
+    )
+    started = time.monotonic()
+    try:
+        while True:
+            events, watermark = store.feed(
+                db, endpoint, settled_before=clock() - timedelta(seconds=policy.settle_s), limit=PAGE
+            )
+            cursor = endpoint.cursor
+            for event in events:
+                if not endpoint.wants(event.type):
+                    cursor = event.id
+                    report.skipped += 1
+                    continue
+                began = time.monotonic()
+                status, error = _send(http, endpoint, event)
+                took = int((time.monotonic() - began) * 1000)
+                at = clock()
+                store.record_attempt(
+                    db,
+                    endpoint.id,
+                    event,
+                    attempt=endpoint.failures + 1,
+                    outcome="failed" if error else "delivered",
+                    status_code=status,
+                    error=error,
+                    duration_ms=took,
+                    now=at,
+                )
+                if error is not None:
+                    if cursor > endpoint.cursor:  # the unsubscribed events before this one
+                        store.advance(db, endpoint.id, cursor, delivered=0, now=at)
+                        endpoint = store.get(db, endpoint.id, tenant_id=None) or endpoint
+                    store.record_failure(
+                        db,
+                        endpoint,
+                        error=error,
+                        retry_in_s=policy.backoff_s(endpoint.failures + 1),
+                        max_failures=policy.max_failures,
+                        now=at,
+                    )
+                    log.info("webhook %s: event %d failed (%s)", endpoint.id, event.id, error)
+                    report.failed = True
+                    return report
+                # Persisted per event: a crash re-sends at most the one event in flight.
+                store.advance(db, endpoint.id, event.id, delivered=1, now=at)
+                endpoint = store.get(db, endpoint.id, tenant_id=None) or endpoint
+                cursor = event.id
+                report.delivered += 1
+            # Every row up to the watermark was considered (delivered, or not this endpoint's to send).
+            before = endpoint.cursor
+            cursor = max(cursor, watermark)
+            if cursor > endpoint.cursor:
+                store.advance(db, endpoint.id, cursor, delivered=0, now=clock())
+                endpoint = store.get(db, endpoint.id, tenant_id=None) or endpoint
+            if cursor <= before and not events:
+                return report
+            if time.monotonic() - started > policy.run_budget_s:
+                report.more = True
+                return report
+    finally:
+        if own:
+            http.close()
