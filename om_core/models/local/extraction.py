@@ -9,6 +9,11 @@
   comma, semicolon or sentence end; properties never stated are omitted, and a slug with none is
   omitted. A string schema gets the most recent user sentence sharing a word with its slug or
   instructions, as inline extractors do. Nothing else is inferred.
+- The `working-memory` extractor (§8.7) keeps the memory its instructions show and adds to it: Markdown
+  mode appends each user sentence stating a durable fact ("my <x> is ...", "I live in ...", "I am ...",
+  "I work ...", "I like/love/prefer ...", "call me ...") that the memory does not already hold, as a
+  `- ` line; schema mode sets each string property stated as above over the current object. Nothing new,
+  no value (the memory is left as it is).
 """
 
 from __future__ import annotations
@@ -123,10 +128,73 @@ def inline_sections(system: str, transcript: str) -> list[str]:
     out: list[str] = []
     for match in _INLINE_LINE_RE.finditer(system):
         slug = match.group("slug")
-        sentence = sentence_for(sentences, slug, match.group("text"))
-        if sentence:
-            out.append(f"<{slug}>{sentence}</{slug}>")
+        if slug == WORKING_MEMORY_SLUG:
+            value = working_memory_markdown(_current_memory(system[match.start() :], "inline"), sentences)
+        else:
+            value = sentence_for(sentences, slug, match.group("text"))
+        if value:
+            out.append(f"<{slug}>{value}</{slug}>")
     return out
+
+
+WORKING_MEMORY_SLUG = "working-memory"
+#: A user sentence that states a durable fact about the user.
+_FACT_RE = re.compile(
+    r"\b(?:my [a-z][a-z ]{1,30} (?:is|are)|i live in|i am|i'm|i work|i like|i love|i prefer|call me)\b",
+    re.IGNORECASE,
+)
+#: Where the working-memory instructions show the memory as stored (`working_memory_extractor`), up to
+#: the next extractor's line or the next heading of the prompt: an upper-case line in the Observer's system
+#: prompt (a Markdown memory may hold `#` headings of its own), a `#` heading in a structured request
+#: (schema mode: the memory is JSON).
+_CURRENT_MEMORY_RE = re.compile(r"^Current working memory:\n", re.M)
+_MEMORY_END = {
+    "inline": re.compile(r"\n- <|\n\n[A-Z][A-Z ]+\n"),
+    "structured": re.compile(r"\n- [a-z][a-z0-9-]*: |\n\n#"),
+}
+
+
+def _current_memory(text: str, where: str) -> str:
+    start = _CURRENT_MEMORY_RE.search(text)
+    if start is None:
+        return ""
+    rest = text[start.end() :]
+    end = _MEMORY_END[where].search(rest)
+    memory = (rest[: end.start()] if end else rest).strip()
+    return "" if memory == "(empty)" else memory
+
+
+def working_memory_markdown(current: str, sentences: list[str]) -> str | None:
+    """The memory with each newly stated fact appended as a `- ` line; None when nothing is new."""
+    known = current.lower()
+    new: list[str] = []
+    for sentence in sentences:
+        if _FACT_RE.search(sentence) and sentence.lower() not in known and sentence not in new:
+            new.append(sentence)
+    if not new:
+        return None
+    return "\n".join([*([current.rstrip()] if current.strip() else []), *(f"- {fact}" for fact in new)])
+
+
+def _working_memory_object(user: str, spec: dict[str, Any], sentences: list[str]) -> dict[str, Any] | None:
+    """Schema mode: the current object with each stated string property set; None when nothing changes."""
+    branch = next(
+        (b for b in spec.get("anyOf") or [spec] if isinstance(b, dict) and b.get("type") == "object"), None
+    )
+    if branch is None:
+        return None
+    try:
+        current = json.loads(_current_memory(user, "structured") or "{}")
+    except ValueError:
+        current = {}
+    current = current if isinstance(current, dict) else {}
+    updated = dict(current)
+    for name, prop in (branch.get("properties") or {}).items():
+        if isinstance(prop, dict) and _allows_string(prop):
+            found = _stated(sentences, name)
+            if found is not None:
+                updated[name] = found
+    return updated if updated != current else None
 
 
 def _stated(sentences: list[str], name: str) -> str | None:
@@ -161,7 +229,10 @@ def structured_reply(user: str) -> str:
     for slug, spec in (schema.get("properties") or {}).items():
         if not isinstance(spec, dict):
             continue
-        if spec.get("type") == "object":
+        if slug == WORKING_MEMORY_SLUG:
+            if (memory := _working_memory_object(user, spec, sentences)) is not None:
+                answer[slug] = memory
+        elif spec.get("type") == "object":
             value = {
                 name: found
                 for name, prop in (spec.get("properties") or {}).items()
