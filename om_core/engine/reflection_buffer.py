@@ -8,13 +8,15 @@ from sqlalchemy import Connection
 from om_core import policy
 from om_core.config import ResolvedConfig
 from om_core.coordination import Keys
+from om_core.engine import extraction
 from om_core.engine.core import EngineCore
 from om_core.engine.cycle import Cycle, run_if_enabled
 from om_core.engine.grouping import GroupPlace, group_reflection, reflector_input
 from om_core.engine.reflector_call import ladder_usage, run_ladder
-from om_core.engine.tasks import BufferReflection
+from om_core.engine.tasks import BufferReflection, lookup_key
+from om_core.extractors import persist
 from om_core.observation_groups import align_slice
-from om_core.store import groups, records
+from om_core.store import groups, history, records
 from om_core.store.types import StoredEvent, WriteResult
 
 
@@ -48,9 +50,23 @@ def _buffer_locked(core: EngineCore, task: BufferReflection, cfg: ResolvedConfig
     boundary = Keys.reflection_boundary(head.lookup_key)
     cycle = Cycle.of(core, task, head, slice_estimate)
     cycle.start(core.marker_config(cfg))
+    # Extractors run on a thread's own log, as in blocking reflection; their values persist now, though
+    # the reflection waits for activation (spec §8.6.4).
+    run = (
+        extraction.plan(cfg, "reflector", history.get_thread(core.db, task.thread_id), memory=core.db)
+        if head.lookup_key == lookup_key(task.thread_id)
+        else extraction.NONE
+    )
     try:
-        result, _raw = run_ladder(
-            core, cfg, text, target=target, include_hints=False, manual_prompt=None, on_retry=None
+        result, raw = run_ladder(
+            core,
+            cfg,
+            text,
+            target=target,
+            include_hints=False,
+            manual_prompt=None,
+            on_retry=None,
+            extractors=run,
         )
     except Exception as exc:
         cycle.fail(exc)
@@ -68,7 +84,14 @@ def _buffer_locked(core: EngineCore, task: BufferReflection, cfg: ResolvedConfig
         # recorded at this size, so the same input is not reflected again.
         cycle.fail(RuntimeError(f"reflection not smaller than its input ({slice_estimate} -> {out_tokens})"))
         return False
-    end = cycle.ending(tokens_buffered=slice_estimate, buffered_tokens=out_tokens, observations=out)
+    values = extraction.inline_values(run, raw)
+    patch = extraction.metadata_patch(run, values)
+    end = cycle.ending(
+        tokens_buffered=slice_estimate,
+        buffered_tokens=out_tokens,
+        observations=out,
+        extraction=persist.end_fields(values),
+    )
 
     def write(conn: Connection) -> tuple[WriteResult, list[StoredEvent]]:
         written, stored = records.update_buffered_reflection(
@@ -83,9 +106,15 @@ def _buffer_locked(core: EngineCore, task: BufferReflection, cfg: ResolvedConfig
         )
         if written.applied and group is not None:
             groups.insert(conn, [group])
+        if written.applied and patch:
+            records.patch_thread_metadata(conn, task.thread_id, patch)
         return written, stored
 
     written = cycle.commit(write)
     if not written.applied:
         core.coordination.set_int(boundary, None)
-    return written.applied
+        return False
+    extraction.request_structured(
+        core, run, thread_id=task.thread_id, source_cycle_id=task.cycle_id, record_id=head.id
+    )
+    return True

@@ -21,6 +21,7 @@ from om_core import working_memory
 from om_core.config import ObservationalMemoryConfig
 from om_core.engine import EngineSettings, MemoryEngine
 from om_core.engine import events as ev
+from om_core.engine.tasks import BufferReflection, new_cycle_id
 from om_core.errors import OMConfigError
 from om_core.extractors import compose, persist, registry
 from om_core.extractors.definition import (
@@ -538,6 +539,45 @@ def test_the_reflector_runs_reflection_extractors_and_strips_their_sections(sqli
     assert reflection_end[0]["extractedValues"] == {"mood": "calm"}
     [extraction_end] = _ends(sqlite_engine, "t-refl", ev.EXTRACTION_END)
     assert extraction_end["source"] == "reflector" and extraction_end["operationType"] == "reflection"
+
+
+def test_a_buffered_reflection_runs_reflection_extractors_and_persists_before_activation(
+    sqlite_engine: Engine,
+) -> None:
+    """§8.6.4 for the Reflector: a buffered reflection's inline values persist when it is stored, though
+    the reflection itself waits for activation; its section never reaches the stored reflection."""
+    long_log = OBSERVATIONS.replace(
+        "</observations>",
+        "\n".join(f"* 🟡 (09:0{i}) User mentioned harbor number {i} and its lantern" for i in range(6))
+        + "\n</observations>",
+    )
+    models = ScriptedModels(
+        [long_log], reflector_reply="<observations>\n* 🟡 (09:00) harbors\n</observations>\n<mood>calm</mood>"
+    )
+    config = ObservationalMemoryConfig.parse(
+        {
+            "observation": {"messageTokens": 200},
+            "reflection": {
+                "observationTokens": 100_000,
+                "bufferActivation": 0.5,
+                "extract": [{"name": "mood", "instructions": "The user's mood."}],
+            },
+        }
+    )
+    om = MemoryEngine(sqlite_engine, models=models, config=config, settings=EngineSettings())  # type: ignore[arg-type]
+    _observe_round(om, "t-buf-refl", 0)
+    head = records.get_head(sqlite_engine, "thread:t-buf-refl")
+    assert head is not None and head.active_observations
+    assert om.run_task(BufferReflection("t-buf-refl", head.id, new_cycle_id("buffer-refl")))
+    [reflector_call] = models.of("reflector")
+    assert "<mood> ... </mood>: The user's mood." in reflector_call[1]
+    stored = records.get_head(sqlite_engine, "thread:t-buf-refl")
+    assert stored is not None and stored.buffered_reflection and "calm" not in stored.buffered_reflection
+    assert _meta(sqlite_engine, "t-buf-refl")["extracted"] == {"mood": "calm"}
+    [end] = [
+        e for e in _ends(sqlite_engine, "t-buf-refl", ev.BUFFERING_END) if e["operationType"] == "reflection"
+    ]
+    assert end["extractedValues"] == {"mood": "calm"}
 
 
 @dataclass
