@@ -13,6 +13,10 @@ Every step is safe to repeat and safe with two beats running by mistake:
    buffering running (its task failed, or was dropped as poison) gets a fresh buffering task. Each
    thread is looked at once per stored content (remembered by its last sequence number), so the pass
    stays cheap with many threads and a model that keeps failing does not turn into a loop.
+4. **Search stragglers and webhooks** get their background tasks queued (`engine.indexing`,
+   `queue_webhooks`).
+5. **Usage deltas** are folded into the tenants' totals (`store.usage`): the pass is their only writer,
+   so no cycle's commit waits on a tenant-wide row.
 
 **One clock.** "Now" comes from the coordination store (Redis `TIME` in a fleet), never from the clock of
 the worker that happens to run the pass: a worker whose clock ran ahead would fire triggers before their
@@ -34,7 +38,7 @@ from sqlalchemy import or_, select
 from om_core.coordination import Keys
 from om_core.engine import BufferObservation, DeliverWebhooks, MemoryEngine, indexing, new_cycle_id
 from om_core.engine.tasks import webhook_key
-from om_core.store import records, schema
+from om_core.store import records, schema, usage
 from om_core.triggers import IDLE, STALE, claim_due
 from om_core.webhooks import store as webhook_store
 
@@ -82,6 +86,8 @@ class MaintenanceReport:
     rebuffered: list[str] = field(default_factory=list)
     reindexed: list[str] = field(default_factory=list)
     webhooks: list[str] = field(default_factory=list)
+    #: Usage deltas folded into the tenants' totals (`store.usage.fold_tenant_deltas`).
+    usage_folded: int = 0
     skipped: bool = False
 
     def as_dict(self) -> dict[str, Any]:
@@ -92,6 +98,7 @@ class MaintenanceReport:
             "rebuffered": self.rebuffered,
             "reindexed": self.reindexed,
             "webhooks": self.webhooks,
+            "usageFolded": self.usage_folded,
             "skipped": self.skipped,
         }
 
@@ -119,6 +126,7 @@ def run_maintenance(
         rebuffer_stalled(engine, report, now=moment, quiet_s=policy.rebuffer_after_s, limit=policy.scan_limit)
         report.reindexed = indexing.index_stragglers(engine, now=moment, limit=policy.scan_limit)
         report.webhooks = queue_webhooks(engine, now=moment, limit=policy.scan_limit)
+        report.usage_folded = usage.fold_tenant_deltas(engine.db)
     finally:
         coordination.release(MAINTENANCE_LOCK, token)
     if report.activated or report.flags_cleared or report.rebuffered or report.reindexed or report.webhooks:

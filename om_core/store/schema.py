@@ -411,7 +411,8 @@ usage_threads = Table(
 )
 
 #: The same totals per tenant (`''` without tenancy): what `/metrics` reports, one label per tenant. An
-#: erased thread's spend stays here: it was spent, and the row names no thread.
+#: erased thread's spend stays here: it was spent, and the row names no thread. Only the maintenance pass
+#: writes it, folding `usage_tenant_deltas` in: a cycle's commit never waits on a tenant-wide row.
 usage_tenants = Table(
     "om_usage_tenants",
     metadata,
@@ -421,6 +422,19 @@ usage_tenants = Table(
     Column("cost_usd", Float, nullable=False, server_default=text("0")),
     Column("cycles", BigInteger, nullable=False, server_default=text("0")),
     Column("updated_at", Timestamp, nullable=False),
+)
+
+#: Usage not yet folded into `usage_tenants`: one row per event that reported usage, appended in that
+#: event's transaction (an insert waits on nothing), folded and deleted by the maintenance pass.
+usage_tenant_deltas = Table(
+    "om_usage_tenant_deltas",
+    metadata,
+    Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+    Column("tenant_id", String(255), nullable=False),
+    Column("input_tokens", BigInteger, nullable=False),
+    Column("output_tokens", BigInteger, nullable=False),
+    Column("cost_usd", Float, nullable=False),
+    Column("cycles", BigInteger, nullable=False),
 )
 
 
@@ -438,6 +452,7 @@ __all__ = [
     "search_docs",
     "threads",
     "triggers",
+    "usage_tenant_deltas",
     "usage_tenants",
     "usage_threads",
     "webhook_attempts",

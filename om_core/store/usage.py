@@ -1,8 +1,12 @@
 """OM's own model usage (Observer, Reflector: any cycle whose event reports `usage`), per thread and tenant.
 
-Totals are bumped in the transaction that writes the event reporting the usage (`outbox.write_events`), so
-they can never disagree with the outbox and a read is one row, however long the thread. An event the outbox
-skipped as a redelivery (same type and cycle) bumps nothing: each cycle counts once.
+Usage is counted in the transaction that writes the event reporting it (`outbox.write_events`), so it can
+never disagree with the outbox; an event the outbox skipped as a redelivery (same type and cycle) counts
+nothing, so each cycle counts once. A thread's totals are one row, bumped there (a read is one row however
+long the thread). A tenant's are not: every cycle of every thread of a tenant would wait on one row at
+commit, serialising a tenant's whole traffic and committing outbox ids out of order behind the wait. The
+commit appends a delta row instead (an insert waits on nothing), and the maintenance pass folds the deltas
+into the tenant's row (`fold_tenant_deltas`); a read adds the deltas not folded yet.
 """
 
 from __future__ import annotations
@@ -12,11 +16,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Table, select
+from sqlalchemy import Connection, Engine, Subquery, Table, delete, func, insert, select, union_all
 from sqlalchemy.dialects import postgresql, sqlite
 
 from om_core.scoped_ids import SCOPE_SEPARATOR
 from om_core.store import schema
+from om_core.store.db import read_only
 from om_core.store.types import StoredEvent
 
 
@@ -84,14 +89,52 @@ def _bump(conn: Connection, table: Table, key: str, value: str, usage: UsageTota
 
 
 def count_usage(conn: Connection, stored: Sequence[StoredEvent]) -> None:
-    """Add the usage of each written event to its thread's and tenant's totals (same transaction)."""
+    """Add the usage of each written event to its thread's totals and its tenant's deltas (same
+    transaction)."""
     now = datetime.now(UTC)
     for event in stored:
         usage = usage_of(event.payload)
         if usage is None or event.thread_id is None:
             continue
         _bump(conn, schema.usage_threads, "thread_id", event.thread_id, usage, now)
-        _bump(conn, schema.usage_tenants, "tenant_id", tenant_of(event.thread_id), usage, now)
+        conn.execute(
+            insert(schema.usage_tenant_deltas).values(
+                tenant_id=tenant_of(event.thread_id),
+                input_tokens=usage.input_tokens,
+                output_tokens=usage.output_tokens,
+                cost_usd=usage.cost_usd,
+                cycles=usage.cycles,
+            )
+        )
+
+
+def _summed(table: Table | Subquery) -> tuple[Any, ...]:
+    return (
+        func.sum(table.c.input_tokens).label("input_tokens"),
+        func.sum(table.c.output_tokens).label("output_tokens"),
+        func.sum(table.c.cost_usd).label("cost_usd"),
+        func.sum(table.c.cycles).label("cycles"),
+    )
+
+
+def fold_tenant_deltas(engine: Engine, *, limit: int = 50_000) -> int:
+    """Fold up to `limit` of the oldest deltas into the tenants' totals and delete them, in one transaction
+    (a delta is counted in exactly one place at every moment); returns how many were folded. Run by the
+    maintenance pass, so only one writer touches a tenant's row."""
+    D = schema.usage_tenant_deltas
+    with engine.begin() as conn:
+        upto = conn.execute(select(D.c.id).order_by(D.c.id).offset(limit - 1).limit(1)).scalar()
+        if upto is None:
+            upto = conn.execute(select(func.max(D.c.id))).scalar()
+        if upto is None:
+            return 0
+        rows = conn.execute(
+            select(D.c.tenant_id, *_summed(D)).where(D.c.id <= upto).group_by(D.c.tenant_id)
+        ).all()
+        now = datetime.now(UTC)
+        for row in rows:
+            _bump(conn, schema.usage_tenants, "tenant_id", str(row.tenant_id), _totals(row), now)
+        return int(conn.execute(delete(D).where(D.c.id <= upto)).rowcount or 0)
 
 
 def _totals(row: Any) -> UsageTotals:
@@ -112,12 +155,20 @@ def thread_usage(engine: Engine, thread_id: str) -> UsageTotals:
 
 
 def tenant_usage(engine: Engine, limit: int = 10_000) -> dict[str, UsageTotals]:
-    """Every tenant's totals (bounded: `/metrics` reads this at each scrape)."""
-    U = schema.usage_tenants
-    with engine.connect() as conn:
-        rows = conn.execute(
-            select(U.c.tenant_id, U.c.input_tokens, U.c.output_tokens, U.c.cost_usd, U.c.cycles)
-            .order_by(U.c.tenant_id)
-            .limit(limit)
-        ).all()
+    """Every tenant's totals, folded and not yet folded (bounded: `/metrics` reads this at each scrape).
+    One statement, so one snapshot: a fold committing meanwhile is seen whole or not at all, and a total
+    never dips or counts a delta twice (Prometheus reads a dip as a counter reset)."""
+    U, D = schema.usage_tenants, schema.usage_tenant_deltas
+    columns = ("tenant_id", "input_tokens", "output_tokens", "cost_usd", "cycles")
+    both = union_all(
+        select(*(U.c[name] for name in columns)), select(*(D.c[name] for name in columns))
+    ).subquery()
+    query = (
+        select(both.c.tenant_id, *_summed(both))
+        .group_by(both.c.tenant_id)
+        .order_by(both.c.tenant_id)
+        .limit(limit)
+    )
+    with read_only(engine) as conn:
+        rows = conn.execute(query).all()
     return {str(row.tenant_id): _totals(row) for row in rows}

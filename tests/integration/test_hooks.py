@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine
+from sqlalchemy import Engine, func, select
 
 from om_core.config import ObservationalMemoryConfig
 from om_core.engine import EngineSettings, MemoryEngine, Task
@@ -21,8 +21,9 @@ from om_core.engine import events as ev
 from om_core.hooks import DISPATCHER, DebugEvent, HookContext, ObserveHooks, register_hooks, unregister_hooks
 from om_core.messages import text_message
 from om_core.scoped_ids import scoped_id
+from om_core.store import schema
 from om_core.store.outbox import list_events
-from om_core.store.usage import tenant_usage, thread_usage
+from om_core.store.usage import fold_tenant_deltas, tenant_usage, thread_usage
 from tests.support.fake_models import FakeCompletion, FakeModels
 
 pytestmark = [pytest.mark.postgres]
@@ -262,3 +263,12 @@ def test_usage_totals_per_thread_and_tenant_equal_what_the_events_reported(
     assert totals.input_tokens == expected[first][0] + expected[second][0]
     assert totals.cycles == expected[first][3] + expected[second][3]
     assert totals.cost_usd == pytest.approx(expected[first][2] + expected[second][2])
+
+    # The maintenance pass folds the deltas a commit appended into the tenant's row, a few at a time or
+    # all at once; the totals read the same before, between and after.
+    assert fold_tenant_deltas(engine, limit=3) == 3
+    assert tenant_usage(engine)[tenant] == totals
+    fold_tenant_deltas(engine)
+    assert tenant_usage(engine)[tenant] == totals
+    with engine.connect() as conn:
+        assert conn.execute(select(func.count()).select_from(schema.usage_tenant_deltas)).scalar_one() == 0

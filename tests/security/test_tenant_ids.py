@@ -33,6 +33,7 @@ pytestmark = [pytest.mark.postgres, pytest.mark.redis]
 CYCLE = {
     "observation": {"messageTokens": 1500, "bufferTokens": False},
     "reflection": {"observationTokens": 600},
+    "workingMemory": {"enabled": True, "scope": "thread"},
 }
 ACTOR = "om-actor/echo"
 
@@ -62,6 +63,10 @@ ROUTES: dict[tuple[str, str], dict[str, Any] | None] = {
     ("POST", "/v1/resources/{resource_id}/search"): {"query": "secrets"},
     ("POST", "/v1/threads/{thread_id}/search"): {"query": "secrets"},
     ("DELETE", "/v1/resources/{resource_id}"): None,
+    ("GET", "/v1/threads/{thread_id}/working-memory"): None,
+    ("PUT", "/v1/threads/{thread_id}/working-memory"): {"content": "- the intruder was here"},
+    ("GET", "/v1/resources/{resource_id}/working-memory"): None,
+    ("PUT", "/v1/resources/{resource_id}/working-memory"): {"content": "- the intruder was here"},
     # These create the caller's own thread or resource under the id: they run last, after every read.
     ("PUT", "/v1/resources/{resource_id}/config"): {"overrides": {"scope": "resource"}},
     ("POST", "/v1/threads/{thread_id}/turns"): {
@@ -195,6 +200,13 @@ def test_every_route_answers_another_tenants_id_like_an_id_nobody_used(
     thread, resource = new_id("shared"), new_id("user")
     _say(a, thread, resource, "alphasecret", 14)
     a.client.observe(thread)
+    written = httpx.put(
+        f"{a.server.base_url}/v1/threads/{thread}/working-memory",
+        json={"content": "- alphasecret lives here"},
+        headers={"Authorization": f"Bearer {a.key}"},
+        timeout=60,
+    )
+    assert written.status_code == 200, written.text
     before = _state(a, thread, resource)
     assert before["messages"] and before["events"]
     record_ids = set(re.findall(r"[0-9a-f]{8}-[0-9a-f-]{27}", str(before)))
@@ -235,4 +247,9 @@ def _state(tenant: Tenant, thread: str, resource: str) -> dict[str, Any]:
         "thread": client.thread(thread).model_dump(),
         "listed": [t.model_dump() for t in client.iter_threads()],
         "resource_config": client.get_resource_config(resource).model_dump(),
+        "working_memory": httpx.get(
+            f"{tenant.server.base_url}/v1/threads/{thread}/working-memory",
+            headers={"Authorization": f"Bearer {tenant.key}"},
+            timeout=60,
+        ).json(),
     }

@@ -87,9 +87,22 @@ def upgrade() -> None:
         *_totals(),
         sa.PrimaryKeyConstraint("tenant_id"),
     )
+    op.create_table(
+        "om_usage_tenant_deltas",
+        sa.Column(
+            "id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), autoincrement=True, nullable=False
+        ),
+        sa.Column("tenant_id", sa.String(length=255), nullable=False),
+        sa.Column("input_tokens", sa.BigInteger(), nullable=False),
+        sa.Column("output_tokens", sa.BigInteger(), nullable=False),
+        sa.Column("cost_usd", sa.Float(), nullable=False),
+        sa.Column("cycles", sa.BigInteger(), nullable=False),
+        sa.PrimaryKeyConstraint("id"),
+    )
 
 
 def downgrade() -> None:
+    op.drop_table("om_usage_tenant_deltas")
     op.drop_table("om_usage_tenants")
     op.drop_table("om_usage_threads")
     op.drop_index("ix_om_webhook_attempts_endpoint", table_name="om_webhook_attempts")
