@@ -8,7 +8,8 @@ SQLite connections come from `pysqlite3` when it is installed (a current SQLite 
 the standard library's module here cannot), and every one loads `sqlite-vec` when that is installed: the
 search index's vector tables are `vec0` virtual tables, and a trigger deletes a document's vector when the
 document goes, so any connection that may delete a document (or a thread) must know the module, not only
-the ones that search. `sqlite_vectors_available` says whether both are there.
+the ones that search. `sqlite_vectors_available` says whether both are there. Connections open and close
+one at a time in a process (`_OPEN_CLOSE`): the SQLite that pysqlite3-binary ships deadlocks otherwise.
 """
 
 from __future__ import annotations
@@ -53,16 +54,38 @@ def sqlite_vectors_available() -> bool:
     return _SQLITE_MODULE is not None and _SQLITE_VEC is not None
 
 
+#: Held while a SQLite connection opens or closes, so no two do at once in this process. SQLite 3.51.0 and
+#: 3.51.1 (the build pysqlite3-binary ships) take two mutexes of their unix VFS in opposite orders when one
+#: connection opens a WAL database while another closes it (`unixOpen`/`findReusableFd` against
+#: `sqlite3WalClose`/`unixIsSharingShmNode`): both threads wait for ever. Fixed in SQLite 3.51.2.
+_OPEN_CLOSE = threading.Lock()
+
+
+def _serialised_connection_class(module: ModuleType) -> type:
+    """The module's connection class, closing under `_OPEN_CLOSE` (passed to `connect` as `factory`)."""
+
+    class SerialisedClose(module.Connection):  # type: ignore[name-defined,misc]
+        def close(self) -> None:
+            with _OPEN_CLOSE:
+                super().close()
+
+    return SerialisedClose
+
+
 def make_engine(url: str, *, pool_size: int = 10, echo: bool = False) -> Engine:
     """An engine for `url` with the settings our transactions rely on."""
     if url.startswith("sqlite"):
-        module = {"module": _SQLITE_MODULE} if _SQLITE_MODULE is not None else {}
+        dbapi = _SQLITE_MODULE if _SQLITE_MODULE is not None else importlib.import_module("sqlite3")
         engine = create_engine(
             url,
             echo=echo,
             **_JSON,
-            **module,
-            connect_args={"check_same_thread": False, "timeout": 60},
+            module=dbapi,
+            connect_args={
+                "check_same_thread": False,
+                "timeout": 60,
+                "factory": _serialised_connection_class(dbapi),
+            },
             poolclass=NullPool if ":memory:" not in url else None,
         )
         _configure_sqlite(engine)
@@ -79,6 +102,11 @@ def make_engine(url: str, *, pool_size: int = 10, echo: bool = False) -> Engine:
 
 
 def _configure_sqlite(engine: Engine) -> None:
+    @event.listens_for(engine, "do_connect")
+    def _open(dialect: Any, _record: Any, cargs: Any, cparams: Any) -> Any:
+        with _OPEN_CLOSE:  # see `_OPEN_CLOSE`
+            return dialect.loaded_dbapi.connect(*cargs, **cparams)
+
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         # Let SQLAlchemy's "begin" event issue BEGIN IMMEDIATE instead of pysqlite's deferred BEGIN.

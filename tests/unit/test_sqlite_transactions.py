@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import Engine, text
 
-from om_core.store.db import NestedWriteError, make_engine, read_only
+from om_core.store.db import _OPEN_CLOSE, NestedWriteError, make_engine, read_only
 
 
 @pytest.fixture
@@ -77,3 +78,28 @@ def test_a_writer_in_another_thread_waits_for_the_lock_instead_of_being_refused(
     thread.join()
     assert errors == []
     assert count(db) == 2
+
+
+def _blocked_while_held(action: Callable[[], object]) -> None:
+    """`action`, run in another thread, waits while this thread holds the open/close lock and finishes
+    once it is released."""
+    done = threading.Event()
+
+    def run() -> None:
+        action()
+        done.set()
+
+    with _OPEN_CLOSE:
+        thread = threading.Thread(target=run)
+        thread.start()
+        assert not done.wait(0.3), "it went ahead while another open or close was under way"
+    assert done.wait(30)
+    thread.join()
+
+
+def test_connections_open_and_close_one_at_a_time(db: Engine) -> None:
+    """SQLite 3.51.0-3.51.1 deadlock when one connection opens a WAL database while another closes it:
+    opening and closing are serialised in the process (`store.db._OPEN_CLOSE`)."""
+    opened: list[Any] = []
+    _blocked_while_held(lambda: opened.append(db.raw_connection()))
+    _blocked_while_held(opened[0].close)
