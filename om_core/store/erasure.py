@@ -10,9 +10,11 @@ database's tables (`tests/integration/test_api_manage.py`) fails for one without
 
 Locks, in the order every other writer of these rows takes them: the thread rows first (id order; a turn
 holds its thread's row while it appends), then each record chain's key lock (initialisation and rollover
-hold it), then the deletes. A worker still running on an erased thread finds its record gone when it
-commits (`records.lock_live` answers "not-found", so nothing is written), and the outbox refuses an event
-of a thread or resource that no longer exists (`outbox.write_events`), so a late task resurrects nothing.
+hold it), then the record rows (a cycle's commit holds its record's row while it writes its chunk, groups,
+events and usage, tables with no foreign key to the thread), then the deletes: a commit either finished
+before the sweep, which then sees its rows, or runs after it and finds its record gone
+(`records.lock_live` answers "not-found", so nothing is written). The outbox refuses an event of a thread or
+resource that no longer exists (`outbox.write_events`), so a late task resurrects nothing.
 """
 
 from __future__ import annotations
@@ -122,6 +124,12 @@ def _sweep(
         conn.execute(delete(schema.threads).where(schema.threads.c.id.in_(list(thread_ids))))
 
 
+def _lock_records(conn: Connection, keys: Sequence[str]) -> None:
+    """Wait for every commit holding a record of `keys` (and keep new ones out) until the erase commits."""
+    R = schema.records
+    conn.execute(select(R.c.id).where(R.c.lookup_key.in_(list(keys))).order_by(R.c.id).with_for_update())
+
+
 def _rowid(runtime: TableClause) -> ColumnElement[object]:
     return literal_column(f"{runtime.name}.rowid")
 
@@ -155,6 +163,7 @@ def erase_thread(conn: Connection, thread_id: str) -> ErasedIds | None:
         return None
     key = _thread_key(thread_id)
     key_lock(conn, key)
+    _lock_records(conn, [key])
     _sweep(conn, resource_id=None, thread_ids=[thread_id], keys=[key])
     return ErasedIds(None, (thread_id,), (key,))
 
@@ -173,6 +182,7 @@ def erase_resource(conn: Connection, resource_id: str) -> ErasedIds | None:
     keys = sorted([_thread_key(t) for t in thread_ids] + [_resource_key(resource_id)])
     for key in keys:
         key_lock(conn, key)
+    _lock_records(conn, keys)
     _sweep(conn, resource_id=resource_id, thread_ids=thread_ids, keys=keys)
     conn.execute(delete(R).where(R.c.id == resource_id))
     return ErasedIds(resource_id, tuple(thread_ids), tuple(keys))

@@ -246,7 +246,10 @@ observation_groups = Table(
     "om_observation_groups",
     metadata,
     Column("id", String(32), primary_key=True),
-    Column("thread_id", String(ID_LENGTH), ForeignKey("om_threads.id", ondelete="CASCADE"), nullable=False),
+    # No foreign key, as `usage_threads`: a cycle writes its groups after locking its record, and the check
+    # would then lock the thread's row, the opposite order of a resource batch's commit. Erased with the
+    # thread (`erasure`); written only by a commit that applied.
+    Column("thread_id", String(ID_LENGTH), nullable=False),
     Column("resource_id", String(ID_LENGTH), nullable=False),
     Column("lookup_key", String(KEY_LENGTH), nullable=False),
     Column("cycle_id", String(128), nullable=False),
@@ -398,11 +401,13 @@ webhook_attempts = Table(
 )
 
 #: OM's own model usage (Observer and Reflector calls) per thread, bumped in the transaction of each end or
-#: failed event that carries usage (`store.usage`), so a read is one row. Erased with the thread.
+#: failed event that carries usage (`store.usage`), so a read is one row. Erased with the thread (`erasure`).
+#: No foreign key: its check would lock the thread's row after the cycle locked its record, the opposite
+#: order of a turn's, and deadlock the two; the event it counts was written only if the thread exists.
 usage_threads = Table(
     "om_usage_threads",
     metadata,
-    Column("thread_id", String(ID_LENGTH), ForeignKey("om_threads.id", ondelete="CASCADE"), primary_key=True),
+    Column("thread_id", String(ID_LENGTH), primary_key=True),
     Column("input_tokens", BigInteger, nullable=False, server_default=text("0")),
     Column("output_tokens", BigInteger, nullable=False, server_default=text("0")),
     Column("cost_usd", Float, nullable=False, server_default=text("0")),

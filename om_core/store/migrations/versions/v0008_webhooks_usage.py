@@ -78,7 +78,6 @@ def upgrade() -> None:
         "om_usage_threads",
         sa.Column("thread_id", sa.String(length=512), nullable=False),
         *_totals(),
-        sa.ForeignKeyConstraint(["thread_id"], ["om_threads.id"], ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("thread_id"),
     )
     op.create_table(
