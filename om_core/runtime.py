@@ -9,6 +9,7 @@ from om_core.models.client import ModelClient
 from om_core.models.rate_limit import RateLimiter
 from om_core.search.embedder import ModelEmbedder
 from om_core.search.query import Searcher
+from om_core.search.vector_cache import VectorCache
 from om_core.settings import Settings
 from om_core.store.db import make_engine
 from om_core.webhooks.policy import WebhookPolicy
@@ -64,5 +65,5 @@ def build_engine(
         publisher=publisher,
         settings=engine_settings(settings),
         embedder=embedder,
-        searcher=Searcher(db, embedder),
+        searcher=Searcher(db, embedder, VectorCache(int(settings.vector_cache_mb * 1024 * 1024))),
     )

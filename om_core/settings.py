@@ -59,6 +59,12 @@ class Settings(BaseSettings):
     rendered_log_cache_mb: float = Field(
         default=4.0, ge=0, description="Per-process memory for rendered observation logs (0: off)"
     )
+    vector_cache_mb: float = Field(
+        default=256.0,
+        ge=0,
+        description="Per-process memory for SQLite search vectors, searched exactly in memory (0: off; "
+        "about 1 KB per document with the offline embedder)",
+    )
 
     embedding_model: str = Field(
         default="om-local/hashing-embedding",

@@ -232,7 +232,8 @@ class MemoryEngine(EngineCore):
         if not cfg.retrieval:
             raise search_errors.RetrievalDisabled("this thread or resource")
         vector = cfg.retrieval_options is not None and cfg.retrieval_options.vector
-        return Searcher(self.db, self.embedder if vector else None)
+        cache = self.searcher.cache if isinstance(self.searcher, Searcher) else None
+        return Searcher(self.db, self.embedder if vector else None, cache)
 
     def resource_config(self, resource_id: str) -> ResolvedConfig:
         """The resource's effective config: the service config with the resource's own overrides (what

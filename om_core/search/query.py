@@ -18,6 +18,7 @@ from sqlalchemy import Connection, Engine, select
 from om_core.search import lexical, vectors
 from om_core.search.embedder import Embedder
 from om_core.search.types import HitKind, SearchHit, SearchRequest
+from om_core.search.vector_cache import VectorCache
 from om_core.store import schema
 from om_core.store.db import read_only
 
@@ -56,7 +57,12 @@ def fuse(rankings: dict[str, Sequence[int]], k: int = RRF_K) -> list[tuple[int, 
 
 
 def _vector_rank(
-    conn: Connection, request: SearchRequest, model: str, query_vector: Sequence[float], k: int
+    conn: Connection,
+    request: SearchRequest,
+    model: str,
+    query_vector: Sequence[float],
+    k: int,
+    cache: VectorCache | None,
 ) -> list[int]:
     """Ids of the `k` nearest documents that pass the request's filters, nearest first. The vector index
     filters by resource only: thread, date and kind filters are applied to what it returns, after asking
@@ -65,7 +71,7 @@ def _vector_rank(
         request.thread_ids is not None or request.after or request.before or len(set(request.kinds)) < 2
     )
     fetch = min(4 * k, 1000) if filtered else k
-    nearest = vectors.nearest(conn, request.resource_id, query_vector, fetch)
+    nearest = vectors.nearest(conn, request.resource_id, query_vector, fetch, cache=cache)
     if not nearest:
         return []
     ids = [doc_id for doc_id, _ in nearest]
@@ -85,14 +91,20 @@ def _vector_rank(
 
 
 def search(
-    db: Engine, request: SearchRequest, embedder: Embedder | None = None, *, rrf_k: int = RRF_K
+    db: Engine,
+    request: SearchRequest,
+    embedder: Embedder | None = None,
+    *,
+    rrf_k: int = RRF_K,
+    cache: VectorCache | None = None,
 ) -> list[SearchHit]:
     """The best `request.limit` (1-50) documents of the request's resource for its query.
 
     Lexical search always runs; with an `embedder` the vector ranker runs too (the query embedded by the
     same model as the documents; only documents embedded by that model are considered) and the two are
     fused. Raises `VectorSearchUnavailable` when an embedder is given and the database cannot store
-    vectors. Ids in the request and the hits are stored ids."""
+    vectors. Ids in the request and the hits are stored ids. A `cache` answers SQLite's nearest-neighbour
+    query from memory (`vector_cache`: the same answer, faster)."""
     if not request.query.strip():
         return []
     request = replace(request, after=_aware(request.after), before=_aware(request.before))
@@ -103,7 +115,7 @@ def search(
     rankings: dict[str, Sequence[int]] = {}
     with read_only(db) as conn:
         if embedder is not None and query_vector is not None:
-            rankings["vector"] = _vector_rank(conn, request, embedder.model, query_vector, k)
+            rankings["vector"] = _vector_rank(conn, request, embedder.model, query_vector, k, cache)
         rankings["lexical"] = lexical.rank(conn, request, k)
         fused = fuse({name: rankings[name] for name in ("lexical", "vector") if name in rankings}, rrf_k)
         fused = fused[:limit]
@@ -141,11 +153,12 @@ def search(
 
 @dataclass(frozen=True)
 class Searcher:
-    """`search` bound to a database and an embedder (None: lexical only): the
+    """`search` bound to a database, an embedder (None: lexical only) and the process's vector cache: the
     `Callable[[SearchRequest], list[SearchHit]]` the recall tool takes."""
 
     db: Engine
     embedder: Embedder | None = None
+    cache: VectorCache | None = None
 
     def __call__(self, request: SearchRequest) -> list[SearchHit]:
-        return search(self.db, request, self.embedder)
+        return search(self.db, request, self.embedder, cache=self.cache)

@@ -24,7 +24,9 @@ from dataclasses import dataclass
 
 from sqlalchemy import Connection, Engine, text
 
+from om_core.search import vector_cache
 from om_core.search.errors import POSTGRES_HINT, SQLITE_HINT, VectorSearchUnavailable
+from om_core.search.vector_cache import VectorCache
 from om_core.store.db import is_postgres, key_lock, sqlite_vectors_available
 
 #: pgvector indexes `vector` columns of at most this many dimensions; larger ones are stored as halfvec.
@@ -77,6 +79,8 @@ def ensure_table(conn: Connection, dims: int) -> str:
     """The vector table of `dims`, made (with its index or trigger) when missing; its name."""
     name = table_name(dims)
     if table_exists(conn, dims):
+        if not is_postgres(conn):
+            vector_cache.ensure_stamps(conn, name)  # a table made before stamps existed gets them now
         return name
     require_support(conn)
     if is_postgres(conn):
@@ -105,6 +109,7 @@ def ensure_table(conn: Connection, dims: int) -> str:
                 f"BEGIN DELETE FROM {name} WHERE doc_id = old.id; END"
             )
         )
+        vector_cache.ensure_stamps(conn, name)
     return name
 
 
@@ -154,7 +159,10 @@ def store(conn: Connection, rows: Sequence[VectorRow]) -> None:
         return
     import sqlite_vec
 
-    conn.execute(text(f"DELETE FROM {name} WHERE doc_id = :doc_id"), [{"doc_id": r.doc_id} for r in rows])
+    replaced = conn.execute(
+        text(f"DELETE FROM {name} WHERE doc_id = :doc_id"), [{"doc_id": r.doc_id} for r in rows]
+    ).rowcount
+    vector_cache.stamp(conn, name, [r.resource_id for r in rows], changed=replaced > 0)
     conn.execute(
         text(
             f"INSERT INTO {name} (doc_id, resource_id, embedding) VALUES (:doc_id, :resource_id, :embedding)"
@@ -170,9 +178,17 @@ def store(conn: Connection, rows: Sequence[VectorRow]) -> None:
     )
 
 
-def nearest(conn: Connection, resource_id: str, vector: Sequence[float], k: int) -> list[tuple[int, float]]:
+def nearest(
+    conn: Connection,
+    resource_id: str,
+    vector: Sequence[float],
+    k: int,
+    *,
+    cache: VectorCache | None = None,
+) -> list[tuple[int, float]]:
     """The `k` documents of `resource_id` nearest to `vector` by cosine distance, nearest first, as
-    `(doc_id, distance)`. Empty when nothing of this dimension was ever stored."""
+    `(doc_id, distance)`. Empty when nothing of this dimension was ever stored. On SQLite a `cache`
+    answers from memory when it can (`vector_cache`), with the same result."""
     dims = len(vector)
     if not table_exists(conn, dims):
         # Nothing stored yet, or nothing can be: say which (a search only reads; it installs nothing).
@@ -201,6 +217,9 @@ def nearest(conn: Connection, resource_id: str, vector: Sequence[float], k: int)
     else:
         import sqlite_vec
 
+        cached = cache.nearest(conn, name, resource_id, vector, k) if cache is not None else None
+        if cached is not None:
+            return cached
         rows = conn.execute(
             text(
                 f"SELECT doc_id, distance FROM {name} WHERE embedding MATCH :q AND k = :k "
