@@ -42,6 +42,8 @@ LIVE_CYCLE = {
     "reflection": {"observationTokens": 4000},
 }
 
+#: User-controlled text that would run script if the page ever parsed stored text as HTML.
+MARKUP = '<img src="x" onerror="window.__xss = 1">'
 
 # ----------------------------------------------------------------------------------------- helpers
 
@@ -136,7 +138,7 @@ def test_sign_in_find_a_resource_and_open_its_thread(
     resource = new_id("res")
     thread = new_thread(api, resource, title="Trip planning")
     other = new_thread(api, resource, title="Groceries")
-    post_turn(api, thread, 1, planted="The gate code is 4711.")
+    post_turn(api, thread, 1, planted=f"The gate code is 4711. {MARKUP}")
     post_turn(api, other, 1)
 
     page.goto(ui_stack.ui_url)
@@ -166,7 +168,11 @@ def test_sign_in_find_a_resource_and_open_its_thread(
 
     threads.first.get_by_role("link").click()
     expect(page.get_by_test_id("thread-page")).to_be_visible(timeout=UI_TIMEOUT_MS)
-    expect(page.get_by_test_id("recent-messages")).to_contain_text("The gate code is 4711.")
+    messages = page.get_by_test_id("recent-messages")
+    expect(messages).to_contain_text("The gate code is 4711.")
+    expect(messages).to_contain_text(MARKUP)  # stored text is shown as text, never parsed as markup
+    expect(messages.locator("img")).to_have_count(0)
+    assert page.evaluate("window.__xss") is None
     expect(page.get_by_test_id("bar-messages")).to_contain_text("Unobserved messages")
     expect(page.get_by_test_id("live-status")).to_have_text("live", timeout=UI_TIMEOUT_MS)
 

@@ -48,6 +48,19 @@ export function parseLog(text) {
   return groups;
 }
 
+/** One line of a log as inline parts (priority badge, time, text): for the diff of two generations. */
+export function renderLineParts(raw) {
+  const line = LINE_RE.exec(raw);
+  if (!line) return [h("span", { class: "obs-text", text: raw })];
+  const priority = PRIORITY[line[3]] || null;
+  return [
+    line[1] ? h("span", { class: "indent", text: line[1] }) : null,
+    priority ? h("span", { class: `prio prio-${priority}`, title: `priority: ${priority}`, text: priority }) : null,
+    line[4] ? h("span", { class: "obs-time", text: line[4] }) : null,
+    h("span", { class: "obs-text", text: line[5] }),
+  ];
+}
+
 /** The log as a list of dated sections. */
 export function renderLog(text) {
   const groups = parseLog(text);

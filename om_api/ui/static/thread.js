@@ -5,7 +5,7 @@
 
 import { api, ApiError, attempt, seg } from "./api.js";
 import { clock, empty, h, panel, replace, timeEl, tokens, usd, when } from "./dom.js";
-import { renderLog } from "./obslog.js";
+import { renderLineParts, renderLog } from "./obslog.js";
 import { follow } from "./sse.js";
 import { configEditor } from "./config.js";
 
@@ -240,7 +240,7 @@ export function threadPage(ctx, threadId) {
               "li",
               { class: `diff-${line.op}` },
               h("span", { class: "diff-op", "aria-label": line.op, text: line.op === "added" ? "+" : line.op === "removed" ? "−" : " " }),
-              h("span", { class: "diff-text", text: line.text }),
+              h("span", { class: "diff-text" }, renderLineParts(line.text)),
             ),
           ),
         ),
