@@ -24,6 +24,7 @@ from om_api import errors, proxy, ui
 from om_api.errors import error_body
 from om_api.metrics import Metrics
 from om_api.routes import (
+    dashboard,
     events,
     health,
     manage,
@@ -184,6 +185,7 @@ def create_app(settings: Settings | None = None, adapters: Adapters | None = Non
         proxy.router,
         usage.router,
         webhooks.router,
+        dashboard.router,
         health.router,
     ):
         app.include_router(router)

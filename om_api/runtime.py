@@ -153,6 +153,18 @@ class ApiRuntime:
             depths[queue] = sum(int(self.broker.llen(name)) for name in names)
         return depths
 
+    def workers_seen(self, timeout_s: float = 1.0) -> dict[str, list[str]]:
+        """The Celery workers that answer a broadcast within `timeout_s`, each with the queues it consumes
+        (empty inline: there are none). The broadcast waits the whole timeout for late replies, so callers
+        are pages a person opens, never the turn path."""
+        if self.celery_app is None:
+            return {}
+        replies = self.celery_app.control.inspect(timeout=timeout_s).active_queues() or {}
+        return {
+            str(name): sorted(str(q.get("name")) for q in queues or [] if isinstance(q, dict))
+            for name, queues in sorted(replies.items())
+        }
+
     def close(self) -> None:
         if self.background is not None:
             self.background.shutdown()

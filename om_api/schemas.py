@@ -393,6 +393,10 @@ class ThreadInfo(_Response):
     last_activity_at: datetime | None
     last_actor_model: str | None
     config_overrides: dict[str, Any] | None
+    messages: int = Field(default=0, description="Messages stored in the thread")
+    cost_usd: float = Field(
+        default=0.0, description="litellm's cost of OM's own model calls for this thread (not the actor's)"
+    )
 
 
 class RecallResponse(_CamelResponse):
@@ -588,6 +592,83 @@ class KeyUsageResponse(_Response):
     prompt_tokens: int
     completion_tokens: int
     cost_usd: float = Field(description="litellm's cost of those calls; 0 for models it has no price for")
+
+
+# ------------------------------------------------------------------------------------------- dashboard
+
+
+class WhoAmI(_Response):
+    """Who the caller is to this server: what the dashboard asks before it shows a sign-in form."""
+
+    auth: Literal["key", "none"] = Field(
+        description="`key`: requests carry an API key; `none`: authentication is off (om up), no sign-in"
+    )
+    tenant_id: str | None = Field(description="The key's tenant; null when authentication is off")
+    flower_url: str | None = Field(description="Where the operator's Flower is (OM_FLOWER_URL); null: none")
+
+
+class ResourceSummary(_Response):
+    """A resource with the totals of its threads."""
+
+    id: str = Field(description="The resource's id")
+    threads: int
+    messages: int = Field(description="Messages stored in all its threads")
+    last_activity_at: datetime | None = Field(description="The newest turn of any of its threads")
+    cost_usd: float = Field(description="litellm's cost of OM's own model calls for its threads")
+
+
+class QueueDepth(_Response):
+    name: str = Field(description="A Celery queue of the task table (ARCHITECTURE.md, the operations table)")
+    depth: int = Field(description="Messages waiting in the broker (not those a worker already took)")
+
+
+class WorkerSeen(_Response):
+    name: str = Field(description="The worker's Celery hostname")
+    queues: list[str] = Field(description="The queues it consumes")
+
+
+class RecentFailure(_Response):
+    thread_id: str | None = Field(description="The thread; null for a resource's shared log")
+    type: str = Field(description="The failure event's type (`data-om-buffering-failed`, ...)")
+    error: str
+    at: datetime
+
+
+class FleetResponse(_Response):
+    """The background machinery as the caller may see it. Queue depths and workers are the operator's
+    facts, the same for every tenant; failures and usage are the caller's own."""
+
+    executor: Literal["celery", "inline"] = Field(
+        description="celery: workers run background work; inline: the API process does"
+    )
+    queues: list[QueueDepth] = Field(description="Every queue's depth (empty inline: there is no broker)")
+    workers: list[WorkerSeen] = Field(
+        description="Workers that answered within about a second (empty inline)"
+    )
+    recent_failures: list[RecentFailure] = Field(
+        description="The caller's last 20 failed cycles, newest first"
+    )
+    usage: KeyUsageResponse | None = Field(
+        description="The calling key's actor-model usage (as GET /v1/usage); null without keys"
+    )
+    om_usage: OMUsage = Field(
+        description="OM's own model usage and cost (Observer, Reflector) of the caller's tenant"
+    )
+    flower_url: str | None = Field(description="Where the operator's Flower is (OM_FLOWER_URL); null: none")
+
+
+class DiffLineOut(_Response):
+    op: Literal["kept", "added", "removed"]
+    text: str
+
+
+class GenerationDiffResponse(_Response):
+    """What the reflection (or line edit) that made a generation changed: its log against the previous
+    generation's, line by line. Lines appended to the generation after its reflection show as added too."""
+
+    generation: int
+    previous_generation: int | None = Field(description="The generation compared against; null: the first")
+    lines: list[DiffLineOut]
 
 
 class FieldError(_Response):

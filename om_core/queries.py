@@ -217,8 +217,11 @@ def threads_page(
     resource_id: str | None = None,
     cursor: str | None = None,
     limit: int = DEFAULT_LIMIT,
-) -> Page[history.ThreadRow]:
-    """One page of a tenant's threads (by id), or of one resource's (oldest first), after `cursor`.
+    q: str | None = None,
+) -> Page[history.ThreadListing]:
+    """One page of a tenant's threads (by id), or of one resource's (oldest first), after `cursor`, each
+    with its message count and cost (`history.page_threads`); with `q`, only those whose public id or title
+    contains it, in any case (a cursor then walks the filtered list).
 
     Keyset pages (`om_core.pagination`): walking every page returns each thread that exists throughout
     the walk exactly once, whatever is created or deleted meanwhile. Raises `CursorError` for a cursor
@@ -233,12 +236,12 @@ def threads_page(
             (public,) = decode_cursor(_TENANT_THREADS, cursor, (str,))
             after = (scoped_id(tenant_id, str(public)),)
     rows = history.page_threads(
-        db, tenant_id=tenant_id, resource_id=resource_id, after=after, limit=limit + 1
+        db, tenant_id=tenant_id, resource_id=resource_id, after=after, limit=limit + 1, q=q
     )
     items, more = rows[:limit], len(rows) > limit
     if not more or not items:
         return Page(items)
-    last = items[-1]
+    last = items[-1].thread
     key: tuple[str, ...] = (
         (last.created_at.isoformat(), public_id(last.id)) if by_resource else (public_id(last.id),)
     )

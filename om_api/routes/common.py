@@ -13,7 +13,7 @@ from om_api.schemas import ID_PATTERN, ErrorResponse, OMEvent, ThreadInfo
 from om_core import StoredEvent, tenancy
 from om_core.pagination import DEFAULT_LIMIT, MAX_CURSOR_LENGTH, MAX_LIMIT, CursorError
 from om_core.scoped_ids import public_id
-from om_core.store.history import ThreadRow, client_metadata
+from om_core.store.history import ThreadListing, ThreadRow, client_metadata
 
 ThreadId = Annotated[
     str, Path(pattern=ID_PATTERN, min_length=1, max_length=255, description="The conversation's id")
@@ -46,8 +46,9 @@ def bad_cursor(exc: CursorError) -> ApiError:
     )
 
 
-def thread_info(thread: ThreadRow) -> ThreadInfo:
-    """How every list shows a thread (public ids; the caller's metadata, not OM's)."""
+def thread_info(thread: ThreadRow, *, messages: int, cost_usd: float) -> ThreadInfo:
+    """How every list shows a thread (public ids; the caller's metadata, not OM's), with its message count
+    and OM's cost for it."""
     return ThreadInfo(
         thread_id=public_id(thread.id),
         resource_id=public_id(thread.resource_id),
@@ -58,7 +59,14 @@ def thread_info(thread: ThreadRow) -> ThreadInfo:
         last_activity_at=thread.last_activity_at,
         last_actor_model=thread.last_actor_model,
         config_overrides=thread.config_overrides,
+        messages=messages,
+        cost_usd=cost_usd,
     )
+
+
+def listed_thread(listing: ThreadListing) -> ThreadInfo:
+    """A row of a thread list (`history.page_threads` read its counts with the page)."""
+    return thread_info(listing.thread, messages=listing.messages, cost_usd=listing.cost_usd)
 
 
 def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:

@@ -22,6 +22,7 @@ from om_api.routes.common import (
     ThreadId,
     bad_cursor,
     errors,
+    listed_thread,
     require_thread,
     thread_info,
 )
@@ -58,6 +59,14 @@ ExpectedSha256 = Annotated[
         description="SHA-256 (hex) of the line's UTF-8 text as you read it (409 when it changed)",
     ),
 ]
+Search = Annotated[
+    str | None,
+    Query(
+        min_length=1,
+        max_length=255,
+        description="Only threads whose id or title contains this text (any case)",
+    ),
+]
 ResourceFilter = Annotated[
     str | None,
     Query(pattern=ID_PATTERN, max_length=255, description="Only the threads of this resource (oldest first)"),
@@ -70,7 +79,7 @@ def _detail(runtime: Runtime, thread: ThreadRow) -> ThreadDetail:
     summary = queries.thread_summary(runtime.db, thread, log_key=log_key)
     usage = thread_usage(runtime.db, thread.id)
     return ThreadDetail(
-        **thread_info(thread).model_dump(),
+        **thread_info(thread, messages=summary.counts.messages, cost_usd=usage.cost_usd).model_dump(),
         scope="resource" if summary.scope == "resource" else "thread",
         counts=ThreadCounts(**vars(summary.counts)),
         extracted=extracted_values(cfg, thread),
@@ -89,7 +98,7 @@ def _detail(runtime: Runtime, thread: ThreadRow) -> ThreadDetail:
     response_model=Page[ThreadInfo],
     responses=COMMON_ERRORS,
     summary="The caller's threads, one page at a time (limit, cursor → items, next_cursor); by id, or a "
-    "resource's oldest first",
+    "resource's oldest first; `q` keeps those whose id or title contains it",
 )
 def list_threads(
     runtime: Runtime,
@@ -97,15 +106,21 @@ def list_threads(
     limit: Limit = LIMIT_DEFAULT,
     cursor: Cursor = None,
     resource_id: ResourceFilter = None,
+    q: Search = None,
 ) -> Page[ThreadInfo]:
     stored_resource = visible_resource(runtime, caller, resource_id) if resource_id is not None else None
     try:
         page = queries.threads_page(
-            runtime.db, tenant_id=caller.tenant_id, resource_id=stored_resource, cursor=cursor, limit=limit
+            runtime.db,
+            tenant_id=caller.tenant_id,
+            resource_id=stored_resource,
+            cursor=cursor,
+            limit=limit,
+            q=q,
         )
     except CursorError as exc:
         raise bad_cursor(exc) from None
-    return Page[ThreadInfo](items=[thread_info(t) for t in page.items], next_cursor=page.next_cursor)
+    return Page[ThreadInfo](items=[listed_thread(t) for t in page.items], next_cursor=page.next_cursor)
 
 
 @router.get(

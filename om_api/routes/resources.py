@@ -1,8 +1,10 @@
-"""Resource routes: the threads of a user or entity."""
+"""Resource routes: the caller's resources with their totals, and the threads of a user or entity."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Response
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Response
 from pydantic import ValidationError
 
 from om_api.auth import Caller, Runtime
@@ -14,15 +16,52 @@ from om_api.routes.common import (
     Limit,
     ResourceId,
     bad_cursor,
-    thread_info,
+    errors,
+    listed_thread,
 )
 from om_api.routes.threads import config_error
-from om_api.schemas import ResourceConfigRequest, ResourceConfigResponse, ThreadsResponse
-from om_core import queries, tenancy
+from om_api.schemas import (
+    Page,
+    ResourceConfigRequest,
+    ResourceConfigResponse,
+    ResourceSummary,
+    ThreadsResponse,
+)
+from om_core import dashboard, queries, tenancy
 from om_core.errors import OMConfigError
 from om_core.pagination import CursorError
 
 router = APIRouter(prefix="/v1/resources", tags=["resources"])
+
+ResourceSearch = Annotated[
+    str | None,
+    Query(min_length=1, max_length=255, description="Only resources whose id contains this text (any case)"),
+]
+
+
+@router.get(
+    "",
+    response_model=Page[ResourceSummary],
+    responses=errors(401, 422, 503),
+    summary="The caller's resources by id, one page at a time (limit, cursor → items, next_cursor), each "
+    "with its threads, messages, last activity and OM's cost; `q` keeps those whose id contains it",
+)
+def list_resources(
+    runtime: Runtime,
+    caller: Caller,
+    limit: Limit = LIMIT_DEFAULT,
+    cursor: Cursor = None,
+    q: ResourceSearch = None,
+) -> Page[ResourceSummary]:
+    try:
+        page = dashboard.resources_page(
+            runtime.db, tenant_id=caller.tenant_id, q=q, cursor=cursor, limit=limit
+        )
+    except CursorError as exc:
+        raise bad_cursor(exc) from None
+    return Page[ResourceSummary](
+        items=[ResourceSummary(**vars(r)) for r in page.items], next_cursor=page.next_cursor
+    )
 
 
 @router.get(
@@ -45,7 +84,7 @@ def get_threads(
         )
     except CursorError as exc:
         raise bad_cursor(exc) from None
-    items = [thread_info(t) for t in page.items]
+    items = [listed_thread(t) for t in page.items]
     return ThreadsResponse(resource_id=resource_id, items=items, next_cursor=page.next_cursor, threads=items)
 
 

@@ -180,6 +180,27 @@ def client_metadata(thread: ThreadRow) -> dict[str, Any]:
     return dict(value) if isinstance(value, dict) else {}
 
 
+@dataclass(frozen=True)
+class ThreadListing:
+    """A thread as a list shows it: the row, with its message count and OM's model cost, read in the
+    statement that pages the list (no query per row)."""
+
+    thread: ThreadRow
+    messages: int
+    cost_usd: float
+
+
+def public_part(column: Any, tenant_id: str | None) -> Any:
+    """SQL for the public id of a stored id `column` of `tenant_id`'s rows (`<tenant>/<id>`): what a
+    substring search may match, never the tenant's name."""
+    return column if tenant_id is None else func.substr(column, len(tenant_id) + 2)
+
+
+def contains_text(expression: Any, needle: str) -> Any:
+    """Case-insensitive substring match on both databases (`%` and `_` in `needle` match themselves)."""
+    return func.lower(expression).contains(needle.lower(), autoescape=True)
+
+
 def page_threads(
     engine_or_conn: Engine | Connection,
     *,
@@ -187,17 +208,34 @@ def page_threads(
     resource_id: str | None,
     after: tuple[Any, ...] | None,
     limit: int,
-) -> list[ThreadRow]:
-    """Up to `limit` threads in list order, strictly after the sort key `after` (keyset paging).
+    q: str | None = None,
+) -> list[ThreadListing]:
+    """Up to `limit` threads in list order, strictly after the sort key `after` (keyset paging), each with
+    its message count and cost; with `q`, only threads whose public id or title contains it (any case).
 
     A resource's threads are listed oldest first (`created_at`, then id: the order the unpaged list always
     had, served by the resource index); a tenant's threads by id (the primary key: no sort of the whole
-    tenant per page). The sort key of a row is `thread_sort_key`."""
-    query = select(T, schema.resources.c.metadata.label("resource_metadata")).outerjoin(
-        schema.resources, schema.resources.c.id == T.c.resource_id
+    tenant per page). The sort key of a row is `thread_sort_key`. The counts are correlated subqueries,
+    evaluated only for the rows of the page."""
+    M, U = schema.messages, schema.usage_threads
+    message_count = (
+        select(func.count()).select_from(M).where(M.c.thread_id == T.c.id).correlate(T).scalar_subquery()
+    )
+    query = (
+        select(
+            T,
+            schema.resources.c.metadata.label("resource_metadata"),
+            message_count.label("message_count"),
+            func.coalesce(U.c.cost_usd, 0.0).label("cost_usd"),
+        )
+        .outerjoin(schema.resources, schema.resources.c.id == T.c.resource_id)
+        .outerjoin(U, U.c.thread_id == T.c.id)
     )
     if tenant_id is not None:
         query = query.where(T.c.tenant_id == tenant_id)
+    if q:
+        title = func.coalesce(T.c.title, T.c.om_metadata["threadTitle"].as_string(), "")
+        query = query.where(contains_text(public_part(T.c.id, tenant_id), q) | contains_text(title, q))
     if resource_id is not None:
         query = query.where(T.c.resource_id == resource_id).order_by(T.c.created_at, T.c.id)
         if after is not None:
@@ -212,8 +250,13 @@ def page_threads(
     query = query.limit(limit)
     if isinstance(engine_or_conn, Engine):
         with engine_or_conn.connect() as conn:
-            return [_thread_from_row(row) for row in conn.execute(query).mappings()]
-    return [_thread_from_row(row) for row in engine_or_conn.execute(query).mappings()]
+            rows = list(conn.execute(query).mappings())
+    else:
+        rows = list(engine_or_conn.execute(query).mappings())
+    return [
+        ThreadListing(_thread_from_row(row), int(row["message_count"] or 0), float(row["cost_usd"] or 0.0))
+        for row in rows
+    ]
 
 
 def thread_sort_key(thread: ThreadRow, *, by_resource: bool) -> tuple[Any, ...]:

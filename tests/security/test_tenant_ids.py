@@ -45,6 +45,7 @@ ROUTES: dict[tuple[str, str], dict[str, Any] | None] = {
     ("GET", "/v1/threads/{thread_id}/messages"): None,
     ("GET", "/v1/threads/{thread_id}/config"): None,
     ("GET", "/v1/threads/{thread_id}/events"): None,
+    ("GET", "/v1/threads/{thread_id}/generations/{generation}/diff"): None,
     ("GET", "/v1/resources/{resource_id}/threads"): None,
     ("GET", "/v1/threads"): None,
     ("GET", "/v1/threads/{thread_id}"): None,
@@ -116,7 +117,10 @@ class Tenant:
     def call(self, method: str, template: str, thread: str, resource: str) -> httpx.Response:
         body = _fill(ROUTES[(method, template)], thread, resource)
         path = (
-            template.replace("{thread_id}", thread).replace("{resource_id}", resource).replace("{line}", "1")
+            template.replace("{thread_id}", thread)
+            .replace("{resource_id}", resource)
+            .replace("{line}", "1")
+            .replace("{generation}", "0")
         )
         return httpx.request(
             method,
