@@ -204,6 +204,11 @@ def test_an_activation_arrives_live_then_reflect_now_makes_a_generation_with_a_d
         re.compile(r"^0 tok of"), timeout=UI_TIMEOUT_MS
     )
     assert page.evaluate("window.__sameDocument") is True, "the activation arrived without a reload"
+    unlabelled = page.evaluate(
+        "[...document.querySelectorAll('input, select, textarea')]"
+        ".filter(el => !el.labels.length && !el.getAttribute('aria-label')).map(el => el.outerHTML)"
+    )
+    assert unlabelled == [], "every field of the thread page has a label"
     screenshot(page, "thread")
     save_screenshot(page, "thread-viewport", full_page=False)  # the README's picture (docs/)
 

@@ -55,7 +55,7 @@ export function fleetPage(ctx) {
                 "tr",
                 {},
                 h("td", {}, timeEl(f.at)),
-                h("td", {}, h("a", { href: `#/threads/${seg(f.thread_id)}`, text: f.thread_id })),
+                h("td", {}, f.thread_id ? h("a", { href: `#/threads/${seg(f.thread_id)}`, text: f.thread_id }) : "—"),
                 h("td", { text: f.type.replace(/^data-om-/, "") }),
                 h("td", { class: "wrap", text: typeof f.error === "string" ? f.error : JSON.stringify(f.error) }),
               ),
@@ -64,18 +64,29 @@ export function fleetPage(ctx) {
         : empty("No failures recently."),
     );
     const u = fleet.usage;
+    const om = fleet.om_usage;
     replace(
       usage,
+      h("h3", { text: "Memory (Observer and Reflector), this tenant" }),
+      om
+        ? h(
+            "dl",
+            { class: "kv" },
+            h("dt", { text: "Cycles" }), h("dd", { text: String(om.cycles) }),
+            h("dt", { text: "Tokens in / out" }), h("dd", { text: `${om.input_tokens.toLocaleString()} / ${om.output_tokens.toLocaleString()}` }),
+            h("dt", { text: "Cost" }), h("dd", { text: usd(om.cost_usd) }),
+          )
+        : empty("Not reported by this server."),
+      h("h3", { text: "Actor model through the proxy, this key" }),
       u
         ? h(
             "dl",
             { class: "kv" },
-            h("dt", { text: "Actor calls (proxy)" }), h("dd", { text: String(u.calls) }),
-            h("dt", { text: "Prompt tokens" }), h("dd", { text: u.prompt_tokens.toLocaleString() }),
-            h("dt", { text: "Completion tokens" }), h("dd", { text: u.completion_tokens.toLocaleString() }),
+            h("dt", { text: "Actor calls" }), h("dd", { text: String(u.calls) }),
+            h("dt", { text: "Prompt / completion tokens" }), h("dd", { text: `${u.prompt_tokens.toLocaleString()} / ${u.completion_tokens.toLocaleString()}` }),
             h("dt", { text: "Cost" }), h("dd", { text: usd(u.cost_usd) }),
           )
-        : empty("Usage is counted per API key; this server runs without keys."),
+        : empty("Counted per API key; this server runs without keys."),
     );
     replace(
       flower,
@@ -117,7 +128,7 @@ export function fleetPage(ctx) {
         section("Queues", queues),
         section("Workers", workers),
         section("Recent failures (this tenant)", failures),
-        section("Model usage and cost (this key)", usage),
+        section("Model usage and cost", usage),
         section("Flower", flower),
       ),
     ),

@@ -369,7 +369,7 @@ export function threadPage(ctx, threadId) {
   // -------------------------------------------------------------------------------------- actions
 
   const observe = h("button", { type: "button", testid: "observe-now", text: "Observe now" });
-  const guidance = h("textarea", { id: "reflect-guidance", testid: "reflect-guidance", rows: 2, placeholder: "e.g. keep every date and amount" });
+  const guidance = h("textarea", { id: "reflect-guidance", testid: "reflect-guidance", rows: 1, placeholder: "e.g. keep every date and amount" });
   const reflect = h("button", { type: "button", testid: "reflect-now", text: "Reflect now" });
 
   async function operate(button, what, body) {
@@ -446,10 +446,13 @@ export function threadPage(ctx, threadId) {
       "section",
       { class: "panel actions", "aria-label": "Actions" },
       h("h2", { text: "Actions" }),
-      h("div", { class: "inline" }, observe),
-      h("label", { for: "reflect-guidance", text: "Guidance for the Reflector (optional)" }),
-      guidance,
-      h("div", { class: "inline" }, reflect),
+      h(
+        "div",
+        { class: "actions-row" },
+        observe,
+        h("div", { class: "guidance" }, h("label", { for: "reflect-guidance", text: "Guidance for the Reflector (optional)" }), guidance),
+        reflect,
+      ),
       actionStatus,
     ),
     h(
