@@ -48,6 +48,22 @@ MARKUP = '<img src="x" onerror="window.__xss = 1">'
 # ----------------------------------------------------------------------------------------- helpers
 
 
+@pytest.fixture(autouse=True)
+def no_script_errors(page: Page) -> Iterator[None]:
+    """Every test fails on an uncaught error in the page's scripts or a Content-Security-Policy violation
+    (a page that half works would otherwise pass on what it happened to render)."""
+    problems: list[str] = []
+    page.on("pageerror", lambda error: problems.append(f"uncaught: {error}"))
+    page.on(
+        "console",
+        lambda message: (
+            problems.append(f"console: {message.text}") if "Content Security Policy" in message.text else None
+        ),
+    )
+    yield
+    assert problems == []
+
+
 @pytest.fixture
 def alice(tenants: tuple[Tenant, Tenant]) -> Tenant:
     return tenants[0]
