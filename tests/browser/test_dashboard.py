@@ -26,7 +26,7 @@ import pytest
 from playwright.sync_api import Browser, Page, Request, expect
 
 from tests.browser.conftest import Tenant, UiStack
-from tests.support.api_server import new_id
+from tests.support.api_server import new_id, run_api_server
 from tests.support.browser import PHONE
 from tests.support.browser import screenshot as save_screenshot
 from tests.support.tcp_proxy import tcp_proxy
@@ -399,3 +399,25 @@ def test_the_live_feed_resumes_after_a_dropped_stream_without_losing_or_repeatin
     cursor = resumed[0].headers["last-event-id"]
     assert int(cursor.split("~")[0]) >= 0 and re.fullmatch(r"[0-9]+(~[0-9,]+)?", cursor)
     assert proxy.refused + proxy.accepted > 1
+
+
+def test_without_authentication_the_dashboard_opens_without_a_sign_in(
+    postgres_url: str, redis_url: str, tmp_path: Path, page: Page, screenshot: Screenshot
+) -> None:
+    """`om up` runs with OM_AUTH=none: /v1/whoami says so and the page goes straight to the data."""
+    env = {"OM_AUTH": "none", "OM_EXECUTOR": "inline"}
+    with run_api_server(postgres_url, redis_url, tmp_path, env=env) as server:
+        with httpx.Client(base_url=server.base_url, timeout=60) as open_api:
+            thread = new_thread(open_api, new_id("res"), title="No keys here")
+            post_turn(open_api, thread, 1)
+        page.goto(server.base_url + "/ui/")
+        expect(page.get_by_test_id("resource-list")).to_be_visible(timeout=UI_TIMEOUT_MS)
+        expect(page.get_by_test_id("signin-form")).to_have_count(0)
+        expect(page.get_by_text("no authentication (om up)")).to_be_visible()
+        expect(page.get_by_role("button", name="Sign out")).to_be_hidden()
+        page.get_by_test_id("thread-search").fill(thread)
+        expect(page.get_by_test_id("thread-row")).to_have_count(1, timeout=UI_TIMEOUT_MS)
+        page.get_by_test_id("thread-row").get_by_role("link").click()
+        expect(page.get_by_test_id("recent-messages")).to_contain_text("LH401", timeout=UI_TIMEOUT_MS)
+        expect(page.get_by_test_id("live-status")).to_have_text("live", timeout=UI_TIMEOUT_MS)
+        screenshot(page, "thread-without-auth")
