@@ -162,7 +162,10 @@ def test_sign_in_find_a_resource_and_open_its_thread(
     screenshot(page, "signin")
     page.get_by_label("API key").fill("om_not-a-real-key")
     page.get_by_role("button", name="Sign in").click()
-    expect(page.get_by_test_id("signin-error")).to_contain_text("refused", timeout=UI_TIMEOUT_MS)
+    expect(page.get_by_test_id("signin-error")).to_have_text(
+        "That key was refused: check it and try again.", timeout=UI_TIMEOUT_MS
+    )
+    expect(page.get_by_label("API key")).to_be_focused()
 
     page.get_by_label("API key").fill(alice.key)
     page.get_by_role("button", name="Sign in").click()

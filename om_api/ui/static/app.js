@@ -13,7 +13,7 @@ const nav = document.getElementById("nav");
 const who = document.getElementById("who");
 const signout = document.getElementById("signout");
 
-const session = { whoami: null, cleanup: null };
+const session = { whoami: null, cleanup: null, signingIn: false };
 
 function stopPage() {
   if (session.cleanup) {
@@ -35,12 +35,15 @@ function showSignin(message) {
   replace(main, view);
   signinPage(view, message, async (key) => {
     setKey(key);
+    session.signingIn = true; // a 401 here is the form's own answer, not a session that expired
     try {
       session.whoami = await api("/v1/whoami");
     } catch (error) {
       setKey(null);
       if (error instanceof ApiError && error.status === 401) return "That key was refused: check it and try again.";
       return `Could not reach the API: ${error.message}`;
+    } finally {
+      session.signingIn = false;
     }
     await route();
     return null;
@@ -98,6 +101,7 @@ async function route() {
 }
 
 onUnauthorized(() => {
+  if (session.signingIn) return;
   setKey(null);
   showSignin("Your key was refused (401): sign in again.");
 });
