@@ -256,11 +256,16 @@ def up(
 def demo(
     port: Annotated[int, typer.Option(help="API port for the embedded stack")] = 8088,
     turns: Annotated[int, typer.Option(help="Turns to play (0 = the whole sample conversation)")] = 0,
+    keep: Annotated[
+        bool,
+        typer.Option(help="Keep the stack running after the summary (until Ctrl-C), to open the dashboard"),
+    ] = False,
 ) -> None:
-    """Play the sample conversation through the real HTTP API of the embedded stack and summarise."""
+    """Play the sample conversation through the real HTTP API of the embedded stack and summarise; the
+    last lines say where the thread is in the dashboard (/ui)."""
     from om_app.demo import run_demo
 
-    sys.exit(run_demo(port=port, turns=turns))
+    sys.exit(run_demo(port=port, turns=turns, keep=keep))
 
 
 @keys_app.command("create")

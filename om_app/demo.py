@@ -7,11 +7,16 @@ summary whose numbers come from the API's own status and observations endpoints.
 
 The demo uses smaller thresholds than the defaults (`messageTokens` 6000, `observationTokens` 5000) so
 the whole cycle (buffering, activation, reflection) happens several times within a few minutes.
+
+The stack is thrown away when the demo ends, so its last lines say how to look at the thread in the
+dashboard: `om demo --keep` keeps the stack running after the summary, until Ctrl-C, at the printed
+`/ui/#/threads/<id>` address.
 """
 
 from __future__ import annotations
 
 import json
+import signal
 import statistics
 import sys
 import time
@@ -60,7 +65,12 @@ def _memory_line(status: StatusPayload) -> str:
     )
 
 
-def run_demo(port: int = 8088, turns: int = 0) -> int:
+def dashboard_url(api_url: str, thread_id: str) -> str:
+    """The dashboard's page of one thread (hash routing: the part after `#` never reaches the server)."""
+    return f"{api_url}/ui/#/threads/{thread_id}"
+
+
+def run_demo(port: int = 8088, turns: int = 0, keep: bool = False) -> int:
     from om_api.client import OMClient
 
     console = Console()
@@ -78,6 +88,7 @@ def run_demo(port: int = 8088, turns: int = 0) -> int:
             with OMClient(stack.api_url) as client:
                 _play(client, thread_id, messages, tally, console)
                 _summary(client, thread_id, tally, console, stack.api_url)
+            _dashboard(console, stack.api_url, thread_id, keep=keep)
     except KeyboardInterrupt:
         console.print("[yellow]interrupted; everything the demo started has been stopped[/yellow]")
         return 130
@@ -190,6 +201,33 @@ def _summary(client: OMClient, thread_id: str, tally: Tally, console: Console, a
         "  Flower:         om flower   (watch the om.* queues)\n"
         "  Benchmarks:     make bench"
     )
+
+
+def _dashboard(console: Console, api_url: str, thread_id: str, *, keep: bool) -> None:
+    """The last lines: where the thread is in the dashboard. With `keep`, the stack (and so the page) stays
+    up until Ctrl-C; without it the stack stops right after, with the thread, so say how to keep one."""
+    if not keep:
+        console.print(
+            "\n[bold]See the demo thread in the dashboard[/bold]: this stack stops now, and its thread "
+            "with it. Run [bold]om demo --keep[/bold]: the stack then stays up after the summary (until "
+            f"Ctrl-C) and it prints the thread's page, {dashboard_url(api_url, '<thread id>')}\n"
+            "om up and om serve serve the dashboard at /ui/ too, for their own threads.",
+            soft_wrap=True,
+            highlight=False,
+            markup=True,
+        )
+        return
+    console.print(
+        f"\n[bold]Dashboard[/bold]: open {dashboard_url(api_url, thread_id)}\n"
+        "the demo's stack stays up for it; Ctrl-C stops everything the demo started",
+        soft_wrap=True,
+        highlight=False,
+    )
+    try:
+        while True:
+            signal.pause()  # until Ctrl-C (KeyboardInterrupt) or SIGTERM (the stack's handler exits)
+    except KeyboardInterrupt:
+        console.print("stopping the demo's stack")
 
 
 if __name__ == "__main__":

@@ -185,6 +185,11 @@ class _Plan:
         return f"http://127.0.0.1:{self.api_port}"
 
     @property
+    def dashboard_url(self) -> str:
+        """The memory dashboard the API serves (no sign-in: `om up` runs without keys)."""
+        return f"{self.api_url}/ui/"
+
+    @property
     def redis_url(self) -> str:
         return f"redis://127.0.0.1:{self.redis_port}/0"
 
@@ -288,6 +293,7 @@ def _run(plan: _Plan, say: Announcer, policy: RestartPolicy) -> int:
             supervisor.start()
             if _wait_ready(plan, supervisor, stop, say):
                 say(f"API ready at {plan.api_url}  (docs: {plan.api_url}/docs)")
+                say(f"dashboard at {plan.dashboard_url}  (threads, memory, live events, the fleet)")
                 say(f"other commands on this data: OM_DATABASE_URL={data.database_url} om keys list")
                 supervisor.run(stop)
             elif not stop.is_set():

@@ -2,11 +2,12 @@
 
 `ui_stack` is what a deployment runs: `om serve` (preflight, auth by keys) in celery mode on the test
 Postgres and Redis, Celery workers consuming every queue of the task table, and beat for the periodic
-maintenance (idle activation, stale-work recovery). It is session-scoped because starting it costs several
-seconds of imports per process on a two-core machine; every test gets fresh tenants' keys from it
-(`tenants`), so tests never see each other's threads.
+maintenance (idle activation, stale-work recovery). It is package-scoped: started once for all of
+tests/browser (its processes cost several seconds of imports each on a two-core machine) and stopped when
+the last browser test is done, so it does not run beside the rest of `make test`. Every test gets fresh
+tenants' keys from it (`tenants`), so tests never see each other's threads.
 
-Pages come from one chromium per session (`browser`), each test in its own context (`page`: a laptop
+Pages come from one chromium for the package (`browser`), each test in its own context (`page`: a laptop
 viewport, fresh storage), so a sign-in kept in sessionStorage never leaks into the next test.
 """
 
@@ -72,7 +73,7 @@ class UiStack:
         return Tenant(tenant_id, tenancy.create_key(self.db, tenant_id, "browser").secret)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def ui_stack(
     postgres_url: str, redis_url: str, pg_engine: Engine, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[UiStack]:
@@ -104,7 +105,7 @@ def tenants(ui_stack: UiStack) -> tuple[Tenant, Tenant]:
     return ui_stack.new_tenant("alice"), ui_stack.new_tenant("mallory")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def browser() -> Iterator[Browser]:
     with sync_playwright() as playwright:
         chromium = launch_chromium(playwright)

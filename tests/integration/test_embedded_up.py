@@ -313,6 +313,11 @@ def test_om_up_killed_outright_takes_its_children_along_and_starts_again(om_up: 
     signal), release the data directory's lock with their last breath, and the next start finds the data."""
     messages = conversation(6, seed=5)
     first = om_up()
+    wait_for(
+        "om up to print the dashboard's address",
+        lambda: f"om: dashboard at {first.url}/ui/ " in first.log(),
+        deadline_s=30,
+    )
     with OMClient(first.url, timeout=120) as client:
         post(client, "t-killed", messages)
     children = list(first.state()["children"].values())
