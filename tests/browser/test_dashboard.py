@@ -294,6 +294,18 @@ def test_a_refused_config_value_is_shown_beside_its_field_and_a_good_one_saves(
     stored = ok(api.get(f"/v1/threads/{thread}/config"))
     assert stored["overrides"] == {"observation": {"messageTokens": 5000}}
 
+    # A block where the form has a single value stays in the JSON box, and a save keeps it whole.
+    block = {"retrieval": {"scope": "thread"}, "observation": {"messageTokens": 5000}}
+    ok(api.put(f"/v1/threads/{thread}/config", json={"overrides": block}))
+    page.reload()
+    expect(page.get_by_label("Retrieval (search index)")).to_be_disabled(timeout=UI_TIMEOUT_MS)
+    expect(page.get_by_label("Other overrides (JSON object)")).to_have_value(re.compile(r'"scope": "thread"'))
+    field.get_by_role("textbox").fill("6000")
+    page.get_by_test_id("config-save").click()
+    expect(page.get_by_test_id("config-editor")).to_contain_text("Saved.", timeout=UI_TIMEOUT_MS)
+    stored = ok(api.get(f"/v1/threads/{thread}/config"))
+    assert stored["overrides"] == {"retrieval": {"scope": "thread"}, "observation": {"messageTokens": 6000}}
+
 
 def test_search_finds_a_planted_value(
     ui_stack: UiStack, alice: Tenant, api: httpx.Client, page: Page, screenshot: Screenshot

@@ -34,12 +34,19 @@ function setPath(object, path, value) {
   target[keys[keys.length - 1]] = value;
 }
 
+function isScalar(value) {
+  return value === null || typeof value !== "object";
+}
+
 /** `object` without the form's paths (what the JSON box holds); empty objects left behind are dropped. */
 function withoutFields(object) {
   const copy = JSON.parse(JSON.stringify(object || {}));
   for (const { path } of FIELDS) {
     const keys = path.split(".");
     const parent = keys.length > 1 ? getPath(copy, keys.slice(0, -1).join(".")) : copy;
+    const value = parent && typeof parent === "object" ? parent[keys[keys.length - 1]] : undefined;
+    // a block where the form has a scalar (`retrieval: {vector: true}`) stays in the JSON box, whole
+    if (value !== undefined && !isScalar(value)) continue;
     if (parent && typeof parent === "object") delete parent[keys[keys.length - 1]];
     if (keys.length > 1 && parent && typeof parent === "object" && !Array.isArray(parent) && !Object.keys(parent).length) {
       delete copy[keys[0]];
@@ -127,7 +134,10 @@ export function configEditor(base, onSaved) {
       const input = inputs.get(field.path);
       const value = getPath(config.overrides || {}, field.path);
       const inherited = getPath(config.effective || {}, field.path);
-      input.value = value === undefined || value === null ? "" : String(value);
+      const inJson = value !== undefined && !isScalar(value);
+      input.disabled = inJson;
+      input.title = inJson ? "Set as a block in the JSON box below" : "";
+      input.value = value === undefined || value === null || inJson ? "" : String(value);
       if (input.tagName === "INPUT") input.placeholder = inherited === undefined ? "default" : String(inherited);
     }
     const rest = withoutFields(config.overrides);
@@ -152,8 +162,9 @@ export function configEditor(base, onSaved) {
       }
     }
     for (const field of FIELDS) {
-      const text = inputs.get(field.path).value.trim();
-      if (text !== "") setPath(overrides, field.path, parseValue(field, text));
+      const input = inputs.get(field.path);
+      const text = input.value.trim();
+      if (!input.disabled && text !== "") setPath(overrides, field.path, parseValue(field, text));
     }
     save.disabled = true;
     status.textContent = "Saving…";
