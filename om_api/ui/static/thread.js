@@ -239,7 +239,8 @@ export function threadPage(ctx, threadId) {
             h(
               "li",
               { class: `diff-${line.op}` },
-              h("span", { class: "diff-op", "aria-label": line.op, text: line.op === "added" ? "+" : line.op === "removed" ? "−" : " " }),
+              h("span", { class: "diff-op", "aria-hidden": "true", text: line.op === "added" ? "+" : line.op === "removed" ? "−" : " " }),
+              line.op === "kept" ? null : h("span", { class: "sr-only", text: `${line.op}: ` }),
               h("span", { class: "diff-text" }, renderLineParts(line.text)),
             ),
           ),
