@@ -20,7 +20,7 @@ from fastapi import FastAPI
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 
-from om_api import errors, proxy
+from om_api import errors, proxy, ui
 from om_api.errors import error_body
 from om_api.metrics import Metrics
 from om_api.routes import (
@@ -189,4 +189,6 @@ def create_app(settings: Settings | None = None, adapters: Adapters | None = Non
         health.router,
     ):
         app.include_router(router)
+    # The dashboard (issue 17): static files only, which call the routes above with the user's key.
+    ui.mount(app)
     return app
