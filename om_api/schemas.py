@@ -28,6 +28,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from om_core import Message, Part, Role
+from om_core.store.usage import UsageTotals
 
 #: Thread, resource and message ids: what chat backends use (uuids, slugs, `user:42`, emails), nothing that
 #: needs escaping in a URL path or cannot be stored.
@@ -453,6 +454,16 @@ class OMUsage(_Response):
     total_tokens: int
     cost_usd: float = Field(description="litellm's cost of those calls; 0 for models it has no price for")
     cycles: int = Field(description="Cycles that reported usage (each end or failed event once)")
+
+    @classmethod
+    def of(cls, totals: UsageTotals) -> OMUsage:
+        return cls(
+            input_tokens=totals.input_tokens,
+            output_tokens=totals.output_tokens,
+            total_tokens=totals.total_tokens,
+            cost_usd=totals.cost_usd,
+            cycles=totals.cycles,
+        )
 
 
 class ThreadDetail(ThreadInfo):

@@ -15,18 +15,18 @@ from fastapi import APIRouter, Path
 from om_api.auth import Caller, Runtime
 from om_api.errors import ApiError
 from om_api.routes.common import COMMON_ERRORS, ThreadId, errors, require_thread
+from om_api.routes.usage import key_usage
 from om_api.schemas import (
     DiffLineOut,
     FleetResponse,
     GenerationDiffResponse,
-    KeyUsageResponse,
     OMUsage,
     QueueDepth,
     RecentFailure,
     WhoAmI,
     WorkerSeen,
 )
-from om_core import dashboard, tenancy
+from om_core import dashboard
 
 router = APIRouter(tags=["dashboard"])
 
@@ -59,18 +59,6 @@ def whoami(runtime: Runtime, caller: Caller) -> WhoAmI:
     summary="Queue depths, workers seen, the caller's recent failures and usage, the Flower link",
 )
 def fleet(runtime: Runtime, caller: Caller) -> FleetResponse:
-    usage = None
-    if caller.key_id is not None and caller.tenant_id is not None:
-        counted = tenancy.key_usage(runtime.db, caller.key_id)
-        if counted is not None:
-            usage = KeyUsageResponse(
-                key_id=caller.key_id,
-                tenant_id=caller.tenant_id,
-                calls=counted.calls,
-                prompt_tokens=counted.prompt_tokens,
-                completion_tokens=counted.completion_tokens,
-                cost_usd=counted.cost_usd,
-            )
     om_usage = dashboard.tenant_om_usage(runtime.db, caller.tenant_id)
     return FleetResponse(
         executor="celery" if runtime.distributed else "inline",
@@ -83,14 +71,8 @@ def fleet(runtime: Runtime, caller: Caller) -> FleetResponse:
             RecentFailure(**vars(f))
             for f in dashboard.recent_failures(runtime.db, tenant_id=caller.tenant_id)
         ],
-        usage=usage,
-        om_usage=OMUsage(
-            input_tokens=om_usage.input_tokens,
-            output_tokens=om_usage.output_tokens,
-            total_tokens=om_usage.total_tokens,
-            cost_usd=om_usage.cost_usd,
-            cycles=om_usage.cycles,
-        ),
+        usage=key_usage(runtime, caller),
+        om_usage=OMUsage.of(om_usage),
         flower_url=runtime.settings.flower_url,
     )
 

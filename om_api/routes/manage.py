@@ -83,13 +83,7 @@ def _detail(runtime: Runtime, thread: ThreadRow) -> ThreadDetail:
         scope="resource" if summary.scope == "resource" else "thread",
         counts=ThreadCounts(**vars(summary.counts)),
         extracted=extracted_values(cfg, thread),
-        usage=OMUsage(
-            input_tokens=usage.input_tokens,
-            output_tokens=usage.output_tokens,
-            total_tokens=usage.total_tokens,
-            cost_usd=usage.cost_usd,
-            cycles=usage.cycles,
-        ),
+        usage=OMUsage.of(usage),
     )
 
 

@@ -31,11 +31,21 @@ def get_usage(runtime: Runtime, caller: Caller) -> KeyUsageResponse:
             "usage is counted per API key and this server runs without keys (OM_AUTH=none): read the "
             "om_actor_model_* series of /metrics instead",
         )
-    usage = tenancy.key_usage(runtime.db, caller.key_id)
+    usage = key_usage(runtime, caller)
     if usage is None:  # revoked and deleted between authentication and now
         raise ApiError(
             401, "unauthorized", "the API key is unknown or revoked: check it, or create a new one"
         )
+    return usage
+
+
+def key_usage(runtime: Runtime, caller: Caller) -> KeyUsageResponse | None:
+    """The calling key's counters; None without a key (OM_AUTH=none) or for a key deleted since."""
+    if caller.key_id is None or caller.tenant_id is None:
+        return None
+    usage = tenancy.key_usage(runtime.db, caller.key_id)
+    if usage is None:
+        return None
     return KeyUsageResponse(
         key_id=caller.key_id,
         tenant_id=caller.tenant_id,
