@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 from sqlalchemy import Connection, text
+from sqlalchemy.exc import OperationalError
 
 from om_core.sized_lru import SizedLRU
 
@@ -127,7 +128,11 @@ class VectorCache:
         this cache cannot answer (off, unknown layout, no stamp, over budget)."""
         if not self.enabled or not self._known_layout(conn, table):
             return None
-        resource = self._current(conn, table, resource_id, len(vector))
+        try:
+            resource = self._current(conn, table, resource_id, len(vector))
+        except OperationalError:  # the database was replaced by one without the stamps (same URL)
+            self._layouts.pop((str(conn.engine.url), table), None)
+            return None
         if resource is None:
             return None
         return _rank(resource, np.asarray(vector, dtype=np.float32), k)

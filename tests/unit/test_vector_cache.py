@@ -236,3 +236,18 @@ def test_hybrid_search_through_the_cache_follows_the_index(db: Engine) -> None:
     say(31, "Zentorvaldo")
     second = searcher(SearchRequest(resource_id=resource, query="Zentorvldo", limit=3))
     assert second[0].ref == "m61" and second[0].sources == ("vector",)
+
+
+def test_a_database_replaced_under_the_same_url_is_not_answered_from_what_was_learnt(db: Engine) -> None:
+    corpus = Corpus(db)
+    corpus.add(10)
+    cache = VectorCache(64 * 1024 * 1024)
+    both(db, cache, corpus, k=10)
+    table = vectors.table_name(DIMS)
+    with db.begin() as conn:  # as if the file were swapped for one made before stamps existed
+        conn.execute(text(f"DROP TRIGGER {table}_stamps_delete"))
+        conn.execute(text(f"DROP TABLE {table}_stamps"))
+    query = corpus.vector()
+    with db.connect() as conn:
+        assert cache.nearest(conn, table, corpus.resource, query, 5) is None
+        assert len(vectors.nearest(conn, corpus.resource, query, 5, cache=cache)) == 5
