@@ -68,6 +68,8 @@ class TurnResult:
     #: thread has `retrieval` on (spec §9.2), `updateWorkingMemory` when the actor manages its working
     #: memory (§8.7), else none. Shared values: read, do not modify.
     tools: list[dict[str, Any]] = field(default_factory=list)
+    #: False when the caller asked for no context: the fields above that make it up are empty.
+    with_context: bool = True
 
 
 @dataclass(frozen=True)
@@ -107,6 +109,9 @@ class TurnInput:
     tenant_id: str | None = None
     #: The actor call's provider options (`"auto"` idle TTL, spec §4.7).
     provider_options: dict[str, Any] | None = None
+    #: False when the caller does not want the actor's context back (the reply call of an exchange): the
+    #: turn then neither builds it nor reads the message bodies it would show.
+    with_context: bool = True
 
 
 def ingest_turn(core: EngineCore, turn: TurnInput) -> TurnResult:
@@ -133,7 +138,7 @@ def _ingest(core: EngineCore, turn: TurnInput, sink: list[StoredEvent]) -> TurnR
     before, head, window, shared = stored.before, stored.head, stored.window, stored.shared
     cfg = core.config_for(stored.thread.effective_overrides)
     if not cfg.enabled:
-        return _disabled_turn(core, thread_id, cfg, stored, turn.step_number)
+        return _disabled_turn(core, thread_id, cfg, stored, turn.step_number, turn.with_context)
     activity = Activity(
         previous_model=before.last_actor_model if before is not None else None,
         last_activity_at=before.last_activity_at if before is not None else None,
@@ -216,8 +221,9 @@ def _ingest(core: EngineCore, turn: TurnInput, sink: list[StoredEvent]) -> TurnR
         current=_Current(head, window, stored.thread, stored.messages, shared) if unchanged else None,
         # A launch moved the buffering boundary the status shows: compute it again then.
         status=first_status if unchanged and not first_status.should_buffer else None,
+        with_context=turn.with_context,
     )
-    if in_backlog:
+    if in_backlog and turn.with_context:
         result = backlog.bounded_view(core, cfg, thread_id, result)
     return reminders.with_reminder_events(result, stored.reminders)
 
@@ -275,6 +281,7 @@ def store_and_read(core: EngineCore, turn: TurnInput) -> _Stored:
                 thread_id,
                 _context_start(core, conn, thread, current, cfg),
                 known=lambda seq: fresh_parts.get(seq) or core.cached_part(thread, seq),
+                bodies=turn.with_context,
             ),
         )
     core.remember_parts(thread, unobserved, fresh_parts)
@@ -308,7 +315,12 @@ def _context_start(
 
 
 def _disabled_turn(
-    core: EngineCore, thread_id: str, cfg: ResolvedConfig, stored: _Stored, step_number: int
+    core: EngineCore,
+    thread_id: str,
+    cfg: ResolvedConfig,
+    stored: _Stored,
+    step_number: int,
+    with_context: bool,
 ) -> TurnResult:
     """A turn with OM off: the messages are stored (storage is the source of truth) and nothing else
     happens: no model call, no background work, no change to the record or the thread's hints, no
@@ -325,12 +337,13 @@ def _disabled_turn(
         continuation_reminder="",
         status=status.to_status_payload(stored.head.id, thread_id, step_number, stored.head.generation_count),
         events=[],
+        with_context=with_context,
     )
 
 
-def _read_current(core: EngineCore, thread_id: str, cfg: ResolvedConfig) -> _Current:
-    """Head, window, unobserved messages and shared memory as committed now (after work that changed
-    them)."""
+def _read_current(core: EngineCore, thread_id: str, cfg: ResolvedConfig, *, bodies: bool = True) -> _Current:
+    """Head, window, unobserved messages (none without `bodies`) and shared memory as committed now
+    (after work that changed them)."""
     with core.db.connect() as conn:
         head = records.read_head(conn, lookup_key(thread_id))
         thread = history.get_thread(conn, thread_id)
@@ -346,6 +359,7 @@ def _read_current(core: EngineCore, thread_id: str, cfg: ResolvedConfig) -> _Cur
                 thread_id,
                 current.last_observed_seq,
                 known=lambda seq: core.cached_part(thread, seq),
+                bodies=bodies,
             ),
         )
     core.remember_parts(thread, unobserved, {})
@@ -359,7 +373,7 @@ def current_status(core: EngineCore, thread_id: str, step_number: int = 0) -> St
     cfg = core.thread_config(thread_id)
     if records.get_head(core.db, lookup_key(thread_id)) is None:
         raise KeyError(thread_id)
-    head, window, _thread, _messages, shared = _read_current(core, thread_id, cfg)
+    head, window, _thread, _messages, shared = _read_current(core, thread_id, cfg, bodies=False)
     log = shared.log
     status = shared_view.status_with(core, head, window, cfg, shared)
     return status.to_status_payload(log.id, thread_id, step_number, log.generation_count)
@@ -415,9 +429,13 @@ def turn_result(
     *,
     current: _Current | None,
     status: policy.Status | None = None,
+    with_context: bool = True,
 ) -> TurnResult:
-    """Write the turn's status event and build what the actor sees from one consistent read."""
-    head, window, thread, unobserved, shared = current or _read_current(core, thread_id, cfg)
+    """Write the turn's status event and build what the actor sees from one consistent read (only the
+    status and events `with_context` False)."""
+    head, window, thread, unobserved, shared = current or _read_current(
+        core, thread_id, cfg, bodies=with_context
+    )
     status = status or shared_view.status_with(core, head, window, cfg, shared)
     log = shared.log
     payload = status.to_status_payload(log.id, thread_id, step_number, log.generation_count)
@@ -434,6 +452,21 @@ def turn_result(
         if cfg.working_memory.enabled:  # one primary-key read, only for threads that have one
             memory = working_memory.read_at(conn, working_memory.target_for_thread(thread, cfg), cfg)
     core.publish(stored)
+    if not with_context:
+        return TurnResult(
+            thread_id=public_id(thread_id),
+            resource_id=public_id(thread.resource_id),
+            record_id=log.id,
+            system_messages=[],
+            messages=[],
+            continuation_reminder="",
+            status=payload,
+            events=list(sink),
+            blocked=blocked,
+            degraded=degraded_reason is not None,
+            degraded_reason=degraded_reason,
+            with_context=False,
+        )
     visible = with_observed_calls(
         core, thread_id, head.last_observed_seq, [m for m in unobserved if m.has_visible_content]
     )
