@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import Engine, event, text
+from sqlalchemy.exc import OperationalError
 
+from om_core.store import db as db_module
 from om_core.store.db import (
     _SQLITE_MODULE,
     SQLITE_POOL_SIZE,
@@ -150,5 +152,72 @@ def test_a_memory_database_keeps_one_connection_per_thread() -> None:
             conn.execute(text("CREATE TABLE t (x INTEGER)"))
             conn.execute(text("INSERT INTO t VALUES (1)"))
         assert rows(engine) == [1]
+    finally:
+        engine.dispose()
+
+
+def _write_within(db: Engine, value: int, deadline_s: float = 30) -> None:
+    """A write in another thread that must finish well within the busy timeout (60 s): it would wait
+    that long for a write turn that was never given back."""
+    done = threading.Event()
+    errors: list[BaseException] = []
+
+    def write() -> None:
+        try:
+            with db.begin() as conn:
+                conn.execute(text("INSERT INTO t VALUES (:x)"), {"x": value})
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+        finally:
+            done.set()
+
+    threading.Thread(target=write, daemon=True).start()
+    assert done.wait(deadline_s), "the write turn was not given back"
+    assert errors == []
+
+
+def test_every_end_of_a_write_transaction_gives_the_write_turn_back(db: Engine) -> None:
+    """Writers of one engine take turns in the process (`store.db._WriterQueue`) before SQLite's lock: a
+    commit, a rollback, a connection closed or invalidated inside its write transaction each give the
+    turn back."""
+    with db.begin() as conn:
+        conn.execute(text("INSERT INTO t VALUES (1)"))
+    _write_within(db, 2)
+    with db.connect() as conn:
+        conn.execute(text("INSERT INTO t VALUES (100)"))
+        conn.rollback()
+    _write_within(db, 3)
+    conn = db.connect()
+    conn.execute(text("INSERT INTO t VALUES (101)"))
+    conn.close()  # inside the transaction
+    _write_within(db, 4)
+    conn = db.connect()
+    conn.execute(text("INSERT INTO t VALUES (102)"))
+    conn.invalidate()  # the connection is closed, its transaction with it
+    _write_within(db, 5)
+    assert rows(db) == [1, 2, 3, 4, 5]
+
+
+def test_a_writer_that_found_the_database_locked_gives_its_turn_back(
+    path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process holds the write lock past the busy timeout: the writer fails as SQLite would
+    ("database is locked"), and the next writer of this process is not kept waiting by it."""
+    monkeypatch.setattr(db_module, "BUSY_TIMEOUT_S", 0.2)
+    engine = make_engine(f"sqlite:///{path}")
+    try:
+        with engine.begin() as conn:
+            conn.execute(text("CREATE TABLE t (x INTEGER)"))
+        module = _SQLITE_MODULE if _SQLITE_MODULE is not None else pytest.importorskip("sqlite3")
+        other = module.connect(str(path), isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")
+        try:
+            with pytest.raises(OperationalError, match="locked"), engine.begin() as conn:
+                conn.execute(text("INSERT INTO t VALUES (1)"))
+        finally:
+            other.execute("ROLLBACK")
+            other.close()
+        _write_within(engine, 2, deadline_s=10)
+        assert rows(engine) == [2]
     finally:
         engine.dispose()
