@@ -36,11 +36,12 @@ from om_core.engine.ports import ThreadIdRequired
 from om_core.engine.tasks import BufferObservation, Observe, Task, lookup_key, new_cycle_id
 from om_core.engine.tool_pairs import with_observed_calls
 from om_core.engine.window import Window, build_window, start_of_recent
-from om_core.messages import Message
+from om_core.messages import Message, Part
 from om_core.policy import StatusPayload
 from om_core.recall.tool import RECALL_TOOL, recall_guidance
 from om_core.scoped_ids import public_id
 from om_core.store import history, records
+from om_core.store.db import is_postgres, read_only
 from om_core.store.outbox import write_events
 from om_core.store.types import NewEvent, Record, StoredEvent
 
@@ -238,9 +239,15 @@ def _blocking_observation(core: EngineCore, thread: history.ThreadRow, cfg: Reso
 
 
 def store_and_read(core: EngineCore, turn: TurnInput) -> _Stored:
-    """One transaction: lock the thread (creating it for the tenant if new), check access, store the
-    messages (temporal markers first, when configured), read (or create) the head, and read the
-    unobserved window with its messages, bodies coming from the part cache where it has them."""
+    """Lock the thread (creating it for the tenant if new), check access, store the messages (temporal
+    markers first, when configured), read (or create) the head, then read the unobserved window with its
+    messages, bodies coming from the part cache where it has them.
+
+    On Postgres everything is one transaction: it locks rows only. SQLite has one write lock for the whole
+    database, held from `BEGIN IMMEDIATE` to commit, so there the window is read after the commit, in a
+    reader that neither takes nor waits for that lock: every other writer (the worker's cycles, the other
+    turns) waits only for the writes. The reader sees this turn's commit or later, as one snapshot, and
+    takes the head as it finds it (work that moved the cursor meanwhile is then already shown)."""
     thread_id, incoming = turn.thread_id, turn.messages
     key = lookup_key(thread_id)
     with core.db.begin() as conn:
@@ -269,8 +276,36 @@ def store_and_read(core: EngineCore, turn: TurnInput) -> _Stored:
             observed_timezone=core.settings.timezone,
         )
         reminder_events = reminders.write_reminders(conn, thread_id, head, fresh)
+        if cfg.enabled and resource.is_shared(cfg):
+            resource.read_log(conn, core, thread.resource_id)  # created by the writer, read below
         fresh_parts = {part.seq: part for message in fresh for part in message.parts}
-        head, unobserved, shared = shared_view.read_consistent(
+        read = _WindowRead(core, thread, cfg, fresh_parts, turn.with_context)
+        seen = read(conn, head) if is_postgres(conn) else None
+    if seen is None:
+        with read_only(core.db) as conn:
+            seen = read(conn, records.read_head(conn, key) or head)
+    head, unobserved, shared = seen
+    core.remember_parts(thread, unobserved, fresh_parts)
+    window = build_window(unobserved.rows, core.counter)
+    return _Stored(before, thread, head, window, unobserved.messages, shared, reminder_events)
+
+
+@dataclass(frozen=True)
+class _WindowRead:
+    """The read half of `store_and_read`: the unobserved window after `head`'s cursor and the shared
+    memory, consistent with each other (`shared_view.read_consistent`)."""
+
+    core: EngineCore
+    thread: history.ThreadRow
+    cfg: ResolvedConfig
+    fresh_parts: dict[int | None, Part]
+    bodies: bool
+
+    def __call__(
+        self, conn: Connection, head: Record
+    ) -> tuple[Record, history.Unobserved, shared_view.SharedView]:
+        core, thread, cfg = self.core, self.thread, self.cfg
+        return shared_view.read_consistent(
             core,
             conn,
             thread,
@@ -278,15 +313,12 @@ def store_and_read(core: EngineCore, turn: TurnInput) -> _Stored:
             cfg,
             lambda current: history.read_unobserved(
                 conn,
-                thread_id,
+                thread.id,
                 _context_start(core, conn, thread, current, cfg),
-                known=lambda seq: fresh_parts.get(seq) or core.cached_part(thread, seq),
-                bodies=turn.with_context,
+                known=lambda seq: self.fresh_parts.get(seq) or core.cached_part(thread, seq),
+                bodies=self.bodies,
             ),
         )
-    core.remember_parts(thread, unobserved, fresh_parts)
-    window = build_window(unobserved.rows, core.counter)
-    return _Stored(before, thread, head, window, unobserved.messages, shared, reminder_events)
 
 
 def _context_start(
