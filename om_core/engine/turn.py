@@ -9,7 +9,7 @@ conversation is past `blockAfter`.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any, NamedTuple
 
@@ -484,21 +484,22 @@ def turn_result(
         if cfg.working_memory.enabled:  # one primary-key read, only for threads that have one
             memory = working_memory.read_at(conn, working_memory.target_for_thread(thread, cfg), cfg)
     core.publish(stored)
+    bare = TurnResult(
+        thread_id=public_id(thread_id),
+        resource_id=public_id(thread.resource_id),
+        record_id=log.id,
+        system_messages=[],
+        messages=[],
+        continuation_reminder="",
+        status=payload,
+        events=list(sink),
+        blocked=blocked,
+        degraded=degraded_reason is not None,
+        degraded_reason=degraded_reason,
+        with_context=False,
+    )
     if not with_context:
-        return TurnResult(
-            thread_id=public_id(thread_id),
-            resource_id=public_id(thread.resource_id),
-            record_id=log.id,
-            system_messages=[],
-            messages=[],
-            continuation_reminder="",
-            status=payload,
-            events=list(sink),
-            blocked=blocked,
-            degraded=degraded_reason is not None,
-            degraded_reason=degraded_reason,
-            with_context=False,
-        )
+        return bare
     visible = with_observed_calls(
         core, thread_id, head.last_observed_seq, [m for m in unobserved if m.has_visible_content]
     )
@@ -522,20 +523,14 @@ def turn_result(
     tools = [RECALL_TOOL] if options is not None else []
     if memory is not None and cfg.working_memory.agent_managed:
         tools.append(working_memory.update_tool(cfg.working_memory))
-    return TurnResult(
-        thread_id=public_id(thread_id),
-        resource_id=public_id(thread.resource_id),
-        record_id=log.id,
+    return replace(
+        bare,
         system_messages=list(context.system_messages),
         messages=visible,
         continuation_reminder=context.continuation_reminder,
-        status=payload,
-        events=list(sink),
-        blocked=blocked,
-        degraded=degraded_reason is not None,
-        degraded_reason=degraded_reason,
         context=context,
         tools=tools,
+        with_context=True,
     )
 
 
