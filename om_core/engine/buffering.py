@@ -64,31 +64,29 @@ class _Snapshot:
     log: Record
 
 
-def _snapshot(core: EngineCore, task: BufferObservation) -> _Snapshot | None:
-    """One read for a buffering op: the thread and its config, the head, whether this cycle already
-    ended (a redelivered task does nothing, not even a model call), and everything after the buffer
-    cursor. One connection: each checkout costs a ping and a rollback, and workers run many of these."""
+def _snapshot(core: EngineCore, conn: Connection, task: BufferObservation) -> _Snapshot | None:
+    """The reads of a buffering op, on the transaction its start is written on: the thread and its config,
+    the head, whether this cycle already ended (a redelivered task does nothing, not even a model call),
+    and everything after the buffer cursor."""
     key = lookup_key(task.thread_id)
-    with core.db.connect() as conn:
-        thread = history.get_thread(conn, task.thread_id)
-        if thread is None:
-            return None
-        cfg = core.config_for(thread.effective_overrides)
-        if not cfg.enabled or not cfg.async_observation_enabled:
-            return None  # OM off (a task queued before it was switched off) or buffering off
-        head = records.read_head(conn, key)
-        if head is None or has_event(
-            conn,
-            lookup_key=key,
-            cycle_id=task.cycle_id,
-            types=[ev.BUFFERING_END, ev.OBSERVATION_END, ev.BUFFERING_FAILED, ev.OBSERVATION_FAILED],
-        ):
-            return None
-        unobserved = history.read_unobserved(
-            conn, task.thread_id, head.buffer_cursor, known=lambda seq: core.cached_part(thread, seq)
-        )
-        log = records.read_head(conn, resource_key(thread.resource_id)) if is_shared(cfg) else head
-    core.remember_parts(thread, unobserved, {})
+    thread = history.get_thread(conn, task.thread_id)
+    if thread is None:
+        return None
+    cfg = core.config_for(thread.effective_overrides)
+    if not cfg.enabled or not cfg.async_observation_enabled:
+        return None  # OM off (a task queued before it was switched off) or buffering off
+    head = records.read_head(conn, key)
+    if head is None or has_event(
+        conn,
+        lookup_key=key,
+        cycle_id=task.cycle_id,
+        types=[ev.BUFFERING_END, ev.OBSERVATION_END, ev.BUFFERING_FAILED, ev.OBSERVATION_FAILED],
+    ):
+        return None
+    unobserved = history.read_unobserved(
+        conn, task.thread_id, head.buffer_cursor, known=lambda seq: core.cached_part(thread, seq)
+    )
+    log = records.read_head(conn, resource_key(thread.resource_id)) if is_shared(cfg) else head
     return _Snapshot(thread, cfg, head, unobserved, log or head)
 
 
@@ -130,20 +128,27 @@ def _set_buffering(conn: Connection, key: str, flag: bool) -> None:
     records.set_live_head_fields(conn, key, {"is_buffering_observation": flag})
 
 
-def _buffer_locked(core: EngineCore, task: BufferObservation) -> bool:
-    snapshot = _snapshot(core, task)
-    if snapshot is None:
-        return False
-    thread, cfg, head = snapshot.thread, snapshot.cfg, snapshot.head
-    key = head.lookup_key
+@dataclass(frozen=True)
+class _Batch:
+    """What one buffering op observes: its messages, the parts they span and their tokens."""
+
+    messages: list[Message]
+    from_seq: int
+    to_seq: int
+    tokens: int
+
+
+def _batch(core: EngineCore, task: BufferObservation, snapshot: _Snapshot) -> _Batch | None:
+    """The messages to buffer now, or None when there is nothing to do yet (no model call)."""
+    cfg, head = snapshot.cfg, snapshot.head
     from_seq = head.buffer_cursor
     window = build_window(snapshot.unobserved.rows, core.counter)
     if not window.messages:
-        return False
+        return None
     candidates = [m for m in snapshot.unobserved.messages if m.has_visible_content]
     to_seq = _safe_buffer_cut(candidates, from_seq, window)
     if to_seq <= from_seq:
-        return False  # deferred: a tool exchange is still open; the next step retries
+        return None  # deferred: a tool exchange is still open; the next step retries
     to_seq = min(
         to_seq, cut_for_budget(window, core.settings.observer_input_cap_tokens, _spans(candidates, window))
     )
@@ -153,12 +158,35 @@ def _buffer_locked(core: EngineCore, task: BufferObservation) -> bool:
     )
     interval = cfg.observation.buffer_tokens_at(threshold) or 0
     if not policy.meets_minimum(batch_tokens, interval, task.skip_minimum):
-        return False
+        return None
     batch = [m for m in _parts_upto(candidates, to_seq) if m.has_visible_content]
     if not batch:
+        return None
+    return _Batch(batch, from_seq, to_seq, batch_tokens)
+
+
+def _buffer_locked(core: EngineCore, task: BufferObservation) -> bool:
+    # One transaction reads the snapshot and, when there is work, writes the start (event and flag): a
+    # checkout, a BEGIN and a COMMIT fewer per observation than a read followed by a write. On SQLite the
+    # read already took the write lock (`BEGIN IMMEDIATE`), so the start no longer queues for it again.
+    started: list[StoredEvent] = []
+    with core.db.begin() as conn:
+        snapshot = _snapshot(core, conn, task)
+        planned = _batch(core, task, snapshot) if snapshot is not None else None
+        if snapshot is not None and planned is not None:
+            key = snapshot.head.lookup_key
+            cycle = Cycle.of(core, task, snapshot.head, planned.tokens)
+            started = cycle.start_on(
+                conn, core.marker_config(snapshot.cfg), with_change=lambda c: _set_buffering(c, key, True)
+            )
+    if snapshot is None:
         return False
-    cycle = Cycle.of(core, task, head, batch_tokens)
-    cycle.start(core.marker_config(cfg), with_change=lambda conn: _set_buffering(conn, key, True))
+    core.remember_parts(snapshot.thread, snapshot.unobserved, {})  # committed rows only (`remember_parts`)
+    if planned is None:
+        return False
+    core.publish(started)
+    thread, cfg, head = snapshot.thread, snapshot.cfg, snapshot.head
+    batch, from_seq, to_seq, batch_tokens = planned.messages, planned.from_seq, planned.to_seq, planned.tokens
     run = extraction.plan(cfg, "observer", thread, memory=core.db)
     try:
         output = observe_messages(

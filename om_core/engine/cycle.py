@@ -122,6 +122,22 @@ class Cycle:
         """Report the start (with `with_change` in the same transaction, when the start changes state).
         `thread_ids` (public ids) are the threads of a multi-thread batch, reported on each thread's start
         marker (spec §10.1)."""
+
+        def write(conn: Connection) -> tuple[None, list[StoredEvent]]:
+            return None, self.start_on(conn, config, with_change=with_change, thread_ids=thread_ids)
+
+        self.commit(write)
+
+    def start_on(
+        self,
+        conn: Connection,
+        config: dict[str, Any],
+        *,
+        with_change: Callable[[Connection], None] | None = None,
+        thread_ids: list[str] | None = None,
+    ) -> list[StoredEvent]:
+        """`start` written on the caller's open transaction (a cycle that read its snapshot there saves a
+        transaction); the caller publishes what this returns once that transaction has committed."""
         draft = ev.start(
             self.kind.phase.start,
             cycle_id=self.cycle_id,
@@ -134,13 +150,9 @@ class Cycle:
         )
         if thread_ids is not None:
             draft = replace(draft, payload={**draft.payload, "threadIds": thread_ids})
-
-        def write(conn: Connection) -> tuple[None, list[StoredEvent]]:
-            if with_change is not None:
-                with_change(conn)
-            return None, write_record_events(conn, self.head, [self.own(draft)])
-
-        self.commit(write)
+        if with_change is not None:
+            with_change(conn)
+        return write_record_events(conn, self.head, [self.own(draft)])
 
     def fail(self, error: BaseException, *, retrying: bool = False) -> None:
         """Report the failure; the record is untouched, so nothing leaves the actor's context. An error OM

@@ -16,12 +16,15 @@ blocking section (mostly waiting on its slow model) runs (`spawn_fleet`, see `ru
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+import litellm
 from sqlalchemy import func, select
 
 from om_core.config import ObservationalMemoryConfig
@@ -34,7 +37,7 @@ from om_workers.executor import CeleryExecutor
 from tests.bench.conversations import generate
 from tests.bench.cpu import CpuSpan, postgres_pids
 from tests.bench.harness import Bench
-from tests.bench.latency_model_ids import model_for
+from tests.bench.latency_model_ids import PROVIDER, model_for
 from tests.bench.memory import resident
 from tests.bench.results import FigureDef, Target, median
 from tests.bench.sqlcount import counting
@@ -76,6 +79,9 @@ FULL = Plan(
 #: The smoke run keeps the base and the deployment-shaped top level (one process per core).
 QUICK = Plan(latency_s=0.5, levels=[Level(1, 1), Level(16, CORES)], waves=6)
 ONE_OBSERVATION = FigureDef("one buffered observation, instant model (in-process)", "ms")
+WORKER_CPU = FigureDef("worker CPU per buffered observation (model excluded)", "ms")
+#: Issue 18's target for `WORKER_CPU`.
+WORKER_CPU_TARGET_MS = 5.0
 
 
 def per_second(level: Level) -> FigureDef:
@@ -84,8 +90,9 @@ def per_second(level: Level) -> FigureDef:
 
 
 def figures(quick: bool) -> list[FigureDef]:
-    """The figures `run` reports, in order: each level of the plan, then one observation alone."""
-    return [*map(per_second, (QUICK if quick else FULL).levels), ONE_OBSERVATION]
+    """The figures `run` reports, in order: each level of the plan, one observation alone, then the worker
+    CPU per observation."""
+    return [*map(per_second, (QUICK if quick else FULL).levels), ONE_OBSERVATION, WORKER_CPU]
 
 
 def _prepare(producer: Producer, count: int, tag: str) -> list[tuple[str, int]]:
@@ -183,13 +190,55 @@ def _measure(
     }
 
 
+class _ModelCpu:
+    """Thread CPU spent inside model calls: the model client's whole call (litellm and the provider) and
+    the fake provider's own handler (what "model excluded" takes out)."""
+
+    def __init__(self) -> None:
+        self.client_s = 0.0
+        self.handler_s = 0.0
+        self.calls = 0
+
+    @contextlib.contextmanager
+    def installed(self, models: ModelClient) -> Iterator[None]:
+        handler: Any = next(
+            entry["custom_handler"] for entry in litellm.custom_provider_map if entry["provider"] == PROVIDER
+        )
+        own_completion, own_complete = handler.completion, models.complete
+
+        def completion(*args: Any, **kwargs: Any) -> Any:
+            started = time.thread_time()
+            try:
+                return own_completion(*args, **kwargs)
+            finally:
+                self.handler_s += time.thread_time() - started
+
+        def complete(*args: Any, **kwargs: Any) -> Any:
+            started = time.thread_time()
+            try:
+                return own_complete(*args, **kwargs)
+            finally:
+                self.client_s += time.thread_time() - started
+                self.calls += 1
+
+        handler.completion = completion
+        setattr(models, "complete", complete)  # noqa: B010 (an instance attribute, removed below)
+        try:
+            yield
+        finally:
+            del handler.completion
+            del models.complete
+
+
 def profile_observation(bench: Bench, count: int = 8) -> dict[str, Any]:
-    """One buffered observation's own cost, in this process with an instant fake model: wall time and
-    what it asks of Postgres (the work a worker thread does around the model call)."""
+    """One buffered observation's own cost, in this process with an instant fake model: wall time, CPU
+    (the process's, so litellm's logging thread counts), the model call's share of it, and what it asks
+    of Postgres (the work a worker thread does around the model call)."""
     importlib.import_module(FAKE_MODEL_MODULE)  # registers the provider here (`run` may have preloaded it)
     config = ObservationalMemoryConfig.parse({"model": model_for(0)})
     db = make_engine(bench.services.database_url)
-    engine = MemoryEngine(db, models=ModelClient(), config=config, executor=HoldingExecutor())
+    models = ModelClient()
+    engine = MemoryEngine(db, models=models, config=config, executor=HoldingExecutor())
     user, reply = generate(seed=777, target_tokens=4_000).exchanges()[0]
     threads = []
     for index in range(count + 1):
@@ -202,13 +251,23 @@ def profile_observation(bench: Bench, count: int = 8) -> dict[str, Any]:
 
     observe(*threads[0])  # warm up: first model call, pools
     latencies = []
-    with counting(db) as sql:
+    model = _ModelCpu()
+    with counting(db) as sql, model.installed(models):
+        cpu = time.process_time()
         for thread_id, pending in threads[1:]:
             started = time.perf_counter()
             observe(thread_id, pending)
             latencies.append((time.perf_counter() - started) * 1000)
+        cpu = time.process_time() - cpu
     db.dispose()
-    return {"observation_p50_ms": median(latencies), **sql.per(count)}
+    return {
+        "observation_p50_ms": median(latencies),
+        "cpu_ms": cpu * 1000 / count,
+        "model_client_cpu_ms": model.client_s * 1000 / max(model.calls, 1),
+        "model_handler_cpu_ms": model.handler_s * 1000 / max(model.calls, 1),
+        "model_calls": model.calls / count,
+        **sql.per(count),
+    }
 
 
 @dataclass(frozen=True)
@@ -304,3 +363,45 @@ def run(bench: Bench) -> None:
         bench.results.figures[-2].note = (bench.results.figures[-2].note or "") + (
             f"; quick run: {plan.latency_s:g} s latency, concurrency up to {top_concurrency}"
         )
+    _worker_cpu(bench, levels[-1], own)
+
+
+def _worker_cpu(bench: Bench, top: dict[str, Any], own: dict[str, Any]) -> None:
+    """Worker CPU per buffered observation, model excluded, at the plan's deployment-shaped top level: the
+    worker processes' CPU over the measured span (`CpuSpan`) divided by the observations stored in it,
+    minus the fake model's own handler CPU per call (measured in process by `profile_observation`; its
+    answer is memoised and its wait is a sleep, so it is close to nothing). litellm's client work around
+    the call stays in: a hosted model costs the worker that too."""
+    handler_ms = float(own["model_handler_cpu_ms"]) * float(own["model_calls"])
+    value = float(top["worker_cpu_ms_per_observation"]) - handler_ms
+    litellm_ms = (float(own["model_client_cpu_ms"]) - float(own["model_handler_cpu_ms"])) * float(
+        own["model_calls"]
+    )
+    level = _level_name(int(top["concurrency"]), int(top["processes"]))
+
+    def why() -> str:
+        return (
+            f"in process one observation costs {own['cpu_ms']:.1f} ms of CPU: litellm's client work around "
+            f"the call {litellm_ms:.1f} ms, {own['sql_statements']:.0f} SQL statements and "
+            f"{own['pool_checkouts']:.0f} pool checkouts; the rest of the worker's share is Celery's "
+            f"consumer (kombu's Redis transport: BRPOP, the unacked hash, the ack) and the Redis round "
+            f"trips of the task (delivery count, lock, boundary, event publish); the machine was "
+            f"{top['machine_busy_pct']:.0f} % busy, {top['others_busy_pct']:.0f} % with other work"
+        )
+
+    bench.results.add(
+        SECTION,
+        WORKER_CPU,
+        value,
+        target=Target.at_most(WORKER_CPU_TARGET_MS, " ms"),
+        why=why,
+        note=(
+            f"worker CPU over the span / observations at concurrency {level} "
+            f"({top['worker_cpu_ms_per_observation']:.1f} ms) minus the fake model's own handler "
+            f"({handler_ms:.2f} ms, in process); in process: {own['cpu_ms']:.1f} ms CPU, of which litellm "
+            f"{litellm_ms:.1f} ms"
+        ),
+        in_process_cpu_ms=own["cpu_ms"],
+        litellm_client_cpu_ms=litellm_ms,
+        model_handler_cpu_ms=handler_ms,
+    )
