@@ -65,6 +65,9 @@ class Costs:
     postgres_cpu_ms_per_cycle: float
     sql_statements_per_cycle: float
     sql_writes_per_cycle: float
+    #: Search indexing of the exchange's two messages: one `om.index` process's wall time per message
+    #: (offline embedder, Postgres with pgvector), an upper bound of its CPU.
+    index_ms_per_exchange: float
     sources: dict[str, str] = field(default_factory=dict)
 
 
@@ -79,6 +82,8 @@ class Need:
     model_calls_in_flight: float
     buffer_workers: int
     sync_workers: int
+    index_cores: float
+    index_workers: int
     sql_statements_per_s: float
     sql_writes_per_s: float
     postgres_cores: float
@@ -121,6 +126,8 @@ def need(costs: Costs, chats: int, a: Assumptions) -> Need:
         model_calls_in_flight=in_flight,
         buffer_workers=workers(1 - a.sync_share),
         sync_workers=workers(a.sync_share),
+        index_cores=rate * costs.index_ms_per_exchange / 1000,
+        index_workers=_replicas(rate * costs.index_ms_per_exchange / 1000, a.utilisation),
         sql_statements_per_s=rate * costs.sql_statements_per_exchange
         + cycles * costs.sql_statements_per_cycle,
         sql_writes_per_s=rate * costs.sql_writes_per_exchange + cycles * costs.sql_writes_per_cycle,
@@ -250,6 +257,14 @@ def costs_from_results(results: Mapping[str, Any]) -> Costs:
             _writes(observation["sql_by_kind"]) if "sql_by_kind" in observation else None,
         ),
     )
+    indexed = _figure(results, "messages indexed and embedded per second")
+    index = pick(
+        "index_ms_per_exchange",
+        (
+            "2 messages ÷ figure `messages indexed and embedded per second, one process` (search)",
+            2000 / indexed if indexed else None,
+        ),
+    )
     return Costs(
         api_cpu_ms_per_exchange=api,
         postgres_cpu_ms_per_exchange=postgres,
@@ -261,6 +276,7 @@ def costs_from_results(results: Mapping[str, Any]) -> Costs:
         postgres_cpu_ms_per_cycle=postgres_cycle,
         sql_statements_per_cycle=cycle_statements,
         sql_writes_per_cycle=cycle_writes,
+        index_ms_per_exchange=index,
         sources=sources,
     )
 
@@ -296,6 +312,7 @@ def report(costs: Costs, a: Assumptions, chats: Sequence[int] = CHATS) -> list[s
         ("model calls in flight", lambda x: _n(x.model_calls_in_flight)),
         ("om.buffer processes", lambda x: str(x.buffer_workers)),
         ("om.observe+reflect procs", lambda x: str(x.sync_workers)),
+        ("om.index processes", lambda x: str(x.index_workers)),
         ("SQL statements/s", lambda x: _n(x.sql_statements_per_s)),
         ("SQL writes/s", lambda x: _n(x.sql_writes_per_s)),
         ("Postgres cores (busy)", lambda x: _n(x.postgres_cores)),

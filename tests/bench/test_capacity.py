@@ -31,6 +31,7 @@ def test_costs_are_read_per_exchange_with_their_sources() -> None:
     assert costs.worker_cpu_ms_per_cycle == 20.0
     assert costs.postgres_cpu_ms_per_cycle == 5.0
     assert (costs.sql_statements_per_cycle, costs.sql_writes_per_cycle) == (10.0, 4.0)
+    assert costs.index_ms_per_exchange == 5.0  # 2 messages at 400/s
     assert costs.sources["api_cpu_ms_per_exchange"].startswith("figure `API CPU per exchange, Postgres`")
 
 
@@ -55,6 +56,8 @@ def test_needs_follow_from_rate_costs_and_assumptions() -> None:
     # om.buffer: 90 % of the cycles; the larger of CPU (1.8 cores / 0.5) and I/O (270 calls / 8 threads).
     assert need.buffer_workers == max(math.ceil(1.8 / 0.5), math.ceil(270 / 8)) == 34
     assert need.sync_workers == max(math.ceil(0.2 / 0.5), math.ceil(30 / 8)) == 4
+    assert need.index_cores == pytest.approx(5.0)  # 1,000/s × 5 ms
+    assert need.index_workers == math.ceil(5.0 / 0.5) == 10
     assert need.sql_statements_per_s == pytest.approx(1_000 * 8 + 100 * 10)
     assert need.sql_writes_per_s == pytest.approx(1_000 * 4 + 100 * 4)
     assert need.postgres_cores == pytest.approx(1_000 * 0.002 + 100 * 0.005)  # 2.5
@@ -66,7 +69,7 @@ def test_needs_follow_from_rate_costs_and_assumptions() -> None:
 
 def test_small_loads_still_need_one_of_each() -> None:
     need = capacity.need(_costs(), 1, capacity.Assumptions())
-    assert (need.api_replicas, need.buffer_workers, need.sync_workers) == (1, 1, 1)
+    assert (need.api_replicas, need.buffer_workers, need.sync_workers, need.index_workers) == (1, 1, 1, 1)
 
 
 def test_chats_at_limit_is_where_a_single_node_reaches_its_planned_share() -> None:
