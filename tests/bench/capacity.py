@@ -237,10 +237,13 @@ def costs_from_results(results: Mapping[str, Any]) -> Costs:
     worker = pick(
         "worker_cpu_ms_per_cycle",
         (
-            "figure `worker CPU per buffered observation`",
+            "throughput series, concurrency 1 (a Celery worker process, model client included)",
+            first.get("worker_cpu_ms_per_observation"),
+        ),
+        (
+            "figure `worker CPU per buffered observation` (in process, model excluded)",
             _figure(results, "worker CPU per buffered observation"),
         ),
-        ("throughput series, concurrency 1", first.get("worker_cpu_ms_per_observation")),
     )
     postgres_cycle = pick(
         "postgres_cpu_ms_per_cycle",

@@ -263,7 +263,7 @@ def _why(bench: Bench, data: dict[str, Any], single: dict[str, Any]) -> str:
     if "sql_statements_per_turn" in profile:
         parts.append(
             f"each ingest_turn makes {profile['sql_statements_per_turn']:.0f} SQL statements, "
-            f"{profile['pool_checkouts_per_turn']:.0f} pool checkouts (pre-ping + rollback each) and "
+            f"{profile['pool_checkouts_per_turn']:.0f} pool checkouts and "
             f"{profile['redis_commands_per_turn']:.0f} Redis commands"
         )
     api = profile.get("api_profile")
