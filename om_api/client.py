@@ -28,6 +28,7 @@ from pydantic import BaseModel
 
 from om_api.schemas import (
     ConfigResponse,
+    ContextForm,
     HealthResponse,
     KeyUsageResponse,
     MessagesResponse,
@@ -159,8 +160,11 @@ def _turn_body(
     step_number: int,
     turn_end: bool | None,
     actor_provider_options: Mapping[str, Any] | None = None,
+    context: ContextForm = "full",
 ) -> dict[str, Any]:
     body: dict[str, Any] = {"messages": [_message_body(m) for m in messages], "step_number": step_number}
+    if context != "full":
+        body["context"] = context
     if actor_provider_options is not None:
         body["actor_provider_options"] = dict(actor_provider_options)
     if resource_id is not None:
@@ -302,8 +306,13 @@ class OMClient:
         step_number: int = 0,
         turn_end: bool | None = None,
         actor_provider_options: Mapping[str, Any] | None = None,
+        context: ContextForm = "full",
     ) -> TurnResponse:
-        body = _turn_body(messages, resource_id, actor_model, step_number, turn_end, actor_provider_options)
+        """Store the turn's messages; the answer carries the actor's context in `context` form (`none`
+        for a call whose answer will not go to the model, such as posting the assistant's reply)."""
+        body = _turn_body(
+            messages, resource_id, actor_model, step_number, turn_end, actor_provider_options, context
+        )
         return self._call(TurnResponse, "POST", _thread(thread_id, "/turns"), json=body)
 
     def status(self, thread_id: str) -> StatusPayload:
@@ -520,8 +529,13 @@ class AsyncOMClient:
         step_number: int = 0,
         turn_end: bool | None = None,
         actor_provider_options: Mapping[str, Any] | None = None,
+        context: ContextForm = "full",
     ) -> TurnResponse:
-        body = _turn_body(messages, resource_id, actor_model, step_number, turn_end, actor_provider_options)
+        """Store the turn's messages; the answer carries the actor's context in `context` form (`none`
+        for a call whose answer will not go to the model, such as posting the assistant's reply)."""
+        body = _turn_body(
+            messages, resource_id, actor_model, step_number, turn_end, actor_provider_options, context
+        )
         return await self._call(TurnResponse, "POST", _thread(thread_id, "/turns"), json=body)
 
     async def status(self, thread_id: str) -> StatusPayload:

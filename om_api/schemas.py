@@ -142,6 +142,10 @@ class TurnMessage(_Request):
 # ------------------------------------------------------------------------------------------- requests
 
 
+#: What a `/turns` call answers with (`TurnRequest.context`).
+ContextForm = Literal["full", "messages", "openai", "none"]
+
+
 class TurnRequest(_Request):
     resource_id: Identifier | None = Field(
         default=None, description="The user or entity the thread belongs to; defaults to the thread id"
@@ -153,6 +157,15 @@ class TurnRequest(_Request):
     step_number: int = Field(default=0, ge=0, le=1_000_000)
     turn_end: bool | None = Field(
         default=None, description="Whether the turn is finished; defaults to 'the last message is the reply'"
+    )
+    context: ContextForm = Field(
+        default="full",
+        description=(
+            "What to answer with: `full` (the context as stored messages and as chat-completions messages), "
+            "`messages` or `openai` (only that form; the other list is empty), or `none` (no context: "
+            "`context` is null, for a call whose answer the caller will not send to its model, such as "
+            "posting the assistant's reply). Status, events and blocking are the same in every form"
+        ),
     )
     actor_provider_options: dict[str, dict[str, Any]] | None = Field(
         default=None,
@@ -278,6 +291,7 @@ class OMEvent(_Response):
 
 
 class TurnContext(_Response):
+    form: ContextForm = Field(default="full", description="The form asked for (`TurnRequest.context`)")
     system_messages: list[str] = Field(
         description="Memory messages to put before the conversation: stable log first, then hints"
     )
@@ -301,7 +315,7 @@ class TurnResponse(_Response):
     thread_id: str
     resource_id: str
     record_id: str
-    context: TurnContext
+    context: TurnContext | None = Field(description="The actor's context; null when asked for `none`")
     status: StatusPayload
     events: list[OMEvent]
     blocked: bool = Field(description="The turn waited for a synchronous observation or reflection")

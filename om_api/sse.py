@@ -163,12 +163,21 @@ class _Tail:
         return True
 
     def fresh(self, rows: Sequence[StoredEvent], limit: int) -> list[StoredEvent]:
-        now = time.monotonic()
+        """The rows of a live read the client does not have yet, in id order. Each is recorded by
+        `delivered` only as it is sent: a message's cursor must not claim the events after it."""
         out = [row for row in rows if row.id not in self.sent and row.id > self.floor]
-        for row in out:
-            self.sent[row.id] = now
         if rows and len(rows) >= limit and not out:
             self.floor = max(self.floor, rows[-1].id)  # a full page of delivered ids: step past it
+        return out
+
+    def delivered(self, event: StoredEvent) -> str:
+        """Record a live event as sent; returns the cursor that covers it and everything before it."""
+        self.sent[event.id] = time.monotonic()
+        return self.cursor()
+
+    def settle(self) -> None:
+        """Fold the ids sent more than `settle_s` ago into the floor: no lower id can commit after that."""
+        now = time.monotonic()
         for event_id, at in sorted(self.sent.items()):
             if now - at < self.settle_s:
                 continue
@@ -176,7 +185,6 @@ class _Tail:
             del self.sent[event_id]
         for event_id in [i for i in self.sent if i <= self.floor]:
             del self.sent[event_id]
-        return out
 
 
 async def stream(
@@ -219,8 +227,9 @@ async def stream(
                 return
             rows: list[StoredEvent] = await read(tail.floor, 2_000)
             for event in tail.fresh(rows, 2_000):
-                yield format_event(event, tail.cursor())
+                yield format_event(event, tail.delivered(event))
                 last_sent = time.monotonic()
+            tail.settle()
             if time.monotonic() - last_sent >= heartbeat_s:
                 yield ": keep-alive\n\n"
                 last_sent = time.monotonic()

@@ -16,7 +16,7 @@ from fastapi import Response
 
 from om_api.openai_format import to_openai
 from om_api.routes.common import event_out
-from om_api.schemas import StatusPayload
+from om_api.schemas import ContextForm, StatusPayload
 from om_core import Message, TurnResult
 
 #: OM's own per-part bookkeeping (token estimates) under providerMetadata, not shown to API callers.
@@ -43,19 +43,14 @@ def _compact_part(part: dict[str, Any]) -> dict[str, Any]:
     return compact
 
 
-def turn_body(result: TurnResult, resource_id: str) -> dict[str, Any]:
-    """What `TurnResponse(...).model_dump(mode="json", by_alias=True)` would give for this turn."""
+def turn_body(result: TurnResult, resource_id: str, form: ContextForm = "full") -> dict[str, Any]:
+    """What `TurnResponse(...).model_dump(mode="json", by_alias=True)` would give for this turn, with the
+    context in `form` (`none` only when the engine was asked for no context)."""
     return {
         "thread_id": result.thread_id,
         "resource_id": resource_id,
         "record_id": result.record_id,
-        "context": {
-            "system_messages": list(result.system_messages),
-            "continuation_reminder": result.continuation_reminder,
-            "messages": [stored_message_data(m) for m in result.messages],
-            "openai_messages": result.context.to_openai_messages(to_openai(result.messages)),
-            "tools": list(result.tools),
-        },
+        "context": _context(result, form) if form != "none" else None,
         "status": StatusPayload.model_validate(result.status).model_dump(mode="json", by_alias=True),
         "events": [event_out(e).model_dump(mode="json", by_alias=True) for e in result.events],
         "blocked": result.blocked,
@@ -64,5 +59,19 @@ def turn_body(result: TurnResult, resource_id: str) -> dict[str, Any]:
     }
 
 
-def turn_json_response(result: TurnResult, resource_id: str) -> Response:
-    return Response(pydantic_core.to_json(turn_body(result, resource_id)), media_type="application/json")
+def _context(result: TurnResult, form: ContextForm) -> dict[str, Any]:
+    return {
+        "form": form,
+        "system_messages": list(result.system_messages),
+        "continuation_reminder": result.continuation_reminder,
+        "messages": [stored_message_data(m) for m in result.messages] if form != "openai" else [],
+        "openai_messages": (
+            result.context.to_openai_messages(to_openai(result.messages)) if form != "messages" else []
+        ),
+        "tools": list(result.tools),
+    }
+
+
+def turn_json_response(result: TurnResult, resource_id: str, form: ContextForm = "full") -> Response:
+    body = turn_body(result, resource_id, form)
+    return Response(pydantic_core.to_json(body), media_type="application/json")

@@ -223,15 +223,22 @@ class KeyVerifier:
         self._accepted: dict[str, tuple[ApiKey, float]] = {}
         self._lock = threading.Lock()
 
+    def remembered(self, presented: str) -> ApiKey | None:
+        """The key if it was accepted less than `ttl_s` ago, without touching the database."""
+        if self.ttl_s <= 0:
+            return None
+        with self._lock:
+            entry = self._accepted.get(_fingerprint(presented))
+        return entry[0] if entry is not None and entry[1] > self._clock() else None
+
     def verify(self, presented: str) -> ApiKey | None:
         if self.ttl_s <= 0:
             return verify_key(self.db, presented)
-        fingerprint = hashlib.sha256(presented.encode()).hexdigest()
+        remembered = self.remembered(presented)
+        if remembered is not None:
+            return remembered
+        fingerprint = _fingerprint(presented)
         now = self._clock()
-        with self._lock:
-            remembered = self._accepted.get(fingerprint)
-        if remembered is not None and remembered[1] > now:
-            return remembered[0]
         key = verify_key(self.db, presented)
         with self._lock:
             if key is None:
@@ -241,6 +248,10 @@ class KeyVerifier:
                     self._accepted.clear()
                 self._accepted[fingerprint] = (key, now + self.ttl_s)
         return key
+
+
+def _fingerprint(presented: str) -> str:
+    return hashlib.sha256(presented.encode()).hexdigest()
 
 
 def _visible(owner: str | None, tenant_id: str | None) -> bool:

@@ -131,6 +131,7 @@ def ingest(
     step_number: int = 0,
     turn_end: bool | None = None,
     provider_options: dict[str, Any] | None = None,
+    with_context: bool = True,
 ) -> tuple[TurnResult, str]:
     """The turn path shared by `/turns` and the proxy: check the broker, then one engine turn, which also
     creates the thread for the caller or confirms the caller owns it (inside its store transaction). Ids
@@ -149,6 +150,7 @@ def ingest(
             turn_end=turn_end,
             tenant_id=tenant_id,
             provider_options=provider_options,
+            with_context=with_context,
         )
     except tenancy.ThreadNotVisible as exc:
         raise ApiError(404, "thread_not_found", str(exc)) from None
@@ -176,9 +178,10 @@ def post_turn(thread_id: ThreadId, body: TurnRequest, runtime: Runtime, caller: 
         step_number=body.step_number,
         turn_end=body.turn_end,
         provider_options=body.actor_provider_options,
+        with_context=body.context != "none",
     )
     # Serialised here, in one pass; `TurnResponse` (response_model) documents the same body.
-    return turn_json_response(result, resource)
+    return turn_json_response(result, resource, body.context)
 
 
 # ---------------------------------------------------------------------------------------- reading

@@ -85,9 +85,11 @@ class MemoryEngine(EngineCore):
         turn_end: bool | None = None,
         tenant_id: str | None = None,
         provider_options: Mapping[str, Any] | None = None,
+        with_context: bool = True,
     ) -> TurnResult:
         """Store the new messages and return what the actor should see next (see `engine.turn`).
-        `provider_options` are the actor call's (they set the `"auto"` idle TTL, spec §4.7)."""
+        `provider_options` are the actor call's (they set the `"auto"` idle TTL, spec §4.7); without
+        `with_context` only the status and events come back."""
         return turn.ingest_turn(
             self,
             TurnInput(
@@ -99,6 +101,7 @@ class MemoryEngine(EngineCore):
                 turn_end,
                 tenant_id,
                 dict(provider_options) if provider_options else None,
+                with_context,
             ),
         )
 

@@ -36,11 +36,12 @@ from om_core.engine.ports import ThreadIdRequired
 from om_core.engine.tasks import BufferObservation, Observe, Task, lookup_key, new_cycle_id
 from om_core.engine.tool_pairs import with_observed_calls
 from om_core.engine.window import Window, build_window, start_of_recent
-from om_core.messages import Message
+from om_core.messages import Message, Part
 from om_core.policy import StatusPayload
 from om_core.recall.tool import RECALL_TOOL, recall_guidance
 from om_core.scoped_ids import public_id
 from om_core.store import history, records
+from om_core.store.db import is_postgres, read_only
 from om_core.store.outbox import write_events
 from om_core.store.types import NewEvent, Record, StoredEvent
 
@@ -68,6 +69,8 @@ class TurnResult:
     #: thread has `retrieval` on (spec §9.2), `updateWorkingMemory` when the actor manages its working
     #: memory (§8.7), else none. Shared values: read, do not modify.
     tools: list[dict[str, Any]] = field(default_factory=list)
+    #: False when the caller asked for no context: the fields above that make it up are empty.
+    with_context: bool = True
 
 
 @dataclass(frozen=True)
@@ -107,6 +110,9 @@ class TurnInput:
     tenant_id: str | None = None
     #: The actor call's provider options (`"auto"` idle TTL, spec §4.7).
     provider_options: dict[str, Any] | None = None
+    #: False when the caller does not want the actor's context back (the reply call of an exchange): the
+    #: turn then neither builds it nor reads the message bodies it would show.
+    with_context: bool = True
 
 
 def ingest_turn(core: EngineCore, turn: TurnInput) -> TurnResult:
@@ -133,7 +139,7 @@ def _ingest(core: EngineCore, turn: TurnInput, sink: list[StoredEvent]) -> TurnR
     before, head, window, shared = stored.before, stored.head, stored.window, stored.shared
     cfg = core.config_for(stored.thread.effective_overrides)
     if not cfg.enabled:
-        return _disabled_turn(core, thread_id, cfg, stored, turn.step_number)
+        return _disabled_turn(core, thread_id, cfg, stored, turn.step_number, turn.with_context)
     activity = Activity(
         previous_model=before.last_actor_model if before is not None else None,
         last_activity_at=before.last_activity_at if before is not None else None,
@@ -216,8 +222,9 @@ def _ingest(core: EngineCore, turn: TurnInput, sink: list[StoredEvent]) -> TurnR
         current=_Current(head, window, stored.thread, stored.messages, shared) if unchanged else None,
         # A launch moved the buffering boundary the status shows: compute it again then.
         status=first_status if unchanged and not first_status.should_buffer else None,
+        with_context=turn.with_context,
     )
-    if in_backlog:
+    if in_backlog and turn.with_context:
         result = backlog.bounded_view(core, cfg, thread_id, result)
     return reminders.with_reminder_events(result, stored.reminders)
 
@@ -232,9 +239,15 @@ def _blocking_observation(core: EngineCore, thread: history.ThreadRow, cfg: Reso
 
 
 def store_and_read(core: EngineCore, turn: TurnInput) -> _Stored:
-    """One transaction: lock the thread (creating it for the tenant if new), check access, store the
-    messages (temporal markers first, when configured), read (or create) the head, and read the
-    unobserved window with its messages, bodies coming from the part cache where it has them."""
+    """Lock the thread (creating it for the tenant if new), check access, store the messages (temporal
+    markers first, when configured), read (or create) the head, then read the unobserved window with its
+    messages, bodies coming from the part cache where it has them.
+
+    On Postgres everything is one transaction: it locks rows only. SQLite has one write lock for the whole
+    database, held from `BEGIN IMMEDIATE` to commit, so there the window is read after the commit, in a
+    reader that neither takes nor waits for that lock: every other writer (the worker's cycles, the other
+    turns) waits only for the writes. The reader sees this turn's commit or later, as one snapshot, and
+    takes the head as it finds it (work that moved the cursor meanwhile is then already shown)."""
     thread_id, incoming = turn.thread_id, turn.messages
     key = lookup_key(thread_id)
     with core.db.begin() as conn:
@@ -263,8 +276,36 @@ def store_and_read(core: EngineCore, turn: TurnInput) -> _Stored:
             observed_timezone=core.settings.timezone,
         )
         reminder_events = reminders.write_reminders(conn, thread_id, head, fresh)
+        if cfg.enabled and resource.is_shared(cfg):
+            resource.read_log(conn, core, thread.resource_id)  # created by the writer, read below
         fresh_parts = {part.seq: part for message in fresh for part in message.parts}
-        head, unobserved, shared = shared_view.read_consistent(
+        read = _WindowRead(core, thread, cfg, fresh_parts, turn.with_context)
+        seen = read(conn, head) if is_postgres(conn) else None
+    if seen is None:
+        with read_only(core.db) as conn:
+            seen = read(conn, records.read_head(conn, key) or head)
+    head, unobserved, shared = seen
+    core.remember_parts(thread, unobserved, fresh_parts)
+    window = build_window(unobserved.rows, core.counter)
+    return _Stored(before, thread, head, window, unobserved.messages, shared, reminder_events)
+
+
+@dataclass(frozen=True)
+class _WindowRead:
+    """The read half of `store_and_read`: the unobserved window after `head`'s cursor and the shared
+    memory, consistent with each other (`shared_view.read_consistent`)."""
+
+    core: EngineCore
+    thread: history.ThreadRow
+    cfg: ResolvedConfig
+    fresh_parts: dict[int | None, Part]
+    bodies: bool
+
+    def __call__(
+        self, conn: Connection, head: Record
+    ) -> tuple[Record, history.Unobserved, shared_view.SharedView]:
+        core, thread, cfg = self.core, self.thread, self.cfg
+        return shared_view.read_consistent(
             core,
             conn,
             thread,
@@ -272,14 +313,12 @@ def store_and_read(core: EngineCore, turn: TurnInput) -> _Stored:
             cfg,
             lambda current: history.read_unobserved(
                 conn,
-                thread_id,
+                thread.id,
                 _context_start(core, conn, thread, current, cfg),
-                known=lambda seq: fresh_parts.get(seq) or core.cached_part(thread, seq),
+                known=lambda seq: self.fresh_parts.get(seq) or core.cached_part(thread, seq),
+                bodies=self.bodies,
             ),
         )
-    core.remember_parts(thread, unobserved, fresh_parts)
-    window = build_window(unobserved.rows, core.counter)
-    return _Stored(before, thread, head, window, unobserved.messages, shared, reminder_events)
 
 
 def _context_start(
@@ -308,7 +347,12 @@ def _context_start(
 
 
 def _disabled_turn(
-    core: EngineCore, thread_id: str, cfg: ResolvedConfig, stored: _Stored, step_number: int
+    core: EngineCore,
+    thread_id: str,
+    cfg: ResolvedConfig,
+    stored: _Stored,
+    step_number: int,
+    with_context: bool,
 ) -> TurnResult:
     """A turn with OM off: the messages are stored (storage is the source of truth) and nothing else
     happens: no model call, no background work, no change to the record or the thread's hints, no
@@ -325,12 +369,13 @@ def _disabled_turn(
         continuation_reminder="",
         status=status.to_status_payload(stored.head.id, thread_id, step_number, stored.head.generation_count),
         events=[],
+        with_context=with_context,
     )
 
 
-def _read_current(core: EngineCore, thread_id: str, cfg: ResolvedConfig) -> _Current:
-    """Head, window, unobserved messages and shared memory as committed now (after work that changed
-    them)."""
+def _read_current(core: EngineCore, thread_id: str, cfg: ResolvedConfig, *, bodies: bool = True) -> _Current:
+    """Head, window, unobserved messages (none without `bodies`) and shared memory as committed now
+    (after work that changed them)."""
     with core.db.connect() as conn:
         head = records.read_head(conn, lookup_key(thread_id))
         thread = history.get_thread(conn, thread_id)
@@ -346,6 +391,7 @@ def _read_current(core: EngineCore, thread_id: str, cfg: ResolvedConfig) -> _Cur
                 thread_id,
                 current.last_observed_seq,
                 known=lambda seq: core.cached_part(thread, seq),
+                bodies=bodies,
             ),
         )
     core.remember_parts(thread, unobserved, {})
@@ -359,7 +405,7 @@ def current_status(core: EngineCore, thread_id: str, step_number: int = 0) -> St
     cfg = core.thread_config(thread_id)
     if records.get_head(core.db, lookup_key(thread_id)) is None:
         raise KeyError(thread_id)
-    head, window, _thread, _messages, shared = _read_current(core, thread_id, cfg)
+    head, window, _thread, _messages, shared = _read_current(core, thread_id, cfg, bodies=False)
     log = shared.log
     status = shared_view.status_with(core, head, window, cfg, shared)
     return status.to_status_payload(log.id, thread_id, step_number, log.generation_count)
@@ -415,9 +461,13 @@ def turn_result(
     *,
     current: _Current | None,
     status: policy.Status | None = None,
+    with_context: bool = True,
 ) -> TurnResult:
-    """Write the turn's status event and build what the actor sees from one consistent read."""
-    head, window, thread, unobserved, shared = current or _read_current(core, thread_id, cfg)
+    """Write the turn's status event and build what the actor sees from one consistent read (only the
+    status and events `with_context` False)."""
+    head, window, thread, unobserved, shared = current or _read_current(
+        core, thread_id, cfg, bodies=with_context
+    )
     status = status or shared_view.status_with(core, head, window, cfg, shared)
     log = shared.log
     payload = status.to_status_payload(log.id, thread_id, step_number, log.generation_count)
@@ -434,6 +484,21 @@ def turn_result(
         if cfg.working_memory.enabled:  # one primary-key read, only for threads that have one
             memory = working_memory.read_at(conn, working_memory.target_for_thread(thread, cfg), cfg)
     core.publish(stored)
+    if not with_context:
+        return TurnResult(
+            thread_id=public_id(thread_id),
+            resource_id=public_id(thread.resource_id),
+            record_id=log.id,
+            system_messages=[],
+            messages=[],
+            continuation_reminder="",
+            status=payload,
+            events=list(sink),
+            blocked=blocked,
+            degraded=degraded_reason is not None,
+            degraded_reason=degraded_reason,
+            with_context=False,
+        )
     visible = with_observed_calls(
         core, thread_id, head.last_observed_seq, [m for m in unobserved if m.has_visible_content]
     )

@@ -8,15 +8,26 @@ SQLite connections come from `pysqlite3` when it is installed (a current SQLite 
 the standard library's module here cannot), and every one loads `sqlite-vec` when that is installed: the
 search index's vector tables are `vec0` virtual tables, and a trigger deletes a document's vector when the
 document goes, so any connection that may delete a document (or a thread) must know the module, not only
-the ones that search. `sqlite_vectors_available` says whether both are there. Connections open and close
-one at a time in a process (`_OPEN_CLOSE`): the SQLite that pysqlite3-binary ships deadlocks otherwise.
+the ones that search. `sqlite_vectors_available` says whether both are there.
+
+Connections are pooled and stay open between checkouts, on both dialects. On SQLite this saves a WAL open,
+the extension load and the PRAGMAs per transaction, and keeps each connection's statement cache; the pool
+never makes a checkout wait (overflow connections are opened, and closed on return), and a connection goes
+back outside any transaction. Connections still open and close one at a time in a process (`_OPEN_CLOSE`):
+the SQLite that pysqlite3-binary ships deadlocks otherwise. On Postgres there is no ping per checkout: a
+pooled connection is checked at checkout without a round trip (`_socket_says_dead`; a ping only after
+`IDLE_PING_S` idle) and replaced when dead, before any statement of the caller ran. A connection belongs to
+the process that opened it: a forked child opens its own.
 """
 
 from __future__ import annotations
 
 import hashlib
 import importlib
+import os
+import select
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import ModuleType
@@ -24,7 +35,8 @@ from typing import Any
 
 import pydantic_core
 from sqlalchemy import Connection, Engine, create_engine, event, text
-from sqlalchemy.pool import NullPool
+from sqlalchemy.exc import DisconnectionError, OperationalError
+from sqlalchemy.pool import QueuePool
 
 
 def _to_json(value: Any) -> str:
@@ -57,7 +69,8 @@ def sqlite_vectors_available() -> bool:
 #: Held while a SQLite connection opens or closes, so no two do at once in this process. SQLite 3.51.0 and
 #: 3.51.1 (the build pysqlite3-binary ships) take two mutexes of their unix VFS in opposite orders when one
 #: connection opens a WAL database while another closes it (`unixOpen`/`findReusableFd` against
-#: `sqlite3WalClose`/`unixIsSharingShmNode`): both threads wait for ever. Fixed in SQLite 3.51.2.
+#: `sqlite3WalClose`/`unixIsSharingShmNode`): both threads wait for ever. Fixed in SQLite 3.51.2. With the
+#: pool these are rare: a checkout that finds no idle connection, an invalidated connection, `dispose`.
 _OPEN_CLOSE = threading.Lock()
 
 
@@ -72,10 +85,40 @@ def _serialised_connection_class(module: ModuleType) -> type:
     return SerialisedClose
 
 
+#: How long a SQLite writer waits for the write lock before it fails with "database is locked".
+BUSY_TIMEOUT_S = 60.0
+
+#: Connections a SQLite engine keeps open between checkouts. Enough for the API's busy request threads and a
+#: worker's threads; past it a checkout opens an overflow connection (never waits), closed on return.
+SQLITE_POOL_SIZE = 32
+
+#: A pooled Postgres connection idle longer than this is pinged (one round trip) before it is handed out:
+#: a firewall or NAT can drop an idle connection without a word, which the socket check cannot see.
+IDLE_PING_S = 60.0
+
+#: Postgres connections are replaced after this long, whatever their health (bounds a backend's memory
+#: growth and how long a silently dropped connection can sit in the pool).
+PG_RECYCLE_S = 1800
+
+
 def make_engine(url: str, *, pool_size: int = 10, echo: bool = False) -> Engine:
     """An engine for `url` with the settings our transactions rely on."""
     if url.startswith("sqlite"):
         dbapi = _SQLITE_MODULE if _SQLITE_MODULE is not None else importlib.import_module("sqlite3")
+        memory = ":memory:" in url or "mode=memory" in url
+        pooling: dict[str, Any] = (
+            {}  # SQLAlchemy's default for a memory database: one connection per thread
+            if memory
+            else {
+                "poolclass": QueuePool,
+                "pool_size": max(pool_size, SQLITE_POOL_SIZE),
+                "max_overflow": -1,  # a checkout never waits: a thread may hold a writer and a reader
+                "pool_use_lifo": True,  # the most recently used connections stay warm, the rest idle
+                # A connection waits in the pool outside any transaction: one left open would hold the
+                # write lock (BEGIN IMMEDIATE) or pin a WAL snapshot until its next use.
+                "pool_reset_on_return": "rollback",
+            }
+        )
         engine = create_engine(
             url,
             echo=echo,
@@ -83,22 +126,90 @@ def make_engine(url: str, *, pool_size: int = 10, echo: bool = False) -> Engine:
             module=dbapi,
             connect_args={
                 "check_same_thread": False,
-                "timeout": 60,
+                "timeout": BUSY_TIMEOUT_S,
                 "factory": _serialised_connection_class(dbapi),
             },
-            poolclass=NullPool if ":memory:" not in url else None,
+            **pooling,
         )
+        _forget_connections_across_fork(
+            engine
+        )  # first: no other listener touches another process's connection
         _configure_sqlite(engine)
         return engine
-    return create_engine(
+    engine = create_engine(
         url,
         echo=echo,
         pool_size=pool_size,
         max_overflow=pool_size,
-        pool_pre_ping=True,
+        pool_recycle=PG_RECYCLE_S,
         isolation_level="READ COMMITTED",
         **_JSON,
     )
+    _forget_connections_across_fork(engine)  # first: no other listener touches another process's connection
+    _check_liveness_at_checkout(engine)
+    return engine
+
+
+def _socket_says_dead(dbapi_connection: Any) -> bool:
+    """Whether an idle psycopg2 connection is known dead without asking the server: closed on our side, or
+    its socket readable. An idle healthy backend sends nothing; one that was terminated
+    (`pg_terminate_backend`, a server restart or shutdown, an idle-session timeout) sent its FATAL error and
+    closed the socket, which makes it readable."""
+    if dbapi_connection.closed:
+        return True
+    try:
+        poller = select.poll()
+        poller.register(dbapi_connection.fileno(), select.POLLIN | select.POLLPRI)
+        return bool(poller.poll(0))
+    except (OSError, ValueError):
+        return True
+
+
+def _check_liveness_at_checkout(engine: Engine) -> None:
+    """Postgres liveness without a round trip per checkout (what `pool_pre_ping` cost: a `SELECT 1` per
+    checkout). At checkout, before any statement of the caller ran, a connection found dead (socket check;
+    a ping only after `IDLE_PING_S` idle) is discarded and the pool hands out a fresh one: the retry is at
+    the only point where it cannot repeat any work. A disconnect that is only seen by a statement fails
+    that transaction, which the server rolls back; SQLAlchemy then invalidates the whole pool
+    (`invalidate_pool_on_disconnect`), so the next checkout opens a fresh connection."""
+
+    @event.listens_for(engine, "checkin")
+    def _returned(_dbapi_connection: Any, record: Any) -> None:
+        if record is not None:
+            record.info[_RETURNED] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def _check(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        returned = record.info.pop(_RETURNED, None)
+        if returned is None:
+            return  # just opened
+        if _socket_says_dead(dbapi_connection):
+            raise DisconnectionError("the pooled connection was closed by the server")
+        if time.monotonic() - returned > IDLE_PING_S:
+            try:
+                engine.dialect.do_ping(dbapi_connection)
+            except engine.dialect.loaded_dbapi.Error as exc:
+                raise DisconnectionError("the pooled connection did not answer a ping") from exc
+
+
+_RETURNED = "om_returned_at"
+_PID = "om_pid"
+
+
+def _forget_connections_across_fork(engine: Engine) -> None:
+    """A pooled connection belongs to the process that opened it: a forked child that inherited the pool
+    opens its own instead of sharing the parent's socket or SQLite file handles (and never closes the
+    parent's, which for SQLite could disturb the parent's locks)."""
+
+    @event.listens_for(engine, "connect")
+    def _owner(_dbapi_connection: Any, record: Any) -> None:
+        record.info[_PID] = os.getpid()
+
+    @event.listens_for(engine, "checkout")
+    def _same_process(_dbapi_connection: Any, record: Any, proxy: Any) -> None:
+        if record.info.get(_PID, os.getpid()) != os.getpid():
+            record.dbapi_connection = proxy.dbapi_connection = None  # not closed: it is the parent's
+            raise DisconnectionError("connection opened by another process")
 
 
 def _configure_sqlite(engine: Engine) -> None:
@@ -134,7 +245,13 @@ def _configure_sqlite(engine: Engine) -> None:
                 "a SQLite write transaction was opened by a thread that already holds one: it would wait "
                 "for itself until the busy timeout; read through `read_only`, or pass the open connection"
             )
-        conn.exec_driver_sql("BEGIN IMMEDIATE")
+        if WRITERS_QUEUE_IN_PROCESS:
+            queue.enter(conn.connection.dbapi_connection)
+        try:
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+        except BaseException:
+            queue.leave(conn.connection.dbapi_connection)
+            raise
         writer.conn = conn
 
     @event.listens_for(engine, "commit")
@@ -142,6 +259,61 @@ def _configure_sqlite(engine: Engine) -> None:
     def _on_end(conn: Connection) -> None:
         if getattr(writer, "conn", None) is conn:
             writer.conn = None
+
+    queue = _WriterQueue()
+    # The queue is left once the transaction really ended: after the driver's COMMIT or ROLLBACK (also the
+    # pool's rollback of a connection returned inside a transaction), or when the connection is closed or
+    # invalidated whatever it was doing.
+    dialect = engine.dialect
+    for name in ("do_commit", "do_rollback"):
+        setattr(dialect, name, _then_leave(getattr(dialect, name), queue))
+    for name in ("close", "invalidate", "soft_invalidate", "checkin", "close_detached"):
+        event.listen(engine, name, lambda dbapi_connection, *_: queue.leave(dbapi_connection))
+
+
+#: On SQLite the writers of one engine queue in the process before `BEGIN IMMEDIATE` (`_WriterQueue`).
+WRITERS_QUEUE_IN_PROCESS = True
+
+
+class _WriterQueue:
+    """The write transactions of one SQLite engine, one at a time, in this process.
+
+    SQLite makes a writer that finds the database locked poll: its busy handler sleeps 1, 2, 5, 10, 15, 20,
+    25, 25, 25, 50, 50, then 100 ms between attempts, so under contention a writer sleeps on after the lock
+    was freed (a p95 of tens of ms for a lock held for one). Writers of the same process wait here instead,
+    on a lock that wakes the next one as soon as the holder's transaction ended; only writers of other
+    processes (API and worker of `om up`) still meet the busy handler. Waiting is bounded like SQLite's
+    busy timeout, and ends in the same error."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._holder: Any = None
+
+    def enter(self, dbapi_connection: Any) -> None:
+        if not self._lock.acquire(timeout=BUSY_TIMEOUT_S):
+            raise OperationalError(
+                "BEGIN IMMEDIATE",
+                None,
+                RuntimeError(
+                    f"database is locked: no write turn within {BUSY_TIMEOUT_S:.0f}s in this process"
+                ),
+            )
+        self._holder = dbapi_connection
+
+    def leave(self, dbapi_connection: Any) -> None:
+        if dbapi_connection is not None and self._holder is dbapi_connection:
+            self._holder = None
+            self._lock.release()
+
+
+def _then_leave(method: Any, queue: _WriterQueue) -> Any:
+    def ended(proxied: Any) -> None:
+        try:
+            method(proxied)
+        finally:
+            queue.leave(getattr(proxied, "dbapi_connection", proxied))
+
+    return ended
 
 
 class NestedWriteError(RuntimeError):

@@ -557,26 +557,34 @@ class Unobserved:
 
 
 def read_unobserved(
-    conn: Connection, thread_id: str, after_seq: int, *, known: Callable[[int], Part | None]
+    conn: Connection,
+    thread_id: str,
+    after_seq: int,
+    *,
+    known: Callable[[int], Part | None],
+    bodies: bool = True,
 ) -> Unobserved:
     """Weights and messages of the parts after `after_seq`, reading bodies only for parts `known` does not
-    have (a turn usually knows every part but the ones it just stored)."""
+    have (a turn usually knows every part but the ones it just stored). Without `bodies`, only the
+    weights: no message is built (a caller that wants the status, not the context)."""
     rows = conn.execute(_UNOBSERVED, {"thread_id": thread_id, "after_seq": after_seq}).mappings().all()
-    bodies: dict[int, Part] = {}
+    if not bodies:
+        return Unobserved([_part_tokens(row) for row in rows], [], {})
+    parts: dict[int, Part] = {}
     missing: list[int] = []
     for row in rows:
         part = known(int(row["seq"]))
         if part is None:
             missing.append(int(row["seq"]))
         else:
-            bodies[int(row["seq"])] = part
+            parts[int(row["seq"])] = part
     fetched: dict[int, Part] = {}
     if missing:
         body_rows = conn.execute(_BODIES, {"thread_id": thread_id, "seqs": missing}).mappings()
         for body_row in body_rows:
             seq = int(body_row["seq"])
-            bodies[seq] = fetched[seq] = Part.model_validate(body_row["body"])
-    return Unobserved([_part_tokens(row) for row in rows], _messages_from(rows, bodies, thread_id), fetched)
+            parts[seq] = fetched[seq] = Part.model_validate(body_row["body"])
+    return Unobserved([_part_tokens(row) for row in rows], _messages_from(rows, parts, thread_id), fetched)
 
 
 def _part_tokens(row: Any) -> PartTokens:

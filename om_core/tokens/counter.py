@@ -13,6 +13,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import pydantic_core
+
 from om_core.messages import Message, Part
 from om_core.tokens.attachments import (
     NAMESPACES,
@@ -71,7 +73,13 @@ def _compact_json(value: object) -> str:
 
 
 def _pretty_json(value: object) -> str:
-    return json.dumps(value, ensure_ascii=False, indent=2, default=str)
+    """The indented form the original counts (`JSON.stringify(value, null, 2)`). pydantic-core writes it
+    several times faster than the standard library, whose C encoder does not indent; exponents come out
+    as JavaScript writes them (`1e-7`). Values it cannot encode take the standard library's path."""
+    try:
+        return pydantic_core.to_json(value, indent=2, fallback=str).decode()
+    except (ValueError, TypeError):
+        return json.dumps(value, ensure_ascii=False, indent=2, default=str)
 
 
 def strip_encrypted_content(value: Any) -> Any:

@@ -93,7 +93,13 @@ def test_events_arrive_live_and_replay_after_a_reconnect(
         stored = {e.id for e in list_events(pg_engine, thread_id=scoped_id(tenant, thread), limit=10_000)}
         return {i for i in stored if i <= max(delivered)} <= delivered
 
-    rest = resumed.wait_for(caught_up)
+    def missing(got: list[OMEvent]) -> str:
+        delivered = {e.id for e in seen + got}
+        stored = list_events(pg_engine, thread_id=scoped_id(tenant, thread), limit=10_000)
+        late = [(e.id, e.type) for e in stored if e.id <= max(delivered) and e.id not in delivered]
+        return f"statuses {statuses(seen)}+{statuses(got)}, undelivered {late}, from {seen[-1].cursor}"
+
+    rest = resumed.wait_for(caught_up, explain=missing)
     resumed.close()
 
     delivered = seen + rest
@@ -177,10 +183,17 @@ def _event(event_id: int, age_s: float = 0.0) -> StoredEvent:
     )
 
 
+def _send(tail: _Tail, rows: list[StoredEvent]) -> list[tuple[int, str]]:
+    """What the live loop sends for one read: each new event with its cursor."""
+    sent = [(event.id, tail.delivered(event)) for event in tail.fresh(rows, 100)]
+    tail.settle()
+    return sent
+
+
 def test_an_event_that_commits_late_with_a_lower_id_is_still_delivered_once() -> None:
     tail = _Tail(0, frozenset(), settle_s=60)
-    assert [e.id for e in tail.fresh([_event(1), _event(3)], 100)] == [1, 3]
-    assert [e.id for e in tail.fresh([_event(1), _event(2), _event(3)], 100)] == [2], "2 committed after 3"
+    assert [i for i, _ in _send(tail, [_event(1), _event(3)])] == [1, 3]
+    assert [i for i, _ in _send(tail, [_event(1), _event(2), _event(3)])] == [2], "2 committed after 3"
     assert parse_cursor(tail.cursor()) == (0, frozenset({1, 2, 3}))
 
     resumed = _Tail(*parse_cursor(tail.cursor()), settle_s=60)
@@ -193,6 +206,18 @@ def test_an_event_that_commits_late_with_a_lower_id_is_still_delivered_once() ->
 )
 def test_cursors_parse(cursor: str | None, parsed: tuple[int, frozenset[int]]) -> None:
     assert parse_cursor(cursor) == parsed
+
+
+def test_each_message_cursor_covers_only_the_events_sent_up_to_it() -> None:
+    """A client that stops reading after the first of two events read together resumes from that event's
+    cursor: it must get the second one (the cursor once named both, and the second was lost)."""
+    tail = _Tail(0, frozenset(), settle_s=60)
+    (first_id, first_cursor), (second_id, second_cursor) = _send(tail, [_event(1), _event(2)])
+    assert (first_id, second_id) == (1, 2)
+    assert parse_cursor(first_cursor) == (0, frozenset({1}))
+    assert parse_cursor(second_cursor) == (0, frozenset({1, 2}))
+    resumed = _Tail(*parse_cursor(first_cursor), settle_s=60)
+    assert [e.id for e in [_event(1), _event(2)] if resumed.replayed(e)] == [2]
 
 
 def test_old_events_settle_during_a_replay_so_the_cursor_stays_short() -> None:

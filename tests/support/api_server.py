@@ -194,13 +194,24 @@ class Follower:
                 self._received.put(event)
         except BaseException as exc:  # handed to the test thread
             self._received.put(exc)
+        else:  # a followed stream only ends when the server ends it: say so instead of timing out
+            self._received.put(AssertionError("the server ended the event stream"))
 
-    def wait_for(self, until: Callable[[list[OMEvent]], bool], *, deadline_s: float = 60.0) -> list[OMEvent]:
+    def wait_for(
+        self,
+        until: Callable[[list[OMEvent]], bool],
+        *,
+        deadline_s: float = 60.0,
+        explain: Callable[[list[OMEvent]], str] | None = None,
+    ) -> list[OMEvent]:
+        """The events so far once `until` holds; `explain` says on a timeout what was still missing."""
         end = time.monotonic() + deadline_s
         while not until(self.events):
             remaining = end - time.monotonic()
             if remaining <= 0:
-                raise AssertionError(f"timed out after {deadline_s}s; got {[e.type for e in self.events]}")
+                got = [(e.id, e.type) for e in self.events]
+                why = explain(self.events) if explain is not None else ""
+                raise AssertionError(f"timed out after {deadline_s}s; {why}; got {got}")
             try:
                 item = self._received.get(timeout=remaining)
             except queue.Empty:

@@ -99,7 +99,13 @@ def _blocked_while_held(action: Callable[[], object]) -> None:
 
 def test_connections_open_and_close_one_at_a_time(db: Engine) -> None:
     """SQLite 3.51.0-3.51.1 deadlock when one connection opens a WAL database while another closes it:
-    opening and closing are serialised in the process (`store.db._OPEN_CLOSE`)."""
+    opening and closing are serialised in the process (`store.db._OPEN_CLOSE`). The pool keeps
+    connections open, so the opens and closes that remain are a checkout finding the pool empty, an
+    invalidated connection, and `dispose`."""
     opened: list[Any] = []
+    held = [db.raw_connection() for _ in range(3)]  # the pool has none idle now
     _blocked_while_held(lambda: opened.append(db.raw_connection()))
-    _blocked_while_held(opened[0].close)
+    _blocked_while_held(opened[0].invalidate)  # an invalidated connection is closed
+    for connection in held:
+        connection.close()  # back to the pool: open still
+    _blocked_while_held(db.dispose)  # closes every pooled connection

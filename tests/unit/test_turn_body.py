@@ -79,3 +79,48 @@ def test_the_one_pass_body_equals_the_documented_response(sqlite_engine: Engine)
     assert all("om" not in (p.get("providerMetadata") or {}) for p in stored_parts), "bookkeeping stripped"
     tool = next(p for p in stored_parts if p["type"] == "tool-invocation")
     assert tool["args"] == {"q": "report", "page": None}, "None inside a tool payload is data, kept"
+
+
+def test_each_context_form_is_the_documented_response_with_only_that_form(sqlite_engine: Engine) -> None:
+    config = ObservationalMemoryConfig.parse(True)
+    engine = MemoryEngine(sqlite_engine, models=ModelClient(), config=config, executor=HoldingExecutor())
+    messages = varied_messages()
+    engine.ingest_turn("t-forms", "r-forms", messages[:2])
+    result = engine.ingest_turn("t-forms", "r-forms", messages[2:])
+    full = reference(result, "r-forms").model_dump(mode="json", by_alias=True)
+    assert full["context"]["messages"] and full["context"]["openai_messages"]
+
+    only_openai = turn_body(result, "r-forms", "openai")
+    assert only_openai["context"] == {**full["context"], "form": "openai", "messages": []}
+    only_stored = turn_body(result, "r-forms", "messages")
+    assert only_stored["context"] == {**full["context"], "form": "messages", "openai_messages": []}
+    for body in (only_openai, only_stored):
+        assert TurnResponse.model_validate(body).model_dump(mode="json", by_alias=True) == body
+
+
+def test_a_turn_without_context_stores_the_same_and_reports_the_same_status(sqlite_engine: Engine) -> None:
+    """The reply call of an exchange needs no context back: the turn skips building it, and nothing else
+    about the turn changes (what is stored, the status, the events)."""
+    config = ObservationalMemoryConfig.parse(True)
+    engine = MemoryEngine(sqlite_engine, models=ModelClient(), config=config, executor=HoldingExecutor())
+    messages = varied_messages()
+    results = {}
+    for thread, with_context in (("t-with", True), ("t-without", False)):
+        engine.ingest_turn(thread, "r-same", messages[:2])
+        results[thread] = engine.ingest_turn(thread, "r-same", messages[2:], with_context=with_context)
+    with_, without = results["t-with"], results["t-without"]
+    assert with_.with_context and with_.messages and with_.system_messages is not None
+    assert not without.with_context and without.messages == [] and without.system_messages == []
+
+    def comparable(result: TurnResult) -> str:
+        status = {**dict(result.status), "recordId": None}
+        return json.dumps(status, sort_keys=True, default=str).replace("t-without", "t-with")
+
+    assert comparable(without) == comparable(with_)
+    assert [e.type for e in without.events] == [e.type for e in with_.events]
+    body = turn_body(without, "r-same", "none")
+    assert body["context"] is None
+    assert TurnResponse.model_validate(body).model_dump(mode="json", by_alias=True) == body
+    # The next call with context shows everything the context-less one stored.
+    after = engine.ingest_turn("t-without", "r-same", [])
+    assert [m.id for m in after.messages] == [m.id for m in with_.messages]
