@@ -6,9 +6,10 @@ and `om.buffer`), runs the sections, then writes the JSON results, the PNG plots
 Markdown table, and prints every figure beside its target with the command that reproduces it, followed by
 the values recorded for that figure in earlier runs (`tests/bench/history.json`, see `history.py`).
 
-Sections, in order: turn_profile, turn_path, long_thread (context bound, flatness, local-model compression
-and retention), blocking, memory, throughput (its own workers), tokens, search (latency over a large
-resource on Postgres and SQLite, indexing throughput, index lag after a burst). `--quick` runs each on a
+Sections, in order: turn_profile, turn_path, peer (om on its embedded stack beside the original, same
+conversation, same run), long_thread (context bound, flatness, local-model compression and retention),
+blocking, memory, throughput (its own workers), tokens, search (latency over a large resource on Postgres
+and SQLite, indexing throughput, index lag after a burst). `--quick` runs each on a
 smaller workload (each figure says what it shrank) for CI; it still produces every figure.
 
 Timings are printed, never asserted; the exit status is non-zero only when a section failed to run.
@@ -35,6 +36,7 @@ from tests.bench import (
     history,
     long_thread,
     memory,
+    peer,
     plots,
     search,
     throughput,
@@ -56,6 +58,7 @@ from tests.bench.stack import FAKE_MODEL_MODULE, REPO, api_server, new_key, serv
 SECTIONS: dict[str, Callable[[Bench], None]] = {
     "turn_profile": turn_profile.run,
     "turn_path": turn_path.run,
+    "peer": peer.run,
     "long_thread": long_thread.run,
     "blocking": blocking.run,
     "memory": memory.run,
@@ -68,6 +71,7 @@ SECTIONS: dict[str, Callable[[Bench], None]] = {
 FIGURES: dict[str, Callable[[bool], list[FigureDef]]] = {
     "turn_profile": turn_profile.figures,
     "turn_path": turn_path.figures,
+    "peer": peer.figures,
     "long_thread": long_thread.figures,
     "blocking": blocking.figures,
     "memory": memory.figures,

@@ -1,8 +1,8 @@
 """Counting what a piece of engine work asks of Postgres: statements by kind, their time, pool checkouts.
 
 Round trips are the cost that does not shrink with a faster CPU: each statement is one, and each pool
-checkout adds a pre-ping and a rollback on return. Counting them per turn or per observation makes a
-regression visible even on a machine whose timings are noisy.
+checkout adds a rollback on return (and a pre-ping, on an engine that pre-pings its checkouts). Counting
+them per turn or per observation makes a regression visible even on a machine whose timings are noisy.
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ exchanges then run back to back on every thread at once.
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import random
 import time
@@ -30,8 +31,21 @@ PRELOAD_MAX = 40
 #: The quick run preloads less: every preloaded token is Observer work the workers finish before timing.
 QUICK_PRELOAD_MAX = 8
 PRELOAD_BATCH = 10
-P50_TARGET_MS = 6.0
+#: How long the idle API's CPU is measured (half in the quick run).
+IDLE_SPAN_S = 3.0
 P99_TARGET_MS = 30.0
+#: Issue 18's targets at 10 threads on Postgres. The former "turn p50 ≤ 6 ms at 10 threads" is gone: a
+#: closed loop of 10 clients on two shared cores queues ~10 exchanges' service time whatever the code does
+#: (README, Performance); CPU per exchange, throughput and the tail ratio are its honest form.
+API_CPU_TARGET_MS = 5.0
+#: Exchanges/s at 10 threads measured before issue 18 on the 2-core bench machine; the target is 3× that.
+EXCHANGES_PER_S_BEFORE = 49.0
+EXCHANGES_PER_S_TARGET = 3 * EXCHANGES_PER_S_BEFORE
+TAIL_RATIO_TARGET = 5.0
+TARGET_LEVEL = 10
+API_CPU = FigureDef("API CPU per exchange, Postgres", "ms")
+EXCHANGES_PER_S = FigureDef(f"exchanges/s at {TARGET_LEVEL} threads (Postgres)", "exchanges/s")
+TAIL_RATIO = FigureDef(f"p99/p50 at {TARGET_LEVEL} threads", "×")
 
 
 def p50(level: int) -> FigureDef:
@@ -43,8 +57,10 @@ def p99(level: int) -> FigureDef:
 
 
 def figures(quick: bool) -> list[FigureDef]:
-    """The figures `run` reports, in order: p50 and p99 at each level of the plan."""
-    return [f(level) for level in (QUICK_PLAN if quick else FULL_PLAN) for f in (p50, p99)]
+    """The figures `run` reports, in order: p50 and p99 at each level of the plan, then the API's CPU per
+    exchange, exchanges/s and p99/p50 at 10 threads."""
+    levels = [f(level) for level in (QUICK_PLAN if quick else FULL_PLAN) for f in (p50, p99)]
+    return [*levels, API_CPU, EXCHANGES_PER_S, TAIL_RATIO]
 
 
 @dataclass
@@ -144,10 +160,16 @@ def run(bench: Bench) -> None:
     plan = QUICK_PLAN if bench.quick else FULL_PLAN
     run_id = bench.run_id
     asyncio.run(_warm_up(bench, run_id))
+    idle_ms_per_s = _idle_api_cpu(bench, IDLE_SPAN_S / (2 if bench.quick else 1))
     levels = []
     for level, exchanges in plan.items():
         bench.say(f"turn path: {level} concurrent thread(s), {exchanges} timed exchanges each")
         levels.append(asyncio.run(_level(bench, level, exchanges, run_id)))
+    for data in levels:
+        wall_s = data["exchanges"] / data["exchanges_per_s"]
+        busy = data["api_cpu_ms_per_exchange"] * data["exchanges"] - idle_ms_per_s * wall_s
+        data["api_idle_cpu_ms_per_s"] = idle_ms_per_s
+        data["api_cpu_ms_per_exchange_less_idle"] = max(0.0, busy) / data["exchanges"]
     bench.results.series["turn_path"] = levels
     bench.section_meta(
         SECTION,
@@ -156,14 +178,12 @@ def run(bench: Bench) -> None:
     )
     for data in levels:
         level = data["level"]
-        at_ten = level == 10
+        at_ten = level == TARGET_LEVEL
         why = _why(bench, data, levels[0]) if at_ten else None
         bench.results.add(
             SECTION,
             p50(level),
             data["p50_ms"],
-            target=Target.at_most(P50_TARGET_MS, " ms") if at_ten else None,
-            why=why,
             note=f"n={data['exchanges']} exchanges (user call + reply call), "
             f"{data['exchanges_per_s']:.1f} exchanges/s"
             if level == 1
@@ -176,6 +196,56 @@ def run(bench: Bench) -> None:
             target=Target.at_most(P99_TARGET_MS, " ms") if at_ten else None,
             why=why,
         )
+    _targets_at_ten(bench, levels)
+
+
+def _idle_api_cpu(bench: Bench, seconds: float) -> float:
+    """CPU ms per second the API process spends with no request in flight (its background threads and
+    event loop), once the workers are idle: what a span's CPU charges to its exchanges besides serving."""
+    bench.wait_idle()
+    span = bench.cpu_span().start()
+    time.sleep(seconds)  # the measurement itself: nothing is awaited
+    span.stop()
+    return span.used["api"] * 1000 / seconds
+
+
+def _targets_at_ten(bench: Bench, levels: list[dict[str, Any]]) -> None:
+    """Issue 18's figures at 10 threads: API CPU per exchange, exchanges/s, p99/p50."""
+    data = next(d for d in levels if d["level"] == TARGET_LEVEL)
+    single = levels[0]
+    why = _why(bench, data, single)
+    bench.results.add(
+        SECTION,
+        API_CPU,
+        data["api_cpu_ms_per_exchange"],
+        target=Target.at_most(API_CPU_TARGET_MS, " ms"),
+        why=why,
+        note=f"API process CPU ÷ exchanges over the {TARGET_LEVEL}-thread span: the busy API whose "
+        "throughput the exchanges/s target measures, which is also where issue 18's 17 ms before-value "
+        "came from and what the capacity model multiplies. At 1 thread "
+        f"{single['api_cpu_ms_per_exchange']:.1f} ms per exchange "
+        f"({single['api_cpu_ms_per_exchange_less_idle']:.1f} ms without what an idle API spends in the "
+        f"same time: {single['api_idle_cpu_ms_per_s']:.1f} ms/s, measured alone before the levels)",
+    )
+    bench.results.add(
+        SECTION,
+        EXCHANGES_PER_S,
+        data["exchanges_per_s"],
+        target=Target.at_least(EXCHANGES_PER_S_TARGET),
+        why=why,
+        note=f"target 3 × {EXCHANGES_PER_S_BEFORE:g} (before issue 18, this machine); "
+        f"{data['exchanges']} exchanges, closed loop",
+    )
+    bench.results.add(
+        SECTION,
+        TAIL_RATIO,
+        data["p99_ms"] / data["p50_ms"] if data["p50_ms"] else math.nan,
+        target=Target.at_most(TAIL_RATIO_TARGET, " ×"),
+        why=lambda: (
+            f"p99 {data['p99_ms']:.1f} ms, p50 {data['p50_ms']:.1f} ms, max {data['max_ms']:.0f} ms; "
+            f"{data['blocked']} exchanges blocked; " + why
+        ),
+    )
 
 
 def _why(bench: Bench, data: dict[str, Any], single: dict[str, Any]) -> str:
@@ -193,7 +263,7 @@ def _why(bench: Bench, data: dict[str, Any], single: dict[str, Any]) -> str:
     if "sql_statements_per_turn" in profile:
         parts.append(
             f"each ingest_turn makes {profile['sql_statements_per_turn']:.0f} SQL statements, "
-            f"{profile['pool_checkouts_per_turn']:.0f} pool checkouts (pre-ping + rollback each) and "
+            f"{profile['pool_checkouts_per_turn']:.0f} pool checkouts and "
             f"{profile['redis_commands_per_turn']:.0f} Redis commands"
         )
     api = profile.get("api_profile")

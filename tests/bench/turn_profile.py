@@ -2,9 +2,9 @@
 
 The HTTP figures say how long a turn takes; this says why. It drives the same engine the API builds in
 celery mode (Redis coordination, the Celery executor, Postgres), in this process so the counters can see
-inside: SQL statements by kind, pool checkouts (each one a pre-ping round trip and a rollback on return),
-Redis commands, and the functions that dominate under cProfile. The workers of the main stack run the
-background work the turns start, as they would behind the API.
+inside: SQL statements by kind, pool checkouts (each a rollback on return, and a pre-ping on an engine
+that pre-pings), Redis commands, and the functions that dominate under cProfile. The workers of the main
+stack run the background work the turns start, as they would behind the API.
 """
 
 from __future__ import annotations
@@ -122,7 +122,7 @@ def profile_engine(bench: Bench) -> None:
         INGEST_P50,
         data["ingest_p50_ms"],
         note=f"{data['sql_statements_per_turn']:.1f} SQL statements, "
-        f"{data['pool_checkouts_per_turn']:.1f} pool checkouts (pre-ping + rollback each), "
+        f"{data['pool_checkouts_per_turn']:.1f} pool checkouts, "
         f"{data['redis_commands_per_turn']:.1f} Redis commands per turn; profile in {profile_path.name}",
     )
     bench.results.add(SECTION, SQL_PER_TURN, data["sql_statements_per_turn"])
