@@ -36,8 +36,19 @@ class Call:
         return self
 
 
-def turn_payload(messages: Sequence[Mapping[str, Any]], resource_id: str) -> bytes:
-    return json.dumps({"messages": list(messages), "resource_id": resource_id}).encode()
+#: What the documented client asks for on each call of an exchange (README, "Using it from a chat
+#: backend"): the context as chat-completions messages with the user message, none with the reply.
+USER_CONTEXT = "openai"
+REPLY_CONTEXT = "none"
+
+
+def turn_payload(
+    messages: Sequence[Mapping[str, Any]], resource_id: str, context: str | None = None
+) -> bytes:
+    body: dict[str, Any] = {"messages": list(messages), "resource_id": resource_id}
+    if context is not None:
+        body["context"] = context
+    return json.dumps(body).encode()
 
 
 class TurnPoster:

@@ -46,7 +46,7 @@ import httpx
 from om_app.embedded import embedded_stack
 from tests.bench.cpu import CpuSpan
 from tests.bench.harness import Bench
-from tests.bench.http_driver import TurnPoster
+from tests.bench.http_driver import REPLY_CONTEXT, USER_CONTEXT, TurnPoster, turn_payload
 from tests.bench.results import FigureDef, Target
 from tests.bench.stack import REPO
 
@@ -61,10 +61,6 @@ HARNESS_TIMEOUT_S = 600
 SINGLE_P50_RATIO = 0.5
 CONCURRENT_P95_RATIO = 0.5
 API_CPU_SQLITE_MS = 8.0
-#: The context form each call asks for, as the README's client example does: the user call wants the
-#: chat-completions messages it sends to the model, the reply call wants none.
-USER_CONTEXT = "openai"
-REPLY_CONTEXT = "none"
 
 
 @dataclass(frozen=True)
@@ -314,7 +310,7 @@ async def _play(
     poster: TurnPoster, thread_id: str, resource_id: str, texts: Sequence[str], out: OmRun
 ) -> None:
     def body(message: dict[str, str], context: str) -> bytes:
-        return json.dumps({"messages": [message], "resource_id": resource_id, "context": context}).encode()
+        return turn_payload([message], resource_id, context)
 
     payloads = [
         (

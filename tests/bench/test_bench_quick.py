@@ -43,6 +43,7 @@ EXPECTED = (
     "blocking starts at messageTokens",
     "observations/s at concurrency 1",
     "observations/s at concurrency 16",
+    "worker CPU per buffered observation",
     "o200k counting speed",
     "part-cache hit rate",
     "API process resident memory",

@@ -1,7 +1,8 @@
 """The turn path over HTTP at 1, 10 and 50 concurrent threads.
 
 A turn is what a chat backend does per exchange: post the user message and get the context back, then
-post the assistant's reply. Both calls together are one sample. Every simulated thread first gets a
+post the assistant's reply, as the documented client does (the context as chat-completions messages, then
+none). Both calls together are one sample. Every simulated thread first gets a
 history of its own (a seeded number of earlier exchanges, loaded untimed), so the unobserved windows the
 timed turns carry are spread over the whole buffering cycle instead of all starting empty; the timed
 exchanges then run back to back on every thread at once.
@@ -19,7 +20,7 @@ from typing import Any
 
 from tests.bench.conversations import BenchConversation, message_body, with_exchanges
 from tests.bench.harness import Bench
-from tests.bench.http_driver import TurnPoster, turn_payload
+from tests.bench.http_driver import REPLY_CONTEXT, USER_CONTEXT, TurnPoster, turn_payload
 from tests.bench.results import FigureDef, Target, median, percentile
 
 SECTION = "turn_path"
@@ -93,7 +94,10 @@ async def _preload(poster: TurnPoster, sim: SimThread) -> None:
 async def _play(poster: TurnPoster, sim: SimThread, exchanges: int, out: list[Sample]) -> None:
     pairs = sim.conversation.exchanges()[sim.preload : sim.preload + exchanges]
     payloads = [
-        (turn_payload([message_body(u)], sim.resource_id), turn_payload([message_body(r)], sim.resource_id))
+        (
+            turn_payload([message_body(u)], sim.resource_id, USER_CONTEXT),
+            turn_payload([message_body(r)], sim.resource_id, REPLY_CONTEXT),
+        )
         for u, r in pairs
     ]
     for user_payload, reply_payload in payloads:

@@ -26,7 +26,7 @@ from typing import Any
 
 from tests.bench.conversations import message_body, with_exchanges
 from tests.bench.harness import Bench
-from tests.bench.http_driver import TurnPoster, turn_payload
+from tests.bench.http_driver import REPLY_CONTEXT, USER_CONTEXT, TurnPoster, turn_payload
 from tests.bench.results import FigureDef, median
 from tests.bench.sqlcount import counting
 from tests.bench.stack import REPO
@@ -193,8 +193,10 @@ async def _play_http(bench: Bench, exchanges: int, seed: int, thread_id: str) ->
     out = []
     async with TurnPoster(bench.api.base_url, bench.api_key) as poster:
         for user, reply in conversation.exchanges()[:exchanges]:
-            first = await poster.post(thread_id, turn_payload([message_body(user)], resource))
-            second = await poster.post(thread_id, turn_payload([message_body(reply)], resource))
+            asked = turn_payload([message_body(user)], resource, USER_CONTEXT)
+            answered = turn_payload([message_body(reply)], resource, REPLY_CONTEXT)
+            first = await poster.post(thread_id, asked)
+            second = await poster.post(thread_id, answered)
             out.append(first.elapsed_ms + second.elapsed_ms)
     return out
 
