@@ -64,6 +64,7 @@ def _testenv() -> ModuleType:
     spec = importlib.util.spec_from_file_location("om_testenv", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up while it executes
     spec.loader.exec_module(module)
     return module
 
