@@ -73,6 +73,15 @@ def sqlite_vectors_available() -> bool:
 #: pool these are rare: a checkout that finds no idle connection, an invalidated connection, `dispose`.
 _OPEN_CLOSE = threading.Lock()
 
+# A fork happens between opens and closes, never during one: a child forked while another thread of the
+# parent was inside SQLite's open or close would inherit SQLite's VFS mutexes held, and this lock, and
+# wait for ever on its first connection (Celery's prefork pool forks a process that has threads).
+os.register_at_fork(
+    before=_OPEN_CLOSE.acquire,
+    after_in_parent=_OPEN_CLOSE.release,
+    after_in_child=_OPEN_CLOSE.release,
+)
+
 
 def _serialised_connection_class(module: ModuleType) -> type:
     """The module's connection class, closing under `_OPEN_CLOSE` (passed to `connect` as `factory`)."""

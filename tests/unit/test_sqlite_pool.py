@@ -4,7 +4,8 @@ transaction, a checkout never waits for the pool, and a forked child opens its o
 
 from __future__ import annotations
 
-import multiprocessing
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -125,24 +126,92 @@ def test_threads_share_the_pool_and_writers_still_take_turns(db: Engine) -> None
     assert len(rows(db)) == 160
 
 
-def _write_in_child(db: Engine, value: int) -> None:
+#: Forking a process that has threads is only safe when none of them is inside SQLite at that moment, and
+#: pytest's process may hold threads of earlier tests: each fork test runs in a fresh interpreter (as
+#: Celery's prefork parent forks its children), whose only extra thread is the one the test starts.
+_FORK_SCRIPT = """
+import multiprocessing, sys, threading
+from sqlalchemy import text
+from om_core.store.db import _OPEN_CLOSE, make_engine
+
+db = make_engine(f"sqlite:///{sys.argv[1]}")
+
+
+def write(value):
     with db.begin() as conn:
         conn.execute(text("INSERT INTO t VALUES (:x)"), {"x": value})
 
 
-def test_a_forked_child_opens_its_own_connections(db: Engine) -> None:
-    """The parent's pooled connection is not used (nor closed) by a child that inherited the engine."""
+def fork_writing(value):
+    child = multiprocessing.get_context("fork").Process(target=write, args=(value,))
+    child.start()
+    child.join(30)
+    if child.exitcode is None:
+        child.kill()
+        child.join()
+    return child.exitcode
+
+
+def rows():
+    with db.connect() as conn:
+        return [r[0] for r in conn.execute(text("SELECT x FROM t ORDER BY x"))]
+
+
+def forked_child_opens_its_own():
     with db.begin() as conn:
         conn.execute(text("INSERT INTO t VALUES (1)"))
         parent_connection = conn.connection.driver_connection
-    child = multiprocessing.get_context("fork").Process(target=_write_in_child, args=(db, 2))
-    child.start()
-    child.join(120)
-    assert child.exitcode == 0
+    assert fork_writing(2) == 0, "the child wrote"
     with db.begin() as conn:
-        assert conn.connection.driver_connection is parent_connection  # still the parent's, still open
+        assert conn.connection.driver_connection is parent_connection, "still the parent's, still open"
         conn.execute(text("INSERT INTO t VALUES (3)"))
-    assert rows(db) == [1, 2, 3]
+    assert rows() == [1, 2, 3], rows()
+
+
+def fork_waits_for_an_open():
+    inside, leave = threading.Event(), threading.Event()
+
+    def opening():
+        with _OPEN_CLOSE:
+            inside.set()
+            leave.wait(10)
+
+    opener = threading.Thread(target=opening)
+    opener.start()
+    inside.wait(10)
+    threading.Timer(0.5, leave.set).start()
+    assert fork_writing(2) == 0, "the child opened a connection"
+    opener.join(10)
+    assert rows() == [2], rows()
+
+
+globals()[sys.argv[2]]()
+db.dispose()
+"""
+
+
+def _run_fork_case(db: Engine, case: str) -> None:
+    path = db.url.database
+    db.dispose()
+    done = subprocess.run(
+        [sys.executable, "-c", _FORK_SCRIPT, str(path), case],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_a_forked_child_opens_its_own_connections(db: Engine) -> None:
+    """The parent's pooled connection is not used (nor closed) by a child that inherited the engine."""
+    _run_fork_case(db, "forked_child_opens_its_own")
+
+
+def test_a_fork_during_another_threads_open_waits_for_it(db: Engine) -> None:
+    """A child forked while a thread was inside an open or close would inherit `_OPEN_CLOSE` (and SQLite's
+    own mutexes) held and never open a connection: the fork waits for the open instead."""
+    _run_fork_case(db, "fork_waits_for_an_open")
 
 
 def test_a_memory_database_keeps_one_connection_per_thread() -> None:
