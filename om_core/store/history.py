@@ -671,7 +671,9 @@ def _part_tokens(row: Any) -> PartTokens:
 
 def _messages_from(rows: Sequence[Any], bodies: dict[int, Part], thread_id: str) -> list[Message]:
     """Group parts (in sequence order) by message, messages in (created_at, first_seq) order; each part a
-    shallow copy, so callers may treat the result as theirs without touching cached parts."""
+    shallow copy, so callers may treat the result as theirs without touching cached parts. The messages
+    are built from stored values, valid when they were stored (times aware: `schema.UtcDateTime`), so
+    they are not validated again: a turn builds every message of its window."""
     grouped: dict[str, list[Part]] = {}
     meta: dict[str, Any] = {}
     for row in rows:
@@ -679,7 +681,7 @@ def _messages_from(rows: Sequence[Any], bodies: dict[int, Part], thread_id: str)
         meta.setdefault(row["message_id"], row)
     ordered = sorted(grouped, key=lambda mid: (meta[mid]["created_at"], meta[mid]["first_seq"]))
     return [
-        Message(
+        Message.model_construct(
             id=message_id,
             role=meta[message_id]["role"],
             parts=grouped[message_id],
