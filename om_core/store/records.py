@@ -14,7 +14,22 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection, Engine, RowMapping, and_, bindparam, delete, func, select, update
+from sqlalchemy import (
+    CompoundSelect,
+    Connection,
+    Engine,
+    RowMapping,
+    and_,
+    bindparam,
+    delete,
+    func,
+    literal,
+    null,
+    select,
+    text,
+    union_all,
+    update,
+)
 from sqlalchemy.exc import IntegrityError
 
 from om_core.store import schema
@@ -53,7 +68,7 @@ def new_record_id() -> str:
 # --------------------------------------------------------------------------------------------- reading
 
 
-def _record_from_row(row: RowMapping, chunks: Sequence[Chunk] = ()) -> Record:
+def _record_from_row(row: Mapping[Any, Any], chunks: Sequence[Chunk] = ()) -> Record:
     return Record(
         id=row["id"],
         lookup_key=row["lookup_key"],
@@ -90,7 +105,7 @@ def _record_from_row(row: RowMapping, chunks: Sequence[Chunk] = ()) -> Record:
     )
 
 
-def _chunk_from_row(row: RowMapping) -> Chunk:
+def _chunk_from_row(row: Mapping[Any, Any]) -> Chunk:
     return Chunk(
         id=row["id"],
         cycle_id=row["cycle_id"],
@@ -123,6 +138,27 @@ _HEAD = (
     .limit(1)
 )
 _HEAD_FOR_UPDATE = _HEAD.with_for_update()
+
+
+def _head_with_chunks() -> CompoundSelect[Any]:
+    """The head and its buffered chunks in one statement: the head's row first (chunk columns null), then
+    one row per chunk (record columns null), in position order. A join would repeat the log, the largest
+    column, on every chunk's row."""
+    head = _HEAD.cte("head")
+    nulls_of = {
+        table: [null().cast(col.type).label(f"{prefix}{col.name}") for col in table.c]
+        for table, prefix in ((R, "r_"), (C, "c_"))
+    }
+    record_row = select(
+        literal(0).label("row_kind"), *[head.c[col.name].label(f"r_{col.name}") for col in R.c], *nulls_of[C]
+    )
+    chunk_rows = select(literal(1), *nulls_of[R], *[col.label(f"c_{col.name}") for col in C.c]).where(
+        C.c.record_id == select(head.c.id).scalar_subquery(), C.c.state == "buffered"
+    )
+    return union_all(record_row, chunk_rows).order_by(text("row_kind"), text("c_position"))
+
+
+_HEAD_AND_CHUNKS = _head_with_chunks()
 # The statements a buffered observation runs (workers run many at once; see the note above).
 _LOCK_ROW = select(R).where(R.c.id == bindparam("record_id")).with_for_update()
 _CHUNK_OF_CYCLE = select(C.c.id).where(
@@ -149,11 +185,20 @@ def _buffered_chunks(conn: Connection, record_id: str) -> list[Chunk]:
 
 
 def read_head(conn: Connection, lookup_key: str, *, for_update: bool = False) -> Record | None:
-    query = _HEAD_FOR_UPDATE if for_update else _HEAD
-    row = conn.execute(query, {"lookup_key": lookup_key}).mappings().first()
-    if row is None:
+    """The live head of `lookup_key` with its buffered chunks: one statement to read, two to lock (a row
+    lock cannot be taken through a union)."""
+    if for_update:
+        row = conn.execute(_HEAD_FOR_UPDATE, {"lookup_key": lookup_key}).mappings().first()
+        return _record_from_row(row, _buffered_chunks(conn, row["id"])) if row is not None else None
+    rows = conn.execute(_HEAD_AND_CHUNKS, {"lookup_key": lookup_key}).mappings().all()
+    if not rows:
         return None
-    return _record_from_row(row, _buffered_chunks(conn, row["id"]))
+    chunks = [_chunk_from_row(_unprefixed(row, "c_")) for row in rows[1:]]
+    return _record_from_row(_unprefixed(rows[0], "r_"), chunks)
+
+
+def _unprefixed(row: RowMapping, prefix: str) -> dict[str, Any]:
+    return {key[len(prefix) :]: value for key, value in row.items() if key.startswith(prefix)}
 
 
 def get_head(engine: Engine, lookup_key: str) -> Record | None:

@@ -259,6 +259,24 @@ def test_chunk_that_does_not_continue_the_list_is_refused(engine: Engine) -> Non
     assert [(c.from_seq, c.to_seq) for c in head(engine, key).chunks] == [(0, 4), (4, 9)]
 
 
+def test_the_head_read_in_one_statement_equals_the_locked_read(engine: Engine) -> None:
+    """`read_head` reads the head and its chunks in one statement (a union), and under a lock in two:
+    every field of the record and of each chunk, and the chunks' order, must come back the same."""
+    thread_id, key = new_key()
+    rec = init(engine, thread_id, key)
+    for name, start, end in (("c1", 0, 4), ("c2", 4, 9), ("c3", 9, 12)):
+        assert append(
+            engine, rec.id, chunk(name, start, end, text=f"* 🔴 (09:0{end % 10}) fact {name}")
+        ).persisted
+    with engine.begin() as conn:
+        locked = records.read_head(conn, key, for_update=True)
+        read = records.read_head(conn, key)
+    assert read is not None and read == locked
+    assert [c.cycle_id for c in read.chunks] == ["c1", "c2", "c3"]
+    assert read.chunks[1].last_observed_at == T0 + timedelta(seconds=9)
+    assert read.chunks[0].message_ids == ["m1"]
+
+
 def test_activation_takes_a_prefix_and_never_moves_the_cursor_back(engine: Engine) -> None:
     thread_id, key = new_key()
     rec = init(engine, thread_id, key)
