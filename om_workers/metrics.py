@@ -289,15 +289,13 @@ def export_registry(folder: str) -> CollectorRegistry:
     return registry
 
 
-def use_multiprocess_folder() -> str:
-    """Make a fresh folder for this worker's values and switch prometheus_client to multiprocess mode
-    (before any value exists: `worker_metrics` makes them on first use)."""
+def use_multiprocess_folder(folder: str) -> None:
+    """Switch prometheus_client to multiprocess mode with its values in `folder`, before any value exists
+    (`worker_metrics` makes them on first use); pool children inherit the variable."""
     from prometheus_client import values
 
-    folder = tempfile.mkdtemp(prefix="om-worker-metrics-")
     os.environ[MULTIPROC_ENV] = folder
     values.ValueClass = values.get_value_class()  # type: ignore[no-untyped-call]
-    return folder
 
 
 class MetricsServer:
@@ -310,15 +308,19 @@ class MetricsServer:
         self._server: Any = None
 
     def start(self) -> bool:
-        """Serve; False (logged, the worker goes on without metrics) when the port is taken."""
-        self.folder = use_multiprocess_folder()
+        """Serve; False (logged, the worker goes on without metrics, and without multiprocess mode) when
+        the port is taken."""
+        folder = tempfile.mkdtemp(prefix="om-worker-metrics-")
         try:
             self._server, _thread = start_http_server(
-                self.port, addr=self.address, registry=export_registry(self.folder)
+                self.port, addr=self.address, registry=export_registry(folder)
             )
         except OSError as exc:
+            shutil.rmtree(folder, ignore_errors=True)
             log.error("worker metrics not served: port %d: %s (set OM_WORKER_METRICS_PORT)", self.port, exc)
             return False
+        self.folder = folder
+        use_multiprocess_folder(folder)
         log.info("worker metrics on http://%s:%d/metrics", self.address, self.port)
         return True
 

@@ -10,7 +10,9 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import socket
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -26,8 +28,8 @@ from om_api.metrics import Metrics
 from om_core.engine import events as ev
 from om_core.metering import cycle_report, cycle_reports
 from om_core.store.types import StoredEvent
+from om_workers.metrics import MULTIPROC_ENV, MetricsServer, ProcessTreeCollector, WorkerMetrics, lock_kind
 from om_workers.metrics import MemoryWorkMetrics as WorkerMemoryWork
-from om_workers.metrics import ProcessTreeCollector, WorkerMetrics, lock_kind
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "deploy" / "grafana" / "om-fleet.json"
 
@@ -223,3 +225,14 @@ def test_memory_counters_count_only_the_events_published_to_them() -> None:
 )
 def test_lock_labels_are_kinds_never_keys(name: str, kind: str) -> None:
     assert lock_kind(name) == kind
+
+
+def test_a_taken_port_leaves_the_worker_running_without_metrics(caplog: pytest.LogCaptureFixture) -> None:
+    with socket.socket() as taken:
+        taken.bind(("0.0.0.0", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        server = MetricsServer(port)
+        assert server.start() is False
+    assert server.folder is None and MULTIPROC_ENV not in os.environ, "no multiprocess mode without a server"
+    assert f"port {port}" in caplog.text
