@@ -41,7 +41,7 @@ from om_core.policy import StatusPayload
 from om_core.recall.tool import RECALL_TOOL, recall_guidance
 from om_core.scoped_ids import public_id
 from om_core.store import history, records
-from om_core.store.db import is_postgres, read_only
+from om_core.store.db import is_postgres, read_only, single_write
 from om_core.store.outbox import write_events
 from om_core.store.types import NewEvent, Record, StoredEvent
 
@@ -472,7 +472,7 @@ def turn_result(
     log = shared.log
     payload = status.to_status_payload(log.id, thread_id, step_number, log.generation_count)
     memory: working_memory.WorkingMemory | None = None
-    with core.db.begin() as conn:
+    with single_write(core.db) as conn:  # one INSERT, and a read that need not be consistent with it
         stored = write_events(
             conn,
             lookup_key=lookup_key(thread_id),
