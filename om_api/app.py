@@ -151,7 +151,6 @@ def create_app(settings: Settings | None = None, adapters: Adapters | None = Non
             )
         log.info("om api: executor=%s database=%s", api_settings.executor, runtime.db.url.render_as_string())
         to_thread.current_default_thread_limiter().total_tokens = api_settings.api_threads
-        await run_in_threadpool(runtime.metrics.start_counting)
         stop = asyncio.Event()
         listener = (
             asyncio.create_task(listen_redis(api_settings.redis_url, runtime.fanout, stop))

@@ -1,35 +1,46 @@
-"""Prometheus metrics of the API process.
+"""Prometheus metrics of the API process: what this process measured, plus cluster state from the database.
+
+What this process measured (per replica; Prometheus aggregates replicas with `sum`, like the workers'
+series, `om_workers.metrics`):
 
 - HTTP: requests and latency per route template (time to the first response byte, so a long SSE stream
-  does not count as a slow request).
-- Memory work (observations, buffering, activations, reflections): counted from the event outbox at scrape
-  time, from the id this process started at. The outbox holds every cycle whoever ran it (this process or
-  a Celery worker), so every replica reports the same cluster-wide numbers: aggregate replicas with `max`,
-  not `sum`.
-- Model usage and cost of the Observer/Reflector (from the end/failed events' litellm usage) and of the
-  proxy's actor calls per tenant (from litellm's response; the same numbers are kept per API key in the
-  database, `GET /v1/usage`). A server without auth reports its calls under `tenant="(auth off)"`.
-- OM's own model usage and cost per tenant (`om_memory_tenant_*`, database totals: every replica reports
-  the same values).
-- Webhook delivery attempts by outcome and endpoints by state (`om_webhook_*`, from the endpoints' rows).
-- Queue depth per Celery queue (celery mode).
+  does not count as a slow request), and turns by outcome.
+- Memory work this process ran itself (`om_memory_*`): the cycles, buffering runs, extractions and
+  activations whose end/failed events its own engine published (`om_core.metering`). An inline API runs
+  all of its threads' work; a celery-mode API runs the activations of the turn path, and the workers
+  export the rest under the same names and labels. Model usage by model and role (observer / reflector /
+  extractor): tokens in and out, cost (litellm), and the cycles that called the model by outcome.
+- Actor model usage and cost through the proxy, per tenant, from litellm's responses to the calls this
+  process made (the same numbers are kept per API key in the database, `GET /v1/usage`). A server without
+  auth reports its calls under `tenant="(auth off)"`.
+- `process_*`, `python_gc_*`, `python_info`: prometheus_client's default collectors for this process.
+
+Cluster state (read from the database or the broker at each scrape: ONE value for the whole deployment,
+which every replica reports identically; aggregate replicas with `max`, never `sum`):
+
+- `om_queue_depth`: tasks waiting in each Celery queue (celery mode).
+- `om_search_index_lag_seconds`: age of the oldest row waiting for the search index.
+- `om_memory_tenant_*`: OM's own model usage per tenant (database totals, every process's work).
+- `om_webhook_deliveries`, `om_webhook_endpoints`: webhook delivery attempts by outcome and endpoints by
+  state (from the endpoints' rows; workers deliver).
 """
 
 from __future__ import annotations
 
 import logging
-import threading
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.gc_collector import GCCollector
+from prometheus_client.platform_collector import PlatformCollector
+from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Engine
 
 from om_core import queries
-from om_core.engine import events as ev
-from om_core.store import schema
+from om_core.metering import cycle_reports
+from om_core.store.types import StoredEvent
 from om_core.store.usage import tenant_usage
 from om_core.webhooks import store as webhook_store
 
@@ -38,14 +49,8 @@ log = logging.getLogger("om.api.metrics")
 #: The `tenant` label of actor usage when the server runs without keys (OM_AUTH=none): no tenant exists.
 NO_TENANT = "(auth off)"
 
-_COUNTED = (ev.OBSERVATION_END, ev.OBSERVATION_FAILED, ev.BUFFERING_END, ev.BUFFERING_FAILED, ev.ACTIVATION)
-_KIND = {
-    ev.OBSERVATION_END: ("cycle", "end"),
-    ev.OBSERVATION_FAILED: ("cycle", "failed"),
-    ev.BUFFERING_END: ("buffering", "end"),
-    ev.BUFFERING_FAILED: ("buffering", "failed"),
-    ev.ACTIVATION: ("activation", "activated"),
-}
+CYCLE_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+COMPRESSION_BUCKETS = (0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5)
 
 
 class _QueueDepth(Collector):
@@ -53,7 +58,9 @@ class _QueueDepth(Collector):
         self.depths = depths
 
     def collect(self) -> Iterable[Metric]:
-        family = GaugeMetricFamily("om_queue_depth", "Tasks waiting in each Celery queue", labels=["queue"])
+        family = GaugeMetricFamily(
+            "om_queue_depth", "Tasks waiting in each Celery queue (cluster state)", labels=["queue"]
+        )
         try:
             for queue, depth in self.depths().items():
                 family.add_metric([queue], depth)
@@ -71,7 +78,8 @@ class _IndexLag(Collector):
     def collect(self) -> Iterable[Metric]:
         family = GaugeMetricFamily(
             "om_search_index_lag_seconds",
-            "Age of the oldest message, observation group or vector waiting for the search index",
+            "Age of the oldest message, observation group or vector waiting for the search index "
+            "(cluster state)",
         )
         try:
             family.add_metric([], queries.index_lag(self.db))
@@ -99,7 +107,9 @@ class _TenantUsage(Collector):
             labels=["tenant"],
         )
         cycles = CounterMetricFamily(
-            "om_memory_tenant_cycles", "Cycles that reported model usage, per tenant", labels=["tenant"]
+            "om_memory_tenant_cycles",
+            "Cycles that reported model usage, per tenant (database totals, cluster-wide)",
+            labels=["tenant"],
         )
         try:
             for tenant, totals in tenant_usage(self.db).items():
@@ -122,9 +132,13 @@ class _Webhooks(Collector):
 
     def collect(self) -> Iterable[Metric]:
         attempts = CounterMetricFamily(
-            "om_webhook_deliveries", "Webhook delivery attempts by outcome", labels=["outcome"]
+            "om_webhook_deliveries",
+            "Webhook delivery attempts by outcome (cluster state)",
+            labels=["outcome"],
         )
-        endpoints = GaugeMetricFamily("om_webhook_endpoints", "Webhook endpoints by state", labels=["state"])
+        endpoints = GaugeMetricFamily(
+            "om_webhook_endpoints", "Webhook endpoints by state (cluster state)", labels=["state"]
+        )
         try:
             totals = webhook_store.totals(self.db)
             attempts.add_metric(["delivered"], totals["delivered"])
@@ -134,6 +148,68 @@ class _Webhooks(Collector):
         except Exception as exc:
             log.warning("webhook totals unavailable: %s", exc)
         yield from (attempts, endpoints)
+
+
+class MemoryWorkMetrics:
+    """The `om_memory_*` series, counted from the events this process's engine published. The same names,
+    labels and buckets as the workers' (`om_workers.metrics.MemoryWorkMetrics`; a test compares them). An
+    `EventPublisher`: the runtime adds it next to the event fan-out."""
+
+    def __init__(self, registry: CollectorRegistry | None) -> None:
+        r = registry
+        self.cycles = Counter(
+            "om_memory_cycles_total",
+            "Observer/Reflector cycles, buffering runs, extractions and activations this process ran",
+            ["kind", "operation", "outcome"],
+            registry=r,
+        )
+        self.cycle_seconds = Histogram(
+            "om_memory_cycle_duration_seconds",
+            "Duration of the cycles, buffering runs and extractions this process ran",
+            ["kind", "operation"],
+            buckets=CYCLE_BUCKETS,
+            registry=r,
+        )
+        self.compression = Histogram(
+            "om_memory_compression_ratio",
+            "Output tokens / input tokens of a successful cycle (observation or reflection)",
+            ["kind", "operation"],
+            buckets=COMPRESSION_BUCKETS,
+            registry=r,
+        )
+        self.model_tokens = Counter(
+            "om_memory_model_tokens_total",
+            "Model tokens of the memory work this process ran",
+            ["model", "role", "direction"],
+            registry=r,
+        )
+        self.model_cost = Counter(
+            "om_memory_model_cost_usd_total",
+            "Model cost (litellm) of the memory work this process ran",
+            ["model", "role"],
+            registry=r,
+        )
+        self.model_cycles = Counter(
+            "om_memory_model_cycles_total",
+            "Cycles that called the model, by outcome (a cycle may make several calls)",
+            ["model", "role", "outcome"],
+            registry=r,
+        )
+
+    def publish(self, events: Sequence[StoredEvent]) -> None:
+        for report in cycle_reports(events):
+            self.cycles.labels(report.kind, report.operation, report.outcome).inc()
+            if report.duration_s is not None:
+                self.cycle_seconds.labels(report.kind, report.operation).observe(report.duration_s)
+            if report.compression is not None:
+                self.compression.labels(report.kind, report.operation).observe(report.compression)
+            if not report.called_model:
+                continue
+            model = report.model or "unknown"
+            self.model_cycles.labels(model, report.role, report.outcome).inc()
+            self.model_tokens.labels(model, report.role, "input").inc(report.input_tokens)
+            self.model_tokens.labels(model, report.role, "output").inc(report.output_tokens)
+            self.model_cost.labels(model, report.role).inc(report.cost_usd)
 
 
 class Metrics:
@@ -153,35 +229,7 @@ class Metrics:
             registry=r,
         )
         self.turns = Counter("om_turns_total", "Turns by outcome", ["outcome"], registry=r)
-        self.cycles = Counter(
-            "om_memory_cycles_total",
-            "Observer/Reflector cycles, buffering runs and activations by outcome",
-            ["kind", "operation", "outcome"],
-            registry=r,
-        )
-        self.cycle_seconds = Histogram(
-            "om_memory_cycle_duration_seconds",
-            "Duration of Observer/Reflector cycles and buffering runs",
-            ["kind", "operation"],
-            buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300),
-            registry=r,
-        )
-        self.compression = Histogram(
-            "om_memory_compression_ratio",
-            "Output tokens / input tokens of a successful cycle (observation or reflection)",
-            ["kind", "operation"],
-            buckets=(0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5),
-            registry=r,
-        )
-        self.model_tokens = Counter(
-            "om_memory_model_tokens_total",
-            "Observer/Reflector model tokens",
-            ["model", "direction"],
-            registry=r,
-        )
-        self.model_cost = Counter(
-            "om_memory_model_cost_usd_total", "Observer/Reflector model cost (litellm)", ["model"], registry=r
-        )
+        self.memory = MemoryWorkMetrics(r)
         self.actor_calls = Counter(
             "om_actor_model_calls_total",
             "Actor model calls through the proxy that returned an answer, per tenant",
@@ -200,12 +248,11 @@ class Metrics:
             ["tenant", "model"],
             registry=r,
         )
-        self._db: Engine | None = None
-        self._cursor: int | None = None
-        self._guard = threading.Lock()
+        ProcessCollector(registry=r)
+        GCCollector(registry=r)
+        PlatformCollector(registry=r)
 
     def bind(self, db: Engine, queue_depths: Callable[[], Mapping[str, int]]) -> None:
-        self._db = db
         self.registry.register(_QueueDepth(queue_depths))
         self.registry.register(_IndexLag(db))
         self.registry.register(_TenantUsage(db))
@@ -230,63 +277,3 @@ class Metrics:
                 self.actor_tokens.labels(label, model, direction).inc(value)
         if cost > 0:
             self.actor_cost.labels(label, model).inc(cost)
-
-    # -------------------------------------------------------------------------------- memory cycles
-
-    def start_counting(self) -> None:
-        """Count events from the outbox's current end (called at start; retried at the first scrape)."""
-        if self._db is None:
-            return
-        try:
-            with self._db.connect() as conn:
-                self._cursor = int(conn.execute(select(func.max(schema.events.c.id))).scalar() or 0)
-        except Exception as exc:
-            log.warning("metrics cannot read the outbox yet: %s", exc)
-
-    def refresh(self) -> None:
-        """Fold the outbox events written since the last scrape into the counters."""
-        with self._guard:
-            if self._cursor is None:
-                self.start_counting()
-                return
-            if self._db is None:
-                return
-            E = schema.events
-            for _page in range(20):
-                with self._db.connect() as conn:
-                    rows = conn.execute(
-                        select(E.c.id, E.c.type, E.c.payload)
-                        .where(E.c.id > self._cursor, E.c.type.in_(_COUNTED))
-                        .order_by(E.c.id)
-                        .limit(5_000)
-                    ).all()
-                for row in rows:
-                    self._count(row.type, dict(row.payload or {}))
-                    self._cursor = int(row.id)
-                if len(rows) < 5_000:
-                    return
-
-    def _count(self, kind_type: str, payload: Mapping[str, Any]) -> None:
-        kind, outcome = _KIND[ev.EventType(kind_type)]
-        operation = str(payload.get("operationType") or "observation")
-        self.cycles.labels(kind, operation, outcome).inc()
-        if kind == "activation":
-            return
-        duration = payload.get("durationMs")
-        if isinstance(duration, int | float) and duration >= 0:
-            self.cycle_seconds.labels(kind, operation).observe(duration / 1000)
-        if outcome == "end":
-            source = payload.get("tokensObserved") or payload.get("tokensBuffered")
-            result = payload.get("observationTokens", payload.get("bufferedTokens"))
-            if isinstance(source, int | float) and source > 0 and isinstance(result, int | float):
-                self.compression.labels(kind, operation).observe(result / source)
-        model = str(payload.get("model") or "unknown")
-        usage = payload.get("usage")
-        if isinstance(usage, Mapping):
-            for direction, key in (("input", "inputTokens"), ("output", "outputTokens")):
-                value = usage.get(key)
-                if isinstance(value, int) and value > 0:
-                    self.model_tokens.labels(model, direction).inc(value)
-        cost = payload.get("cost")
-        if isinstance(cost, int | float) and cost > 0:
-            self.model_cost.labels(model).inc(float(cost))

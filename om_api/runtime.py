@@ -250,7 +250,7 @@ def build_runtime(settings: ApiSettings, adapters: Adapters | None = None) -> Ap
             settings,
             executor=parts.executor,
             coordination=parts.coordination,
-            publisher=_Publishers([fanout, parts.publisher]),
+            publisher=_Publishers([fanout, metrics.memory, parts.publisher]),
             rate_limiter=adapters.rate_limit_bucket(parts.broker),
         )
         runtime = ApiRuntime(
@@ -259,7 +259,12 @@ def build_runtime(settings: ApiSettings, adapters: Adapters | None = None) -> Ap
     else:
         background = BackgroundExecutor()
         limiter, limiter_redis = _inline_rate_limiter(settings, adapters)
-        engine = build_engine(settings, executor=background, publisher=fanout, rate_limiter=limiter)
+        engine = build_engine(
+            settings,
+            executor=background,
+            publisher=_Publishers([fanout, metrics.memory]),
+            rate_limiter=limiter,
+        )
         background.bind(engine.run_task)
         runtime = ApiRuntime(
             settings, engine, fanout, metrics, background=background, rate_limit_redis=limiter_redis

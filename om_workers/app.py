@@ -55,6 +55,9 @@ class WorkerSettings(BaseSettings):
     maintenance_scan_limit: int = Field(default=500, ge=1, description="Rows per maintenance pass")
     beat_schedule_file: str | None = Field(default=None, description="celery-beat state file")
     imports: str = Field(default="", description="Extra modules every worker imports (comma-separated)")
+    metrics_port: int = Field(
+        default=9808, ge=0, le=65535, description="Port of the worker's Prometheus /metrics (0 = off)"
+    )
     task_events: bool = Field(
         default=False,
         description="Always send Celery task events (Flower turns them on while it runs either way)",

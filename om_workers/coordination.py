@@ -18,7 +18,7 @@ import logging
 import os
 import threading
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -62,12 +62,20 @@ class _Held:
 class RedisCoordination:
     """Implements `om_core.coordination.Coordination` with the semantics of `LocalCoordination`.
 
-    `lease_s=None` gives locks exactly the TTL the engine asks for and no heartbeat.
+    `lease_s=None` gives locks exactly the TTL the engine asks for and no heartbeat. `on_refused(name)` is
+    called for each `try_lock` that found the lock held (a worker counts them, `om_lock_contended_total`).
     """
 
-    def __init__(self, client: redis.Redis, *, lease_s: float | None = 15.0) -> None:
+    def __init__(
+        self,
+        client: redis.Redis,
+        *,
+        lease_s: float | None = 15.0,
+        on_refused: Callable[[str], None] | None = None,
+    ) -> None:
         self.client = client
         self.lease_s = lease_s
+        self.on_refused = on_refused
         self._release = client.register_script(_RELEASE)
         self._extend = client.register_script(_EXTEND)
         self._guard = threading.Lock()
@@ -82,6 +90,8 @@ class RedisCoordination:
         token = uuid.uuid4().hex
         lease_ms = _ms(min(ttl_s, self.lease_s) if self.lease_s is not None else ttl_s)
         if not self.client.set(name, token, nx=True, px=lease_ms):
+            if self.on_refused is not None:
+                self.on_refused(name)
             return None
         if self.lease_s is not None:
             self._remember(name, _Held(token, lease_ms))

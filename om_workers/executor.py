@@ -9,6 +9,7 @@ and its result lands for a later turn; the turn itself goes on with the uncompre
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 
 from celery import Celery
@@ -18,6 +19,9 @@ from celery.result import AsyncResult
 from om_core import Task, task_to_dict
 from om_core.engine import kind_of
 from om_core.engine.tasks import run_each, wait_all
+
+#: The message header the worker's queue-wait metric reads (`om_workers.metrics.SENT_AT_HEADER`).
+SENT_AT_HEADER = "om_sent_at"
 
 
 class CeleryExecutor:
@@ -40,6 +44,8 @@ class CeleryExecutor:
             queue=kind.queue,
             routing_key=kind.queue,
             ignore_result=not keep_result,
+            # The worker's queue-wait metric (`om_workers.metrics`) reads this wall-clock stamp.
+            headers={SENT_AT_HEADER: time.time()},
         )
         if self.on_sent is not None:
             self.on_sent(task, result)

@@ -19,12 +19,13 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import redis
-from celery.signals import worker_init, worker_process_init
+from celery import Task as CeleryTask
+from celery.signals import task_postrun, task_prerun, worker_init, worker_process_init, worker_shutdown
 
 from om_core.engine import TASKS, MemoryEngine, Task, TaskKind, kind_of, task_from_dict
 from om_core.errors import OperationFailed
@@ -32,11 +33,13 @@ from om_core.models.client import load_litellm
 from om_core.process.startup_heap import freeze_startup_heap
 from om_core.runtime import build_engine
 from om_core.settings import Settings
+from om_core.store.types import StoredEvent
 from om_core.tokens import TokenCounter
-from om_workers.app import WorkerSettings, app
+from om_workers.app import TASK_QUEUES, WorkerSettings, app
 from om_workers.coordination import RedisCoordination
 from om_workers.events import RedisPublisher
-from om_workers.executor import WorkerExecutor
+from om_workers.executor import SENT_AT_HEADER, WorkerExecutor
+from om_workers.metrics import MemoryWorkMetrics, MetricsServer, worker_metrics
 from om_workers.ratelimit import TokenBucket
 
 log = logging.getLogger("om.workers.tasks")
@@ -57,19 +60,35 @@ _runtime: WorkerRuntime | None = None
 _runtime_guard = threading.Lock()
 
 
+class _MeteredPublisher:
+    """Counts the memory work in each batch of events (`om_memory_*`), then hands it to Redis."""
+
+    def __init__(self, inner: RedisPublisher, meter: MemoryWorkMetrics) -> None:
+        self.inner = inner
+        self.meter = meter
+
+    def publish(self, events: Sequence[StoredEvent]) -> None:
+        try:
+            self.meter.publish(events)
+        except Exception:  # metrics never fail a cycle's publishing
+            log.exception("counting %d events for the worker's metrics failed", len(events))
+        self.inner.publish(events)
+
+
 def build_runtime(settings: Settings | None = None, worker: WorkerSettings | None = None) -> WorkerRuntime:
     """An engine wired for a worker: Celery executor, Redis locks and events, and the model-call policy
     every process follows with its budgets in the shared Redis bucket."""
     settings = settings or Settings()
     worker = worker or WorkerSettings()
     client = redis.Redis.from_url(settings.redis_url)
-    coordination = RedisCoordination(client, lease_s=worker.lock_lease_s)
+    metrics = worker_metrics()
+    coordination = RedisCoordination(client, lease_s=worker.lock_lease_s, on_refused=metrics.lock_refused)
     executor = WorkerExecutor(app)
     engine = build_engine(
         settings,
         executor=executor,
         coordination=coordination,
-        publisher=RedisPublisher(client),
+        publisher=_MeteredPublisher(RedisPublisher(client), metrics.memory),
         rate_limiter=TokenBucket(client),
     )
     executor.bind(engine.run_task)
@@ -99,8 +118,48 @@ def _build_runtime_in_child(**_: Any) -> None:
     worker_runtime()
 
 
+_metrics_server: MetricsServer | None = None
+
+
+def _serve_metrics(**_: Any) -> None:
+    """Serve `/metrics` from the main process (`OM_WORKER_METRICS_PORT`), before the pool starts, so
+    every pool process writes its values where the server reads them (`om_workers.metrics`)."""
+    global _metrics_server
+    port = WorkerSettings().metrics_port
+    if port and _metrics_server is None:
+        server = MetricsServer(port)
+        if server.start():
+            _metrics_server = server
+
+
+def _stop_metrics(**_: Any) -> None:
+    """At the main process's shutdown: stop serving and remove the values' folder."""
+    global _metrics_server
+    if _metrics_server is not None:
+        _metrics_server.stop()
+    _metrics_server = None
+
+
+def _queue_of(task: CeleryTask) -> str:
+    info = getattr(task.request, "delivery_info", None) or {}
+    return str(info.get("routing_key") or TASK_QUEUES.get(task.name, "unknown"))
+
+
+def _task_started(task_id: str, task: CeleryTask, **_: Any) -> None:
+    sent_at = getattr(task.request, SENT_AT_HEADER, None)
+    worker_metrics().task_started(task_id, task.name, _queue_of(task), sent_at)
+
+
+def _task_finished(task_id: str, task: CeleryTask, state: str | None = None, **_: Any) -> None:
+    worker_metrics().task_finished(task_id, task.name, _queue_of(task), state)
+
+
+worker_init.connect(_serve_metrics, weak=False)
 worker_init.connect(_warm_up_before_serving, weak=False)
 worker_process_init.connect(_build_runtime_in_child, weak=False)
+worker_shutdown.connect(_stop_metrics, weak=False)
+task_prerun.connect(_task_started, weak=False)
+task_postrun.connect(_task_finished, weak=False)
 
 
 #: How much longer than two visibility timeouts a delivery count is kept. The broker makes a dead worker's
@@ -121,12 +180,16 @@ def wait_for_dead_holder(runtime: WorkerRuntime, task: Task) -> bool:
     work; the engine then skips this run, as it should.
     """
     names = kind_of(task).locks_of(task)
-    deadline = time.monotonic() + runtime.settings.lock_lease_s * 1.5 + 1.0
-    while any(runtime.coordination.is_locked(name) for name in names):
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.05)
-    return True
+    started = time.monotonic()
+    deadline = started + runtime.settings.lock_lease_s * 1.5 + 1.0
+    try:
+        while any(runtime.coordination.is_locked(name) for name in names):
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.05)
+        return True
+    finally:
+        worker_metrics().lock_waited(names, time.monotonic() - started)
 
 
 def deliver(payload: dict[str, Any]) -> bool:

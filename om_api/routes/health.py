@@ -67,8 +67,4 @@ def readyz(runtime: Runtime) -> JSONResponse:
     summary="Prometheus metrics",
 )
 def metrics(runtime: Runtime) -> Response:
-    try:
-        runtime.metrics.refresh()
-    except Exception as exc:  # counters stay as they were; the scrape still answers
-        log.warning("metrics could not read the outbox: %s", exc)
     return Response(generate_latest(runtime.metrics.registry), media_type=CONTENT_TYPE_LATEST)

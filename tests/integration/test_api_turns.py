@@ -224,8 +224,11 @@ def test_metrics_report_requests_and_memory_cycles(
     )
     text = httpx.get(api_server.base_url + "/metrics").text
     assert 'om_http_requests_total{method="POST",route="/v1/threads/{thread_id}/turns",status="200"}' in text
+    # An inline API ran the buffering itself, so it reports it (a celery-mode API leaves it to the workers).
     assert 'om_memory_cycles_total{kind="buffering",operation="observation",outcome="end"}' in text
-    assert 'om_memory_model_tokens_total{direction="input",model="om-local/extractive"}' in text
+    tokens = 'om_memory_model_tokens_total{direction="input",model="om-local/extractive",role="observer"}'
+    assert tokens in text
+    assert "\nprocess_cpu_seconds_total " in text and "python_gc_objects_collected_total{" in text
     assert "om_http_request_duration_seconds_bucket" in text
     assert "om_memory_compression_ratio_bucket" in text
 

@@ -62,6 +62,9 @@ TEST_WORKER_ENV = {
     "OM_WORKER_MAX_DELIVERIES": "3",
     "OM_WORKER_BEAT_INTERVAL_S": "0.5",
     "OM_WORKER_IMPORTS": "tests.support.fake_providers",
+    # Off unless a test asks (tests/integration/test_worker_metrics.py): workers of parallel tests would
+    # all try the default port.
+    "OM_WORKER_METRICS_PORT": "0",
 }
 
 
