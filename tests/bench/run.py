@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import os
 import sys
 import tempfile
@@ -54,6 +55,7 @@ from tests.bench.results import (
     print_table,
 )
 from tests.bench.stack import FAKE_MODEL_MODULE, REPO, api_server, new_key, services, worker_cluster
+from tests.support.progress import Progress, Ticker, clock_text
 
 SECTIONS: dict[str, Callable[[Bench], None]] = {
     "turn_profile": turn_profile.run,
@@ -142,22 +144,81 @@ EARLY_STARTS: dict[str, tuple[str, Callable[[Bench], Any]]] = {
 }
 
 
-def run_sections(bench: Bench, sections: Sequence[str]) -> list[str]:
+#: Seconds between two progress lines (stderr) of the whole run.
+PROGRESS_EVERY_S = 30.0
+
+
+def section_weights(previous: Path, mode: str, sections: Sequence[str]) -> tuple[dict[str, float], bool]:
+    """How long each section takes, for the ETA: the seconds of the last run of the same mode when its
+    results file (`--out`) has them all (True), else one unit per section (False)."""
+    try:
+        data = json.loads(previous.read_text())
+        if data.get("mode") == mode:
+            timed = {name: float(data["sections"][name]["seconds"]) for name in sections}
+            if all(seconds > 0 for seconds in timed.values()):
+                return timed, True
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    return {name: 1.0 for name in sections}, False
+
+
+class SectionProgress:
+    """Sections done, elapsed and ETA every PROGRESS_EVERY_S seconds, also in the middle of a long
+    section: with the last run's section times, a running section counts as done up to its time then."""
+
+    def __init__(self, sections: Sequence[str], weights: dict[str, float], timed: bool) -> None:
+        self.sections = list(sections)
+        self.weights = weights
+        self.timed = timed
+        self.meter = Progress("bench", sum(weights.values()), show_counts=False, every_s=PROGRESS_EVERY_S)
+        self.finished: list[str] = []
+        self.running: tuple[str, float] | None = None
+
+    def sample(self) -> tuple[float, str]:
+        done = sum(self.weights[name] for name in self.finished)
+        note = f"{len(self.finished)}/{len(self.sections)} sections"
+        if self.running is not None:
+            name, since = self.running
+            if self.timed:
+                done += min(time.monotonic() - since, 0.95 * self.weights[name])
+            note += f", running {name} ({clock_text(time.monotonic() - since)})"
+        if not self.timed:
+            note += "; ETA by section count (no earlier run's times)"
+        return done, note
+
+    def start(self, name: str) -> None:
+        self.running = (name, time.monotonic())
+        self.meter.set(*self.sample())
+
+    def end(self, name: str) -> None:
+        self.running = None
+        self.finished.append(name)
+        self.meter.set(*self.sample())
+
+
+def run_sections(
+    bench: Bench, sections: Sequence[str], weights: tuple[dict[str, float], bool] | None = None
+) -> list[str]:
     """Run each section; a failing one is recorded and the rest still run. Returns the failed ones."""
     failed = []
-    for name in sections:
-        started = time.monotonic()
-        later, start = EARLY_STARTS.get(name, ("", None))
-        if bench.quick and start is not None and later in sections:
-            bench.early[later] = start(bench)
-        try:
-            SECTIONS[name](bench)
-        except Exception as exc:
-            failed.append(name)
-            bench.say(f"section {name} FAILED: {type(exc).__name__}: {exc}")
-            bench.results.sections.setdefault(name, {})["error"] = traceback.format_exc()
-        finally:
-            bench.results.sections.setdefault(name, {})["seconds"] = round(time.monotonic() - started, 1)
+    progress = SectionProgress(sections, *(weights or ({name: 1.0 for name in sections}, False)))
+    with Ticker(progress.meter, sample=progress.sample):
+        for name in sections:
+            started = time.monotonic()
+            progress.start(name)
+            later, start = EARLY_STARTS.get(name, ("", None))
+            if bench.quick and start is not None and later in sections:
+                bench.early[later] = start(bench)
+            try:
+                SECTIONS[name](bench)
+            except Exception as exc:
+                failed.append(name)
+                bench.say(f"section {name} FAILED: {type(exc).__name__}: {exc}")
+                bench.results.sections.setdefault(name, {})["error"] = traceback.format_exc()
+            finally:
+                bench.results.sections.setdefault(name, {})["seconds"] = round(time.monotonic() - started, 1)
+                progress.end(name)
+    progress.meter.finish(note=f"{len(sections) - len(failed)}/{len(sections)} sections ran")
     return failed
 
 
@@ -178,6 +239,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             flush=True,
         )
     failed: list[str] = []
+    # Read before this run overwrites the file: the last run's section times make the ETA.
+    weights = section_weights(args.out, mode, args.sections)
     preload = _preload_litellm(args.sections)
     with (
         services() as svc,
@@ -202,7 +265,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 results=results,
             )
             with bench.resources:
-                failed = run_sections(bench, args.sections)
+                failed = run_sections(bench, args.sections, weights)
     results.meta["seconds"] = round(time.monotonic() - started, 1)
     results.meta["loadavg_at_end"] = list(os.getloadavg())
     results.meta["failed_sections"] = failed

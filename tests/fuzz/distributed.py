@@ -95,11 +95,14 @@ from tests.fuzz.scenario import (
 )
 from tests.support.api_server import ApiServer, run_api_server
 from tests.support.parallel_start import enter_all
+from tests.support.progress import Progress
 from tests.support.queues import drain
 from tests.support.traced_calls import model_id, read_calls
 from tests.support.workers import TEST_WORKER_ENV, Process, WorkerCluster, worker_cluster
 
 log = logging.getLogger("om.dfuzz")
+#: Seconds between two progress lines of the command line.
+PROGRESS_EVERY_S = 5.0
 T = TypeVar("T")
 
 OpKind = Literal["save", "grow", "retry", "observe", "reflect", "task"]
@@ -862,10 +865,15 @@ def main(argv: list[str]) -> int:
     stack_settings = StackSettings(workers=args.workers, mutant=args.mutant)
     workdir = Path(tempfile.mkdtemp(prefix="om-dfuzz-"))
 
+    failing = 0
+
     def progress(result: SeedResult) -> None:
+        nonlocal failing
+        failing += not result.ok
         if args.verbose or not result.ok:
             state = "ok" if result.ok else f"FAILED ({len(result.report.violations)} violations)"
             print(f"seed {result.seed}: {state} in {result.seconds:.2f} s", flush=True)
+        meter.advance(note=f"{failing} failing")
 
     if args.verbose:
         logging.basicConfig(level=logging.WARNING, format="%(message)s")
@@ -874,6 +882,9 @@ def main(argv: list[str]) -> int:
     with running_stack(args.database_url, args.redis_url, workdir, stack_settings) as stack:
         startup = time.perf_counter() - started
         print(f"API processes up in {startup:.1f} s, workers starting ({stack.logs()})", flush=True)
+        # done/total, elapsed and ETA on stderr every few seconds (from here: the ETA leaves start-up out);
+        # the summary below goes to stdout.
+        meter = Progress("distributed fuzz", args.seeds, unit="seeds", every_s=PROGRESS_EVERY_S)
         summary = run_seeds(
             stack,
             range(args.first, args.first + args.seeds),
@@ -882,6 +893,7 @@ def main(argv: list[str]) -> int:
             on_result=progress,
             stop_on_failure=args.stop_on_failure,
         )
+    meter.finish()
     print(render(summary, startup))
     if summary.failed or args.keep_logs:
         print(f"process logs kept in {workdir}")

@@ -14,6 +14,10 @@ import sys
 from tests.fuzz.mutants import MUTANTS
 from tests.fuzz.runner import Summary, run_seeds
 from tests.fuzz.scenario import ScenarioSettings, SeedResult
+from tests.support.progress import Progress
+
+#: Seconds between two progress lines.
+PROGRESS_EVERY_S = 5.0
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -77,10 +81,17 @@ def main(argv: list[str]) -> int:
         workers=args.workers,
     )
 
+    # done/total, elapsed and ETA on stderr every few seconds; the summary below goes to stdout.
+    meter = Progress("fuzz", args.seeds, unit="seeds", every_s=PROGRESS_EVERY_S)
+    failing = 0
+
     def progress(result: SeedResult) -> None:
+        nonlocal failing
+        failing += not result.ok
         if args.verbose or not result.ok:
             state = "ok" if result.ok else f"FAILED ({len(result.report.violations)} violations)"
             print(f"seed {result.seed}: {state} in {result.seconds:.2f} s", flush=True)
+        meter.advance(note=f"{failing} failing")
 
     summary = run_seeds(
         args.database_url,
@@ -90,6 +101,7 @@ def main(argv: list[str]) -> int:
         on_result=progress,
         mutant=args.mutant,
     )
+    meter.finish()
     print(render(summary))
     return 1 if summary.failed else 0
 

@@ -36,6 +36,7 @@ from tests.load.driver import Chats, LoadLog, LoadSettings, percentile
 from tests.load.verify import Verdict, verify
 from tests.support.api_server import ApiServer
 from tests.support.parallel_start import call_all, enter_all
+from tests.support.progress import Progress
 from tests.support.queues import drain
 from tests.support.traced_calls import model_id
 from tests.support.workers import WorkerCluster
@@ -45,6 +46,8 @@ REDIS_DB = 15
 TRACE_MODULE = "tests.support.traced_model"
 #: After the chats stop, the workers get this long to finish the backlog they built up.
 DRAIN_DEADLINE_S = 600.0
+#: Seconds between two progress lines (stderr) while the chats run.
+PROGRESS_EVERY_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -192,6 +195,19 @@ def _round(value: float) -> float | None:
     return None if math.isnan(value) else round(value, 1)
 
 
+def _requests_note(log: LoadLog) -> str:
+    requests = sum(log.outcomes.values())
+    failed = requests - log.outcomes.get("200", 0)
+    return f"{requests:,} requests, {failed} not 200"
+
+
+async def _report(meter: Progress, log: LoadLog) -> None:
+    """A progress line every few seconds while the chats run (same event loop: no locking needed)."""
+    while True:
+        await asyncio.sleep(meter.every_s)
+        meter.set(round(time.monotonic() - log.started), _requests_note(log))
+
+
 async def _drive(stack: Stack, settings: LoadSettings, tag: str) -> tuple[LoadLog, list[str], float]:
     """The chats, then a drain, the final turns and a drain (the HTTP client stays open throughout)."""
     connections = settings.threads + 8
@@ -199,11 +215,21 @@ async def _drive(stack: Stack, settings: LoadSettings, tag: str) -> tuple[LoadLo
         stack.api.base_url, stack.api_key, connections=connections, timeout_s=settings.request_timeout_s
     ) as poster:
         chats = Chats(poster, settings, tag)
-        log = await chats.run()
+        meter = Progress("load", settings.duration_s, unit="s", every_s=PROGRESS_EVERY_S)
+        meter.maybe_print()
+        reporter = asyncio.create_task(_report(meter, chats.log))
+        try:
+            log = await chats.run()
+        finally:
+            reporter.cancel()
+        meter.set(settings.duration_s, _requests_note(log), quiet=True)
+        meter.finish()
         began = time.monotonic()
         problems = []
+        print("load: chats done; the workers finish their backlog", file=sys.stderr, flush=True)
         first = await asyncio.to_thread(drain, stack.cluster, DRAIN_DEADLINE_S)
         drain_s = time.monotonic() - began
+        print(f"load: backlog done in {drain_s:.0f} s; final turns and checks", file=sys.stderr, flush=True)
         if first is not None:
             problems.append(f"after the chats: {first}")
         await chats.final_turns()

@@ -9,6 +9,7 @@ autoscalers must fit together. A renamed option or setting then breaks this test
 from __future__ import annotations
 
 import functools
+import json
 import os
 import re
 import tomllib
@@ -259,8 +260,17 @@ def test_one_shot_migration_runs_before_the_services(compose: Doc, k8s: list[Doc
     for name in ("api", "beat", *[n for n in services if n.startswith("worker")]):
         condition = services[name]["depends_on"]["migrate"]["condition"]
         assert condition == "service_completed_successfully", name
-    jobs = of_kind(k8s, "Job")
-    assert [c["args"] for _, c in containers(jobs)] == [["migrate"]]
+    # Kubernetes: an init container of every API pod (no Job, which an upgrade would have to delete first).
+    assert of_kind(k8s, "Job") == []
+    migrations = [(name_of(doc), c["args"]) for doc, c in containers(k8s) if c["args"][0] == "migrate"]
+    ((deployment, api),) = by_subcommand(k8s, "serve")
+    init = deployment["spec"]["template"]["spec"]["initContainers"]
+    assert [c["args"] for c in init] == [["migrate"]], "the API pod migrates before it serves"
+    assert migrations == [(name_of(deployment), ["migrate"])], "one place runs migrations"
+    assert init[0]["image"] == api["image"], "the new image's migrations, with the new image's API"
+    assert init[0]["envFrom"] == api["envFrom"], "the database the API will use"
+    rolling = deployment["spec"]["strategy"]["rollingUpdate"]
+    assert rolling["maxUnavailable"] == 0, "old pods serve until new ones migrated and turned ready"
 
 
 # ------------------------------------------------------------------------------------------------- queues
@@ -317,6 +327,7 @@ def test_every_worker_deployment_autoscales_on_its_own_queues(k8s: list[Doc]) ->
 
 def test_autoscaled_deployments_leave_replicas_to_the_autoscaler(k8s: list[Doc]) -> None:
     targets = {obj["spec"]["scaleTargetRef"]["name"] for obj in of_kind(k8s, "ScaledObject")}
+    targets |= {obj["spec"]["scaleTargetRef"]["name"] for obj in of_kind(k8s, "HorizontalPodAutoscaler")}
     for doc in of_kind(k8s, "Deployment"):
         if name_of(doc) in targets:
             assert "replicas" not in doc["spec"], f"{name_of(doc)}: KEDA owns replicas"
@@ -432,8 +443,11 @@ def test_compose_api_healthcheck_uses_readyz(compose: Doc) -> None:
 def test_long_running_compose_services_have_healthchecks(compose: Doc) -> None:
     services: dict[str, Doc] = compose["services"]
     checked = {name for name, svc in services.items() if "healthcheck" in svc}
-    expected = set(INFRA_IMAGES) | {"api", "flower"} | {n for n in services if n.startswith("worker")}
+    expected = set(INFRA_IMAGES) | {"api", "flower", "beat"} | {n for n in services if n.startswith("worker")}
     assert expected <= checked
+    # The image's own HEALTHCHECK (the API's) would mark the one-shot migration unhealthy: it is off there.
+    assert services["migrate"]["healthcheck"] == {"disable": True}
+    assert set(services) == expected | {"migrate"}, "a new service needs its own health check"
 
 
 def test_every_container_requests_resources(k8s: list[Doc]) -> None:
@@ -554,3 +568,189 @@ def test_env_example_has_commented_provider_key_placeholders() -> None:
     entries = {name: commented for name, _, commented, _ in env_example_entries()}
     for key in PROVIDER_KEYS:
         assert entries.get(key) is True, f"{key} should be a commented-out placeholder"
+
+
+# ------------------------------------------------------------- worker and beat probes, disruption, scaling
+
+#: `celery -A <app> inspect ping --timeout <s> -d "<node>"`, run through sh so $HOSTNAME is the pod's.
+PING = re.compile(r'^celery -A (?P<app>\S+) inspect ping --timeout (?P<timeout>\d+) -d "(?P<node>[^"]+)"$')
+#: The worker port MT's om_workers metrics endpoint listens on by default (OM_WORKER_METRICS_PORT).
+WORKER_METRICS_PORT = 9808
+
+
+def worker_node_name(queues: frozenset[str], argv: list[str], monkeypatch: pytest.MonkeyPatch) -> str:
+    """The node name `om worker` gives itself when it is PID 1 of its container (the image's entrypoint
+    is `om`, which runs the worker in its own process), with the hostname left to the shell."""
+    from om_workers import cli as worker_cli
+
+    params = assert_om_command(argv)
+    monkeypatch.setattr("om_workers.cli.os.getpid", lambda: 1)
+    ordered = [q.strip() for q in str(params["queues"]).split(",") if q.strip()]
+    assert frozenset(ordered) == queues
+    args = worker_cli.worker_argv(ordered, params["concurrency"], params["pool"])
+    (hostname,) = [a.removeprefix("--hostname=") for a in args if a.startswith("--hostname=")]
+    assert hostname.endswith("@%h"), hostname
+    return hostname.removesuffix("%h") + "$HOSTNAME"
+
+
+def test_every_worker_pings_its_own_node(k8s: list[Doc], monkeypatch: pytest.MonkeyPatch) -> None:
+    from celery import Celery
+
+    workers = by_subcommand(k8s, "worker")
+    assert workers
+    for doc, container in workers:
+        where = name_of(doc)
+        node = worker_node_name(worker_queues(container["args"]), container["args"], monkeypatch)
+        for kind in ("livenessProbe", "readinessProbe"):
+            probe = container[kind]
+            shell, flag, command = probe["exec"]["command"]
+            assert (shell, flag) == ("sh", "-c"), f"{where} {kind}: $HOSTNAME needs a shell"
+            match = PING.match(command)
+            assert match, f"{where} {kind}: {command}"
+            assert match["node"] == node, f"{where} {kind} pings {match['node']}, the worker is {node}"
+            module, _, attribute = match["app"].partition(":")
+            assert isinstance(getattr(__import__(module, fromlist=[attribute]), attribute), Celery)
+            # The ping's own wait plus the CLI's start-up (it imports the app) fits in the probe's.
+            assert int(match["timeout"]) * 2 <= probe["timeoutSeconds"], f"{where} {kind}"
+            assert probe["periodSeconds"] >= probe["timeoutSeconds"], f"{where} {kind}: probes would pile up"
+        liveness = container["livenessProbe"]
+        assert liveness["failureThreshold"] >= 2, f"{where}: one slow ping must not restart a worker"
+
+
+def beat_probe_code(container: Doc) -> str:
+    command = container["livenessProbe"]["exec"]["command"]
+    assert command[:2] == ["python", "-c"], command
+    return str(command[2])
+
+
+def test_beat_liveness_reads_the_schedule_file_beat_writes(k8s: list[Doc]) -> None:
+    import celery.beat
+
+    from om_workers.app import WorkerSettings
+
+    ((deployment, beat),) = by_subcommand(k8s, "beat")
+    code = beat_probe_code(beat)
+    (pattern,) = re.findall(r"glob\.glob\('([^']+)'\)", code)
+    schedule = WorkerSettings(_env_file=None).schedule_file()
+    assert pattern == schedule + "*", "the file and its dbm suffixes (.db, .dat, .dir, ...)"
+    mounts = {m["mountPath"]: m["name"] for m in beat["volumeMounts"]}
+    volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"]["volumes"]}
+    assert "emptyDir" in volumes[mounts[str(Path(schedule).parent)]], "beat's state survives no restart"
+    (max_age,) = [float(n) for n in re.findall(r"< (\d+)", code)]
+    # celery-beat syncs its state after sending a task once `sync_every` has passed; beat sends one
+    # every beat_interval_s: the file is rewritten well inside the allowed age.
+    assert celery.beat.Scheduler.sync_every + WorkerSettings(_env_file=None).beat_interval_s < max_age / 2
+    compose_beat = [
+        svc
+        for svc in om_services(yaml.safe_load(COMPOSE_FILE.read_text())).values()
+        if svc["command"] == ["beat"]
+    ]
+    (service,) = compose_beat
+    assert service["healthcheck"]["test"] == ["CMD", "python", "-c", code], "compose checks beat the same way"
+
+
+@pytest.mark.parametrize(("age_s", "healthy"), [(5.0, True), (3600.0, False), (None, False)])
+def test_beat_liveness_command_fails_on_a_stale_or_missing_file(
+    k8s: list[Doc], tmp_path: Path, age_s: float | None, healthy: bool
+) -> None:
+    """The probe's own code, run against a schedule file in a temporary directory."""
+    import subprocess
+    import sys
+    import time
+
+    ((_, beat),) = by_subcommand(k8s, "beat")
+    code = beat_probe_code(beat).replace(
+        "/tmp/om-celerybeat-schedule", str(tmp_path / "om-celerybeat-schedule")
+    )
+    if age_s is not None:
+        for suffix in (".dat", ".dir"):
+            path = tmp_path / f"om-celerybeat-schedule{suffix}"
+            path.write_text("x")
+            then = time.time() - age_s
+            os.utime(path, (then, then))
+    result = subprocess.run([sys.executable, "-c", code], check=False, timeout=60)
+    assert (result.returncode == 0) is healthy
+
+
+def pod_template_labels(doc: Doc) -> dict[str, str]:
+    return dict(doc["spec"]["template"]["metadata"]["labels"])
+
+
+def test_api_and_every_worker_group_have_a_disruption_budget(k8s: list[Doc]) -> None:
+    budgets = of_kind(k8s, "PodDisruptionBudget")
+    covered: dict[str, Doc] = {}
+    for budget in budgets:
+        selector = budget["spec"]["selector"]["matchLabels"]
+        matching = [
+            d for d in of_kind(k8s, "Deployment") if selector.items() <= pod_template_labels(d).items()
+        ]
+        assert len(matching) == 1, (
+            f"PodDisruptionBudget/{name_of(budget)} selects {[name_of(d) for d in matching]}"
+        )
+        covered[name_of(matching[0])] = budget
+    wanted = {name_of(d) for d, _ in [*by_subcommand(k8s, "serve"), *by_subcommand(k8s, "worker")]}
+    assert set(covered) == wanted, "API and workers: one budget each; beat and Flower (single) none"
+    for name, budget in covered.items():
+        # maxUnavailable: a group at one replica can still be drained; minAvailable 1 would block it.
+        assert budget["spec"] == {"maxUnavailable": 1, "selector": budget["spec"]["selector"]}, name
+
+
+def test_api_autoscales_on_cpu(k8s: list[Doc]) -> None:
+    ((deployment, api),) = by_subcommand(k8s, "serve")
+    (hpa,) = of_kind(k8s, "HorizontalPodAutoscaler")
+    assert hpa["apiVersion"] == "autoscaling/v2"
+    target = hpa["spec"]["scaleTargetRef"]
+    assert (target["apiVersion"], target["kind"], target["name"]) == (
+        "apps/v1",
+        "Deployment",
+        name_of(deployment),
+    )
+    assert 2 <= hpa["spec"]["minReplicas"] < hpa["spec"]["maxReplicas"], "two replicas survive one loss"
+    ((metric),) = hpa["spec"]["metrics"]
+    assert metric["resource"]["name"] == "cpu" and metric["resource"]["target"]["type"] == "Utilization"
+    assert 0 < metric["resource"]["target"]["averageUtilization"] <= 100
+    assert "cpu" in api["resources"]["requests"], "utilization is measured against the request"
+    assert "replicas" not in deployment["spec"], "the autoscaler owns replicas"
+
+
+def scrape_annotations(doc: Doc) -> dict[str, str]:
+    annotations = doc["spec"]["template"]["metadata"].get("annotations", {})
+    return {
+        k.removeprefix("prometheus.io/"): v for k, v in annotations.items() if k.startswith("prometheus.io/")
+    }
+
+
+def test_api_and_worker_pods_are_annotated_for_prometheus(k8s: list[Doc]) -> None:
+    from om_api.routes.health import router
+
+    metrics_paths = {getattr(route, "path", None) for route in router.routes}
+    ((api_doc, api),) = by_subcommand(k8s, "serve")
+    scrape = scrape_annotations(api_doc)
+    assert scrape["scrape"] == "true"
+    assert int(scrape["port"]) == assert_om_command(api["args"])["port"]
+    assert scrape["path"] in metrics_paths
+    from om_workers.app import WorkerSettings
+
+    field = WorkerSettings.model_fields.get("metrics_port")
+    if field is not None:  # the worker metrics endpoint (om_workers, helper MT): the port it listens on
+        assert field.default == WORKER_METRICS_PORT
+    for doc, container in by_subcommand(k8s, "worker"):
+        scrape = scrape_annotations(doc)
+        assert scrape == {"scrape": "true", "port": str(WORKER_METRICS_PORT), "path": "/metrics"}, name_of(
+            doc
+        )
+        assert container_port(container, "metrics") == WORKER_METRICS_PORT, name_of(doc)
+    for doc, _ in by_subcommand(k8s, "beat"):
+        assert scrape_annotations(doc) == {}, "beat serves no metrics"
+
+
+def test_dockerfile_health_check_asks_the_api_without_curl() -> None:
+    lines = DOCKERFILE.read_text().replace("\\\n", " ").splitlines()  # continuation lines joined
+    (check,) = [line.removeprefix("HEALTHCHECK ") for line in lines if line.startswith("HEALTHCHECK ")]
+    assert "curl" not in check and "wget" not in check, "python:3.11-slim has neither"
+    exec_form = json.loads(check[check.index("CMD ") + 4 :])
+    assert exec_form[:2] == ["python", "-c"]
+    default_port = ApiSettings.model_fields["api_port"].default
+    assert f"http://127.0.0.1:{default_port}/healthz" in exec_form[2]
+    for option in ("--interval=", "--timeout=", "--start-period=", "--retries="):
+        assert option in check, option
