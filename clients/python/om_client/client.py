@@ -481,8 +481,9 @@ class OMClient:
         A dropped connection (or a 429/503 when opening) is retried by itself: the stream reconnects with
         `Last-Event-ID` set to the last delivered event's cursor, so no event is missed or repeated; the
         wait follows the client's `RetryPolicy` (at least the server's `retry:` delay), and its budget
-        starts afresh with every delivered event. `resume=False` raises the error instead; to resume
-        later by hand, pass the last event's `cursor` as `last_event_id`."""
+        starts afresh with every delivered event. With `resume=False` an error is raised at once and a
+        stream the server ends simply ends; to resume later by hand, pass the last event's `cursor` as
+        `last_event_id`."""
         state = _Resume(self.retry if resume else RetryPolicy.off(), last_event_id)
         params = {"follow": str(follow).lower()}
         timeout = _stream_timeout(self._http.timeout, follow)
@@ -505,7 +506,7 @@ class OMClient:
                         if event is not None:
                             state.delivered(event)
                             yield event
-                if not follow:
+                if not follow or not resume:
                     return
                 raise _StreamEnded("the server ended a followed event stream")
             except (httpx.TransportError, OMAPIError) as error:
@@ -786,7 +787,7 @@ class AsyncOMClient:
                         if event is not None:
                             state.delivered(event)
                             yield event
-                if not follow:
+                if not follow or not resume:
                     return
                 raise _StreamEnded("the server ended a followed event stream")
             except (httpx.TransportError, OMAPIError) as error:
