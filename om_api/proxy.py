@@ -44,6 +44,7 @@ from om_api.errors import ApiError
 from om_api.openai_format import from_openai, split_instructions, to_openai
 from om_api.proxy_params import call_stream_options, client_wants_usage, forwarded_params
 from om_api.proxy_tools import InternalTools, answered_round, memory_tools_for, round_call, summed_usage
+from om_api.routes import models
 from om_api.routes.common import errors
 from om_api.routes.threads import ingest
 from om_api.runtime import ApiRuntime
@@ -54,6 +55,8 @@ from om_core.scoped_ids import scoped_id
 log = logging.getLogger("om.api.proxy")
 
 router = APIRouter(tags=["proxy"])
+# GET /v1/models, the model list OpenAI-compatible front-ends ask the base URL for, is served with the proxy.
+router.include_router(models.router)
 
 
 def _ids(

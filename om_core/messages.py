@@ -1,157 +1,19 @@
 """The message and part model shared by every layer.
 
-A message is a role plus an ordered list of parts. Parts are append-only once stored: a message that grows
-(an assistant message gaining tool results) grows by new parts, each stamped by storage with a per-thread
-sequence number (`seq`). "Observed" means `seq <= cursor`, so coverage is tracked per part, never per
-message, and a part appended later to an already observed message is still seen by the Observer.
-
-The JSON shape accepts both snake_case and the camelCase names chat SDKs send (`toolCallId`,
-`mimeType`, `createdAt`, ...).
+The model itself is defined once, in the standalone client's wire package (`om_client.messages`, pure
+pydantic: see its docstring for what a part and a message are), so the server, the core and every Python
+client read and write one shape. This module is where the core imports it from.
 """
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-from typing import Any, Literal
-
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
-from pydantic.alias_generators import to_camel
-
-Role = Literal["user", "assistant", "system", "tool"]
-
-ToolState = Literal[
-    "partial-call",
-    "call",
-    "approval-requested",
-    "approval-responded",
-    "result",
-    "output-denied",
-    "output-error",
-]
-
-#: Part kinds that carry no content for the actor or the Observer (never counted, never observed).
-NON_CONTENT_PREFIXES = ("data-",)
-TEXT_KINDS = ("text", "reasoning")
-TOOL_KIND = "tool-invocation"
-ATTACHMENT_KINDS = ("image", "file")
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(populate_by_name=True, alias_generator=to_camel, extra="forbid")
-
-
-class Part(_Model):
-    """One part of a message.
-
-    `type` is one of `text`, `reasoning`, `tool-invocation`, `image`, `file`, `step-start`, or any
-    `data-*` kind (OM's own markers are `data-om-*`). Fields that do not apply to a kind stay None.
-    """
-
-    type: str
-    text: str | None = None
-
-    # tool-invocation
-    tool_call_id: str | None = None
-    tool_name: str | None = None
-    state: ToolState | None = None
-    args: Any = None
-    result: Any = None
-    error_text: str | None = None
-    approval_reason: str | None = None
-
-    # image / file: `data` is base64, a data: URI or a URL; for `data-*` parts it is the payload.
-    data: Any = None
-    url: str | None = None
-    mime_type: str | None = None
-    filename: str | None = None
-    width: int | None = None
-    height: int | None = None
-    detail: str | None = None
-
-    # step-start: the actor model of that step ("provider/model").
-    model: str | None = None
-
-    provider_metadata: dict[str, Any] | None = None
-    created_at: datetime | None = None
-
-    #: Assigned by storage: monotonically increasing inside the thread. None until stored.
-    seq: int | None = Field(default=None, validation_alias=AliasChoices("seq", "sequence"))
-
-    @field_validator("type")
-    @classmethod
-    def _known_type(cls, value: str) -> str:
-        known = {"text", "reasoning", TOOL_KIND, "image", "file", "step-start", "source"}
-        if value not in known and not value.startswith("data-"):
-            raise ValueError(f"unknown part type {value!r}: use one of {sorted(known)} or a 'data-*' kind")
-        return value
-
-    @field_validator("created_at")
-    @classmethod
-    def _aware(cls, value: datetime | None) -> datetime | None:
-        return ensure_utc(value) if value is not None else None
-
-    @property
-    def is_data(self) -> bool:
-        return self.type.startswith("data-")
-
-    @property
-    def is_om_marker(self) -> bool:
-        return self.type.startswith("data-om-")
-
-    @property
-    def is_visible(self) -> bool:
-        """True when the part is content the actor or the Observer would see."""
-        return not self.is_data and self.type != "step-start"
-
-
-class Message(_Model):
-    """A stored or incoming chat message."""
-
-    id: str
-    role: Role
-    parts: list[Part] = Field(default_factory=list)
-    created_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
-    thread_id: str | None = None
-    resource_id: str | None = None
-    metadata: dict[str, Any] = Field(default_factory=dict)
-
-    @field_validator("created_at")
-    @classmethod
-    def _aware(cls, value: datetime) -> datetime:
-        return ensure_utc(value)
-
-    @property
-    def has_visible_content(self) -> bool:
-        return any(part.is_visible for part in self.parts)
-
-    @property
-    def max_seq(self) -> int | None:
-        seqs = [p.seq for p in self.parts if p.seq is not None]
-        return max(seqs) if seqs else None
-
-    def with_parts(self, parts: list[Part]) -> Message:
-        """A copy of this message holding only `parts` (used for partially observed messages)."""
-        return self.model_copy(update={"parts": list(parts)})
-
-    def part_time(self, part: Part) -> datetime:
-        return part.created_at or self.created_at
-
-
-def ensure_utc(value: datetime) -> datetime:
-    """Naive datetimes are taken as UTC; aware ones are converted. Storage never sees a naive time."""
-    if value.tzinfo is None:
-        return value.replace(tzinfo=UTC)
-    return value.astimezone(UTC)
-
-
-def text_message(
-    message_id: str, role: Role, text: str, created_at: datetime | None = None, **extra: Any
-) -> Message:
-    """Convenience constructor for the common one-text-part message."""
-    return Message(
-        id=message_id,
-        role=role,
-        parts=[Part(type="text", text=text)],
-        created_at=created_at or datetime.now(UTC),
-        **extra,
-    )
+from om_client.messages import ATTACHMENT_KINDS as ATTACHMENT_KINDS
+from om_client.messages import NON_CONTENT_PREFIXES as NON_CONTENT_PREFIXES
+from om_client.messages import TEXT_KINDS as TEXT_KINDS
+from om_client.messages import TOOL_KIND as TOOL_KIND
+from om_client.messages import Message as Message
+from om_client.messages import Part as Part
+from om_client.messages import Role as Role
+from om_client.messages import ToolState as ToolState
+from om_client.messages import ensure_utc as ensure_utc
+from om_client.messages import text_message as text_message

@@ -519,9 +519,14 @@ def test_dockerfile_copies_everything_pip_install_needs() -> None:
             copied.update(words[1:-1])
     assert all((ROOT / source).exists() for source in copied), copied
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    find = project["tool"]["setuptools"]["packages"]["find"]
     packages = {
-        pattern.rstrip("*") for pattern in project["tool"]["setuptools"]["packages"]["find"]["include"]
+        str(Path(where) / pattern.rstrip("*")).removeprefix("./")
+        for pattern in find["include"]
+        for where in find.get("where", ["."])
+        if (ROOT / where / pattern.rstrip("*")).is_dir()
     }
+    assert len(packages) == len(find["include"]), "every package pip installs is found in one `where` folder"
     assert packages | {"pyproject.toml", project["project"]["readme"]} <= copied
 
 

@@ -1,0 +1,803 @@
+"""The om API client, sync (`OMClient`) and async (`AsyncOMClient`), typed with the server's own wire
+models (`om_client.models`).
+
+    from om_client import OMClient
+
+    with OMClient("http://127.0.0.1:8088", api_key="omk_…") as om:
+        turn = om.post_turn("thread-1", [{"role": "user", "text": "Hi, I'm Dana"}], resource_id="user-42")
+        reply = my_model(turn.context.openai_messages)          # memory + unobserved messages
+        om.post_turn("thread-1", [{"role": "assistant", "text": reply}], resource_id="user-42")
+        for event in om.events("thread-1", follow=False):      # data-om-* parts, replayable
+            print(event.id, event.type)
+
+Errors raise `OMAPIError` subclasses carrying the server's `code`, `message` and `field`. Calls that got
+no answer or a 429/503 are retried with backoff and jitter, honouring `Retry-After` (`om_client.retry`);
+a followed event stream that drops reconnects by itself from the last event it delivered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
+from datetime import datetime
+from types import TracebackType
+from typing import Any, Literal, Self, TypeVar
+from urllib.parse import quote
+
+import httpx
+from pydantic import BaseModel
+
+from om_client.errors import OMAPIError, raise_for
+from om_client.messages import Message
+from om_client.models import (
+    ConfigResponse,
+    ContextForm,
+    HealthResponse,
+    KeyUsageResponse,
+    MessagesResponse,
+    ModelList,
+    ObservationEditResponse,
+    ObservationsResponse,
+    OMEvent,
+    OperationResponse,
+    Page,
+    ReadinessResponse,
+    ResourceConfigResponse,
+    SearchResponse,
+    StatusPayload,
+    ThreadDetail,
+    ThreadInfo,
+    ThreadsResponse,
+    TurnMessage,
+    TurnResponse,
+)
+from om_client.retry import Attempts, RetryPolicy
+
+__all__ = ["UNSET", "AsyncOMClient", "MessageInput", "OMClient", "line_sha256"]
+
+MessageInput = TurnMessage | Message | Mapping[str, Any]
+Model = TypeVar("Model", bound=BaseModel)
+
+#: Methods whose call is safe to send twice (POSTs are marked per call).
+_IDEMPOTENT = frozenset({"GET", "HEAD", "PUT", "DELETE"})
+
+
+def _new_message_id() -> str:
+    return f"msg-{uuid.uuid4().hex}"
+
+
+def _message_body(message: MessageInput) -> dict[str, Any]:
+    """The message as `/turns` takes it, with an id: one the caller gave, else a new random one (what the
+    server would assign), so that sending the turn again after a failure cannot store it twice."""
+    if isinstance(message, TurnMessage):
+        body = message.model_dump(mode="json", by_alias=True, exclude_none=True)
+        body.setdefault("id", _new_message_id())
+        return body
+    if isinstance(message, Message):
+        parts = [
+            p.model_dump(mode="json", by_alias=True, exclude_none=True, exclude={"seq"})
+            for p in message.parts
+        ]
+        return {
+            "id": message.id,
+            "role": message.role,
+            "parts": parts,
+            "created_at": message.created_at.isoformat(),
+            "metadata": message.metadata,
+        }
+    body = dict(message)
+    if body.get("id") is None:
+        body["id"] = _new_message_id()
+    return body
+
+
+def _turn_body(
+    messages: Iterable[MessageInput],
+    resource_id: str | None,
+    actor_model: str | None,
+    step_number: int,
+    turn_end: bool | None,
+    actor_provider_options: Mapping[str, Any] | None = None,
+    context: ContextForm = "full",
+) -> dict[str, Any]:
+    body: dict[str, Any] = {"messages": [_message_body(m) for m in messages], "step_number": step_number}
+    if context != "full":
+        body["context"] = context
+    if actor_provider_options is not None:
+        body["actor_provider_options"] = dict(actor_provider_options)
+    if resource_id is not None:
+        body["resource_id"] = resource_id
+    if actor_model is not None:
+        body["actor_model"] = actor_model
+    if turn_end is not None:
+        body["turn_end"] = turn_end
+    return body
+
+
+def _thread(thread_id: str, tail: str = "") -> str:
+    return f"/v1/threads/{quote(thread_id, safe='')}{tail}"
+
+
+def _resource(resource_id: str, tail: str = "") -> str:
+    return f"/v1/resources/{quote(resource_id, safe='')}{tail}"
+
+
+def _search_body(
+    query: str,
+    limit: int,
+    thread_ids: Sequence[str] | None,
+    after: datetime | None,
+    before: datetime | None,
+    kinds: Sequence[Literal["group", "message"]] | None,
+) -> dict[str, Any]:
+    body: dict[str, Any] = {"query": query, "limit": limit}
+    if thread_ids is not None:
+        body["thread_ids"] = list(thread_ids)
+    if after is not None:
+        body["after"] = after.isoformat()
+    if before is not None:
+        body["before"] = before.isoformat()
+    if kinds is not None:
+        body["kinds"] = list(kinds)
+    return body
+
+
+class _Unset:
+    """A field not sent (distinct from None, which a PATCH sends as null to clear the field)."""
+
+
+UNSET: Any = _Unset()
+
+
+def _page_params(limit: int, cursor: str | None, **extra: Any) -> dict[str, Any]:
+    params: dict[str, Any] = {"limit": limit, **{k: v for k, v in extra.items() if v is not None}}
+    if cursor is not None:
+        params["cursor"] = cursor
+    return params
+
+
+def _patch_body(title: Any, metadata: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {}
+    if title is not UNSET:
+        body["title"] = title
+    if metadata is not UNSET:
+        body["metadata"] = dict(metadata) if metadata is not None else None
+    return body
+
+
+def line_sha256(line: str) -> str:
+    """The precondition of an observation line edit: SHA-256 (hex) of the line's text as read."""
+    return hashlib.sha256(line.encode()).hexdigest()
+
+
+def _headers(api_key: str | None, extra: Mapping[str, str] | None) -> dict[str, str]:
+    headers = dict(extra or {})
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    return headers
+
+
+class _SSEParser:
+    """Turns SSE lines into events (`id:` cursor + `data:` JSON); `retry:` is kept as the server's
+    reconnection delay, comments are skipped."""
+
+    def __init__(self, cursor: str | None = None) -> None:
+        self.data: list[str] = []
+        self.cursor = cursor
+        self.retry_s: float | None = None
+
+    def feed(self, line: str) -> OMEvent | None:
+        if line == "":
+            if not self.data:
+                return None
+            payload, self.data = "\n".join(self.data), []
+            event = OMEvent.model_validate(json.loads(payload))
+            return event.model_copy(update={"cursor": self.cursor})
+        if line.startswith("data:"):
+            self.data.append(line[5:].removeprefix(" "))
+        elif line.startswith("id:"):
+            self.cursor = line[3:].removeprefix(" ")
+        elif line.startswith("retry:") and line[6:].strip().isdigit():
+            self.retry_s = int(line[6:].strip()) / 1000
+        return None
+
+
+class _Resume:
+    """The reconnection state of one event stream: the cursor of the last event delivered (sent back as
+    `Last-Event-ID`) and the retries since the last delivered event."""
+
+    def __init__(self, policy: RetryPolicy, last_event_id: str | int | None) -> None:
+        self.cursor = str(last_event_id) if last_event_id is not None else None
+        self.attempts = Attempts(policy, idempotent=True)
+        self.server_retry_s: float | None = None
+
+    def headers(self) -> dict[str, str]:
+        return {"Last-Event-ID": self.cursor} if self.cursor is not None else {}
+
+    def delivered(self, event: OMEvent) -> None:
+        if event.cursor is not None:
+            self.cursor = event.cursor
+        self.attempts.reset()
+
+    def wait_after(self, error: Exception) -> float:
+        """Seconds to wait before reconnecting (at least the server's `retry:`), or raise."""
+        wait = self.attempts.next_wait(error)
+        return max(wait, self.server_retry_s) if self.server_retry_s is not None else wait
+
+
+class _StreamEnded(httpx.RemoteProtocolError):
+    """A followed stream that the server ended (it never does unless it is shutting down): reconnect."""
+
+
+def _stream_timeout(http_timeout: httpx.Timeout, follow: bool) -> httpx.Timeout:
+    return httpx.Timeout(http_timeout.connect or 10.0, read=None) if follow else http_timeout
+
+
+class OMClient:
+    """Synchronous client. Use as a context manager, or call `close()`."""
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str | None = None,
+        *,
+        timeout: float = 120.0,
+        headers: Mapping[str, str] | None = None,
+        transport: httpx.BaseTransport | None = None,
+        retry: RetryPolicy | None = None,
+    ) -> None:
+        """`retry`: how calls are retried (default `RetryPolicy()`; `RetryPolicy.off()` never retries)."""
+        self.retry = retry if retry is not None else RetryPolicy()
+        self._sleep: Callable[[float], None] = time.sleep
+        self._http = httpx.Client(
+            base_url=base_url,
+            headers=_headers(api_key, headers),
+            timeout=timeout,
+            transport=transport,
+            # uvicorn closes a keep-alive connection idle for 5 s; reusing one at that moment is a reset
+            # request, so the client lets idle connections go first.
+            limits=httpx.Limits(keepalive_expiry=3.0),
+        )
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: type[BaseException] | BaseException | TracebackType | None) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def _request(self, method: str, path: str, *, idempotent: bool | None = None, **kwargs: Any) -> Any:
+        """The answer's JSON (None for an empty body), after retries (`om_client.retry`)."""
+        attempts = Attempts(
+            self.retry, idempotent=method in _IDEMPOTENT if idempotent is None else idempotent
+        )
+        while True:
+            try:
+                response = self._http.request(method, path, **kwargs)
+                raise_for(response)
+                return response.json() if response.content else None
+            except (httpx.TransportError, OMAPIError) as error:
+                self._sleep(attempts.next_wait(error))
+
+    def _call(
+        self, model: type[Model], method: str, path: str, *, idempotent: bool | None = None, **kwargs: Any
+    ) -> Model:
+        return model.model_validate(self._request(method, path, idempotent=idempotent, **kwargs))
+
+    def post_turn(
+        self,
+        thread_id: str,
+        messages: Iterable[MessageInput],
+        *,
+        resource_id: str | None = None,
+        actor_model: str | None = None,
+        step_number: int = 0,
+        turn_end: bool | None = None,
+        actor_provider_options: Mapping[str, Any] | None = None,
+        context: ContextForm = "full",
+    ) -> TurnResponse:
+        """Store the turn's messages; the answer carries the actor's context in `context` form (`none`
+        for a call whose answer will not go to the model, such as posting the assistant's reply).
+
+        Retried like a read: every message is sent with an id (a new random one when it has none) and
+        the server stores a message id once per thread however often it is posted (a stored message is
+        skipped, one reused with another role is a 409), so a turn sent again stores nothing twice."""
+        body = _turn_body(
+            messages, resource_id, actor_model, step_number, turn_end, actor_provider_options, context
+        )
+        return self._call(TurnResponse, "POST", _thread(thread_id, "/turns"), idempotent=True, json=body)
+
+    def status(self, thread_id: str) -> StatusPayload:
+        return self._call(StatusPayload, "GET", _thread(thread_id, "/status"))
+
+    def observations(
+        self, thread_id: str, *, history_limit: int = 20, history_offset: int = 0
+    ) -> ObservationsResponse:
+        params = {"history_limit": history_limit, "history_offset": history_offset}
+        return self._call(ObservationsResponse, "GET", _thread(thread_id, "/observations"), params=params)
+
+    def messages(
+        self, thread_id: str, *, limit: int = 50, before_seq: int | None = None, cursor: str | None = None
+    ) -> MessagesResponse:
+        """One page of messages, newest page first: pass the page's `next_cursor` as `cursor` for the
+        older one (`before_seq` is the older way to say the same)."""
+        params = _page_params(limit, cursor, before_seq=before_seq)
+        return self._call(MessagesResponse, "GET", _thread(thread_id, "/messages"), params=params)
+
+    def threads(self, resource_id: str, *, limit: int = 50, cursor: str | None = None) -> ThreadsResponse:
+        """One page of the resource's threads, oldest first (`next_cursor` for the next page)."""
+        params = _page_params(limit, cursor)
+        return self._call(ThreadsResponse, "GET", _resource(resource_id, "/threads"), params=params)
+
+    def list_threads(
+        self, *, resource_id: str | None = None, limit: int = 50, cursor: str | None = None
+    ) -> Page[ThreadInfo]:
+        """One page of this key's threads (by id), or of one resource's (oldest first)."""
+        params = _page_params(limit, cursor, resource_id=resource_id)
+        return self._call(Page[ThreadInfo], "GET", "/v1/threads", params=params)
+
+    def iter_threads(self, *, resource_id: str | None = None, page_size: int = 100) -> Iterator[ThreadInfo]:
+        """Every thread of `list_threads`, page after page."""
+        cursor: str | None = None
+        while True:
+            page = self.list_threads(resource_id=resource_id, limit=page_size, cursor=cursor)
+            yield from page.items
+            if page.next_cursor is None:
+                return
+            cursor = page.next_cursor
+
+    def thread(self, thread_id: str) -> ThreadDetail:
+        """The thread with its title, metadata and counts."""
+        return self._call(ThreadDetail, "GET", _thread(thread_id))
+
+    def update_thread(self, thread_id: str, *, title: Any = UNSET, metadata: Any = UNSET) -> ThreadDetail:
+        """Set the title and/or the caller's metadata (None clears one; one left out is kept)."""
+        return self._call(
+            ThreadDetail, "PATCH", _thread(thread_id), idempotent=True, json=_patch_body(title, metadata)
+        )
+
+    def edit_observation(
+        self, thread_id: str, line: int, text: str, *, expected: str
+    ) -> ObservationEditResponse:
+        """Replace line `line` (0-based, of `active.observations`) whose text you read as `expected`; an
+        `OMConflict` when the log changed since."""
+        body = {"text": text, "expected_sha256": line_sha256(expected)}
+        return self._call(
+            ObservationEditResponse, "PATCH", _thread(thread_id, f"/observations/{line}"), json=body
+        )
+
+    def delete_observation(self, thread_id: str, line: int, *, expected: str) -> ObservationEditResponse:
+        """Forget line `line` (read as `expected`): gone from the log and every copy of its memory."""
+        params = {"expected_sha256": line_sha256(expected)}
+        return self._call(
+            ObservationEditResponse,
+            "DELETE",
+            _thread(thread_id, f"/observations/{line}"),
+            idempotent=False,
+            params=params,
+        )
+
+    def models(self) -> ModelList:
+        """The actor models the proxy may call for this key (`GET /v1/models`, OpenAI's list shape)."""
+        return self._call(ModelList, "GET", "/v1/models")
+
+    def usage(self) -> KeyUsageResponse:
+        """What this client's key spent on actor models through the proxy."""
+        return self._call(KeyUsageResponse, "GET", "/v1/usage")
+
+    def search(
+        self,
+        resource_id: str,
+        query: str,
+        *,
+        limit: int = 10,
+        thread_ids: Sequence[str] | None = None,
+        after: datetime | None = None,
+        before: datetime | None = None,
+        kinds: Sequence[Literal["group", "message"]] | None = None,
+    ) -> SearchResponse:
+        """Search the resource's raw messages and observation groups (its config needs `retrieval`)."""
+        body = _search_body(query, limit, thread_ids, after, before, kinds)
+        return self._call(
+            SearchResponse, "POST", _resource(resource_id, "/search"), idempotent=True, json=body
+        )
+
+    def search_thread(
+        self,
+        thread_id: str,
+        query: str,
+        *,
+        limit: int = 10,
+        after: datetime | None = None,
+        before: datetime | None = None,
+        kinds: Sequence[Literal["group", "message"]] | None = None,
+    ) -> SearchResponse:
+        """Search one thread's raw messages and observation groups."""
+        body = _search_body(query, limit, None, after, before, kinds)
+        return self._call(SearchResponse, "POST", _thread(thread_id, "/search"), idempotent=True, json=body)
+
+    def recall(self, thread_id: str, **params: Any) -> dict[str, Any]:
+        """Answer a recall tool call on the thread: `params` are the call's arguments as the model wrote
+        them (`mode`, `cursor`, `threadId`, `page`, `partIndex`, ...); the answer is the tool's result."""
+        answer: dict[str, Any] = self._request(
+            "POST", _thread(thread_id, "/recall"), idempotent=True, json=params
+        )
+        return answer
+
+    def observe(self, thread_id: str, *, wait: bool = True) -> OperationResponse:
+        return self._call(OperationResponse, "POST", _thread(thread_id, "/observe"), json={"wait": wait})
+
+    def reflect(self, thread_id: str, *, prompt: str | None = None, wait: bool = True) -> OperationResponse:
+        body: dict[str, Any] = {"wait": wait}
+        if prompt is not None:
+            body["prompt"] = prompt
+        return self._call(OperationResponse, "POST", _thread(thread_id, "/reflect"), json=body)
+
+    def get_config(self, thread_id: str) -> ConfigResponse:
+        return self._call(ConfigResponse, "GET", _thread(thread_id, "/config"))
+
+    def set_config(
+        self, thread_id: str, overrides: Mapping[str, Any] | None, *, resource_id: str | None = None
+    ) -> ConfigResponse:
+        body: dict[str, Any] = {"overrides": dict(overrides) if overrides is not None else None}
+        if resource_id is not None:
+            body["resource_id"] = resource_id
+        return self._call(ConfigResponse, "PUT", _thread(thread_id, "/config"), json=body)
+
+    def get_resource_config(self, resource_id: str) -> ResourceConfigResponse:
+        return self._call(ResourceConfigResponse, "GET", _resource(resource_id, "/config"))
+
+    def set_resource_config(
+        self, resource_id: str, overrides: Mapping[str, Any] | None
+    ) -> ResourceConfigResponse:
+        """Overrides for every thread of the resource (a thread's own are merged over them)."""
+        body = {"overrides": dict(overrides) if overrides is not None else None}
+        return self._call(ResourceConfigResponse, "PUT", _resource(resource_id, "/config"), json=body)
+
+    def delete_thread(self, thread_id: str) -> None:
+        self._request("DELETE", _thread(thread_id))
+
+    def delete_resource(self, resource_id: str) -> None:
+        """Delete the resource with all its threads, its shared log and its config."""
+        self._request("DELETE", _resource(resource_id))
+
+    def events(
+        self,
+        thread_id: str,
+        *,
+        last_event_id: str | int | None = None,
+        follow: bool = True,
+        resume: bool = True,
+    ) -> Iterator[OMEvent]:
+        """The thread's events: those the cursor has not seen (all, without one), then, if `follow`, live
+        ones. Each event's `cursor` covers it and everything before it.
+
+        A dropped connection (or a 429/503 when opening) is retried by itself: the stream reconnects with
+        `Last-Event-ID` set to the last delivered event's cursor, so no event is missed or repeated; the
+        wait follows the client's `RetryPolicy` (at least the server's `retry:` delay), and its budget
+        starts afresh with every delivered event. With `resume=False` an error is raised at once and a
+        stream the server ends simply ends; to resume later by hand, pass the last event's `cursor` as
+        `last_event_id`."""
+        state = _Resume(self.retry if resume else RetryPolicy.off(), last_event_id)
+        params = {"follow": str(follow).lower()}
+        timeout = _stream_timeout(self._http.timeout, follow)
+        while True:
+            try:
+                with self._http.stream(
+                    "GET",
+                    _thread(thread_id, "/events"),
+                    headers=state.headers(),
+                    params=params,
+                    timeout=timeout,
+                ) as response:
+                    if response.status_code >= 400:
+                        response.read()
+                        raise_for(response)
+                    parser = _SSEParser(state.cursor)
+                    for line in response.iter_lines():
+                        event = parser.feed(line)
+                        state.server_retry_s = parser.retry_s or state.server_retry_s
+                        if event is not None:
+                            state.delivered(event)
+                            yield event
+                if not follow or not resume:
+                    return
+                raise _StreamEnded("the server ended a followed event stream")
+            except (httpx.TransportError, OMAPIError) as error:
+                self._sleep(state.wait_after(error))
+
+    def health(self) -> HealthResponse:
+        return self._call(HealthResponse, "GET", "/healthz")
+
+    def ready(self) -> ReadinessResponse:
+        response = self._http.get("/readyz")
+        if response.status_code not in (200, 503):
+            raise_for(response)
+        return ReadinessResponse.model_validate(response.json())
+
+
+class AsyncOMClient:
+    """Asynchronous client with the same methods as `OMClient` (awaitable; `events` is an async iterator)."""
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str | None = None,
+        *,
+        timeout: float = 120.0,
+        headers: Mapping[str, str] | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+        retry: RetryPolicy | None = None,
+    ) -> None:
+        self.retry = retry if retry is not None else RetryPolicy()
+        self._sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+        self._http = httpx.AsyncClient(
+            base_url=base_url,
+            headers=_headers(api_key, headers),
+            timeout=timeout,
+            transport=transport,
+            limits=httpx.Limits(keepalive_expiry=3.0),
+        )
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: type[BaseException] | BaseException | TracebackType | None) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def _request(self, method: str, path: str, *, idempotent: bool | None = None, **kwargs: Any) -> Any:
+        attempts = Attempts(
+            self.retry, idempotent=method in _IDEMPOTENT if idempotent is None else idempotent
+        )
+        while True:
+            try:
+                response = await self._http.request(method, path, **kwargs)
+                raise_for(response)
+                return response.json() if response.content else None
+            except (httpx.TransportError, OMAPIError) as error:
+                await self._sleep(attempts.next_wait(error))
+
+    async def _call(
+        self, model: type[Model], method: str, path: str, *, idempotent: bool | None = None, **kwargs: Any
+    ) -> Model:
+        return model.model_validate(await self._request(method, path, idempotent=idempotent, **kwargs))
+
+    async def post_turn(
+        self,
+        thread_id: str,
+        messages: Iterable[MessageInput],
+        *,
+        resource_id: str | None = None,
+        actor_model: str | None = None,
+        step_number: int = 0,
+        turn_end: bool | None = None,
+        actor_provider_options: Mapping[str, Any] | None = None,
+        context: ContextForm = "full",
+    ) -> TurnResponse:
+        """Store the turn's messages; the answer carries the actor's context in `context` form (`none`
+        for a call whose answer will not go to the model, such as posting the assistant's reply).
+
+        Retried like a read: every message is sent with an id (a new random one when it has none) and
+        the server stores a message id once per thread however often it is posted (a stored message is
+        skipped, one reused with another role is a 409), so a turn sent again stores nothing twice."""
+        body = _turn_body(
+            messages, resource_id, actor_model, step_number, turn_end, actor_provider_options, context
+        )
+        return await self._call(
+            TurnResponse, "POST", _thread(thread_id, "/turns"), idempotent=True, json=body
+        )
+
+    async def status(self, thread_id: str) -> StatusPayload:
+        return await self._call(StatusPayload, "GET", _thread(thread_id, "/status"))
+
+    async def observations(
+        self, thread_id: str, *, history_limit: int = 20, history_offset: int = 0
+    ) -> ObservationsResponse:
+        params = {"history_limit": history_limit, "history_offset": history_offset}
+        return await self._call(
+            ObservationsResponse, "GET", _thread(thread_id, "/observations"), params=params
+        )
+
+    async def messages(
+        self, thread_id: str, *, limit: int = 50, before_seq: int | None = None, cursor: str | None = None
+    ) -> MessagesResponse:
+        params = _page_params(limit, cursor, before_seq=before_seq)
+        return await self._call(MessagesResponse, "GET", _thread(thread_id, "/messages"), params=params)
+
+    async def threads(
+        self, resource_id: str, *, limit: int = 50, cursor: str | None = None
+    ) -> ThreadsResponse:
+        params = _page_params(limit, cursor)
+        return await self._call(ThreadsResponse, "GET", _resource(resource_id, "/threads"), params=params)
+
+    async def list_threads(
+        self, *, resource_id: str | None = None, limit: int = 50, cursor: str | None = None
+    ) -> Page[ThreadInfo]:
+        params = _page_params(limit, cursor, resource_id=resource_id)
+        return await self._call(Page[ThreadInfo], "GET", "/v1/threads", params=params)
+
+    async def iter_threads(
+        self, *, resource_id: str | None = None, page_size: int = 100
+    ) -> AsyncIterator[ThreadInfo]:
+        cursor: str | None = None
+        while True:
+            page = await self.list_threads(resource_id=resource_id, limit=page_size, cursor=cursor)
+            for item in page.items:
+                yield item
+            if page.next_cursor is None:
+                return
+            cursor = page.next_cursor
+
+    async def thread(self, thread_id: str) -> ThreadDetail:
+        return await self._call(ThreadDetail, "GET", _thread(thread_id))
+
+    async def update_thread(
+        self, thread_id: str, *, title: Any = UNSET, metadata: Any = UNSET
+    ) -> ThreadDetail:
+        return await self._call(
+            ThreadDetail, "PATCH", _thread(thread_id), idempotent=True, json=_patch_body(title, metadata)
+        )
+
+    async def edit_observation(
+        self, thread_id: str, line: int, text: str, *, expected: str
+    ) -> ObservationEditResponse:
+        body = {"text": text, "expected_sha256": line_sha256(expected)}
+        return await self._call(
+            ObservationEditResponse, "PATCH", _thread(thread_id, f"/observations/{line}"), json=body
+        )
+
+    async def delete_observation(
+        self, thread_id: str, line: int, *, expected: str
+    ) -> ObservationEditResponse:
+        params = {"expected_sha256": line_sha256(expected)}
+        return await self._call(
+            ObservationEditResponse,
+            "DELETE",
+            _thread(thread_id, f"/observations/{line}"),
+            idempotent=False,
+            params=params,
+        )
+
+    async def search(
+        self,
+        resource_id: str,
+        query: str,
+        *,
+        limit: int = 10,
+        thread_ids: Sequence[str] | None = None,
+        after: datetime | None = None,
+        before: datetime | None = None,
+        kinds: Sequence[Literal["group", "message"]] | None = None,
+    ) -> SearchResponse:
+        """Search the resource's raw messages and observation groups (its config needs `retrieval`)."""
+        body = _search_body(query, limit, thread_ids, after, before, kinds)
+        return await self._call(
+            SearchResponse, "POST", _resource(resource_id, "/search"), idempotent=True, json=body
+        )
+
+    async def search_thread(
+        self,
+        thread_id: str,
+        query: str,
+        *,
+        limit: int = 10,
+        after: datetime | None = None,
+        before: datetime | None = None,
+        kinds: Sequence[Literal["group", "message"]] | None = None,
+    ) -> SearchResponse:
+        """Search one thread's raw messages and observation groups."""
+        body = _search_body(query, limit, None, after, before, kinds)
+        return await self._call(
+            SearchResponse, "POST", _thread(thread_id, "/search"), idempotent=True, json=body
+        )
+
+    async def models(self) -> ModelList:
+        """`OMClient.models`, awaited."""
+        return await self._call(ModelList, "GET", "/v1/models")
+
+    async def usage(self) -> KeyUsageResponse:
+        """What this client's key spent on actor models through the proxy."""
+        return await self._call(KeyUsageResponse, "GET", "/v1/usage")
+
+    async def recall(self, thread_id: str, **params: Any) -> dict[str, Any]:
+        """`OMClient.recall`, awaited."""
+        answer: dict[str, Any] = await self._request(
+            "POST", _thread(thread_id, "/recall"), idempotent=True, json=params
+        )
+        return answer
+
+    async def observe(self, thread_id: str, *, wait: bool = True) -> OperationResponse:
+        return await self._call(
+            OperationResponse, "POST", _thread(thread_id, "/observe"), json={"wait": wait}
+        )
+
+    async def reflect(
+        self, thread_id: str, *, prompt: str | None = None, wait: bool = True
+    ) -> OperationResponse:
+        body: dict[str, Any] = {"wait": wait}
+        if prompt is not None:
+            body["prompt"] = prompt
+        return await self._call(OperationResponse, "POST", _thread(thread_id, "/reflect"), json=body)
+
+    async def get_config(self, thread_id: str) -> ConfigResponse:
+        return await self._call(ConfigResponse, "GET", _thread(thread_id, "/config"))
+
+    async def set_config(
+        self, thread_id: str, overrides: Mapping[str, Any] | None, *, resource_id: str | None = None
+    ) -> ConfigResponse:
+        body: dict[str, Any] = {"overrides": dict(overrides) if overrides is not None else None}
+        if resource_id is not None:
+            body["resource_id"] = resource_id
+        return await self._call(ConfigResponse, "PUT", _thread(thread_id, "/config"), json=body)
+
+    async def get_resource_config(self, resource_id: str) -> ResourceConfigResponse:
+        return await self._call(ResourceConfigResponse, "GET", _resource(resource_id, "/config"))
+
+    async def set_resource_config(
+        self, resource_id: str, overrides: Mapping[str, Any] | None
+    ) -> ResourceConfigResponse:
+        """Overrides for every thread of the resource (a thread's own are merged over them)."""
+        body = {"overrides": dict(overrides) if overrides is not None else None}
+        return await self._call(ResourceConfigResponse, "PUT", _resource(resource_id, "/config"), json=body)
+
+    async def delete_thread(self, thread_id: str) -> None:
+        await self._request("DELETE", _thread(thread_id))
+
+    async def delete_resource(self, resource_id: str) -> None:
+        """Delete the resource with all its threads, its shared log and its config."""
+        await self._request("DELETE", _resource(resource_id))
+
+    async def events(
+        self,
+        thread_id: str,
+        *,
+        last_event_id: str | int | None = None,
+        follow: bool = True,
+        resume: bool = True,
+    ) -> AsyncIterator[OMEvent]:
+        """`OMClient.events` as an async iterator (the same resume after a dropped connection)."""
+        state = _Resume(self.retry if resume else RetryPolicy.off(), last_event_id)
+        params = {"follow": str(follow).lower()}
+        timeout = _stream_timeout(self._http.timeout, follow)
+        while True:
+            try:
+                async with self._http.stream(
+                    "GET",
+                    _thread(thread_id, "/events"),
+                    headers=state.headers(),
+                    params=params,
+                    timeout=timeout,
+                ) as response:
+                    if response.status_code >= 400:
+                        await response.aread()
+                        raise_for(response)
+                    parser = _SSEParser(state.cursor)
+                    async for line in response.aiter_lines():
+                        event = parser.feed(line)
+                        state.server_retry_s = parser.retry_s or state.server_retry_s
+                        if event is not None:
+                            state.delivered(event)
+                            yield event
+                if not follow or not resume:
+                    return
+                raise _StreamEnded("the server ended a followed event stream")
+            except (httpx.TransportError, OMAPIError) as error:
+                await self._sleep(state.wait_after(error))
+
+    async def health(self) -> HealthResponse:
+        return await self._call(HealthResponse, "GET", "/healthz")
+
+    async def ready(self) -> ReadinessResponse:
+        response = await self._http.get("/readyz")
+        if response.status_code not in (200, 503):
+            raise_for(response)
+        return ReadinessResponse.model_validate(response.json())
