@@ -65,7 +65,7 @@ from typing import Literal, TypeVar
 import httpx
 from sqlalchemy import Engine
 
-from om_api.client import OMAPIError, OMClient
+from om_api.client import OMAPIError, OMClient, RetryPolicy
 from om_api.schemas import TurnResponse
 from om_core import tenancy
 from om_core.config import ObservationalMemoryConfig
@@ -477,8 +477,13 @@ class SeedRun:
         # uvicorn closes a keep-alive connection idle for 5 s; a client that reused one it was closing would
         # see a reset that says nothing about the service, so ours drop idle connections first.
         transport = httpx.HTTPTransport(limits=httpx.Limits(keepalive_expiry=KEEPALIVE_S))
+        # No retries: every refusal the service answers is a finding, never something to resend quietly.
         return OMClient(
-            self.stack.apis[api].base_url, self.stack.api_key, timeout=HANG_AFTER_S, transport=transport
+            self.stack.apis[api].base_url,
+            self.stack.api_key,
+            timeout=HANG_AFTER_S,
+            transport=transport,
+            retry=RetryPolicy.off(),
         )
 
     # ------------------------------------------------------------------------------------ setup
