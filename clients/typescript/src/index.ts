@@ -211,7 +211,9 @@ function errorCode(error: unknown): string | undefined {
 }
 
 function isTransportError(error: unknown): boolean {
-  // fetch rejects with a TypeError ("fetch failed", "terminated") when the connection fails or is cut.
+  // fetch rejects with a TypeError ("fetch failed", "terminated") when the connection fails or is cut,
+  // and with a TimeoutError when the client's own timeout passed.
+  if (error instanceof Error && error.name === "TimeoutError") return true;
   return error instanceof TypeError || errorCode(error) !== undefined;
 }
 
@@ -408,7 +410,7 @@ export class OMClient {
    * default), live ones. When the connection drops the stream reconnects by itself with `Last-Event-ID`
    * set to the last cursor it delivered, so no event is lost or repeated; it waits like a retried call (at
    * least the server's `retry:` delay) and gives up with `OMRetriesExhausted` when the retry limits pass
-   * without an event arriving. Breaking out of the loop (or `signal`) closes the connection.
+   * without a connection succeeding. Breaking out of the loop (or `signal`) closes the connection.
    */
   async *events(threadId: string, options: EventsOptions = {}): AsyncGenerator<OMEvent, void, undefined> {
     const follow = options.follow ?? true;
@@ -429,12 +431,12 @@ export class OMClient {
         const response = await this.fetch(url, { headers, signal: abort.signal });
         if (!response.ok) throw await errorFor(response);
         if (response.body === null) throw new TypeError("the event stream has no body");
+        backoff.reset(); // connected: the limits count failed reconnects in a row
         const parser = new SSEParser();
         const decoder = new TextDecoder();
         for await (const chunk of response.body as unknown as AsyncIterable<Uint8Array>) {
           for (const event of parser.feed(decoder.decode(chunk, { stream: true }))) {
             cursor = event.cursor ?? cursor;
-            backoff.reset();
             yield event;
           }
           if (parser.retryMs !== null) reconnectMs = parser.retryMs;

@@ -286,6 +286,25 @@ describe("retries", () => {
     });
   });
 
+  test("an event stream answered 503 is opened again after Retry-After", async () => {
+    const sse = 'retry: 10\n\nid: 5\ndata: {"id":5,"type":"data-om-status","data":{}}\n\n';
+    const flaky = await Scripted.start((n) =>
+      n === 1 ? [503, { "retry-after": "1" }, unavailable] : [200, { "content-type": "text/event-stream" }, sse],
+    );
+    try {
+      const om = new OMClient(flaky.url, { retry: { baseDelayMs: 5 } });
+      const got = [];
+      for await (const event of om.events("t", { follow: false })) got.push(event);
+      assert.deepEqual(got, [{ id: 5, type: "data-om-status", data: {}, cursor: "5" }]);
+      const [first, second] = flaky.requests;
+      assert.equal(flaky.requests.length, 2);
+      assert.ok(second!.at - first!.at >= 990, `reopened after ${(second!.at - first!.at).toFixed(0)} ms`);
+      assert.match(second!.url, /^\/v1\/threads\/t\/events\?follow=false$/);
+    } finally {
+      await flaky.close();
+    }
+  });
+
   test("Retry-After as seconds or as an HTTP date", () => {
     assert.equal(parseRetryAfter("3"), 3);
     assert.equal(parseRetryAfter(null), null);
