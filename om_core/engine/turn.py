@@ -304,20 +304,20 @@ class _WindowRead:
     def __call__(
         self, conn: Connection, head: Record
     ) -> tuple[Record, history.Unobserved, shared_view.SharedView]:
-        core, thread, cfg = self.core, self.thread, self.cfg
         return shared_view.read_consistent(
-            core,
+            self.core, conn, self.thread, head, self.cfg, lambda current: self._unobserved(conn, current)
+        )
+
+    def _unobserved(self, conn: Connection, head: Record) -> history.Unobserved:
+        core, thread = self.core, self.thread
+        start = _context_start(core, conn, thread, head, self.cfg)
+        return history.read_unobserved(
             conn,
-            thread,
-            head,
-            cfg,
-            lambda current: history.read_unobserved(
-                conn,
-                thread.id,
-                _context_start(core, conn, thread, current, cfg),
-                known=lambda seq: self.fresh_parts.get(seq) or core.cached_part(thread, seq),
-                bodies=self.bodies,
-            ),
+            thread.id,
+            start,
+            known=lambda seq: self.fresh_parts.get(seq) or core.cached_part(thread, seq),
+            bodies=self.bodies,
+            held=core.held_window(thread, start),
         )
 
 
@@ -392,6 +392,7 @@ def _read_current(core: EngineCore, thread_id: str, cfg: ResolvedConfig, *, bodi
                 current.last_observed_seq,
                 known=lambda seq: core.cached_part(thread, seq),
                 bodies=bodies,
+                held=core.held_window(thread, current.last_observed_seq),
             ),
         )
     core.remember_parts(thread, unobserved, {})
