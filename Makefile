@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 PYTEST_ARGS ?=
 
-.PHONY: install test test-unit lint typecheck demo up fuzz load bench bench-quick flower clean
+.PHONY: install test test-unit lint typecheck demo up fuzz load bench bench-quick flower ts-types clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -68,6 +68,11 @@ lint: $(STAMP)
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
+
+## make ts-types: regenerate the TypeScript client's types (clients/typescript/src/schema.ts) from the
+## server's OpenAPI document, after an API change; commit the result (tests/client_ts/ checks it).
+ts-types: $(STAMP)
+	cd clients/typescript && npm ci --no-audit --no-fund && OM_PYTHON=$(abspath $(BIN))/python npm run generate
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .import_linter_cache
