@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection, Engine, RowMapping, and_, bindparam, delete, func, select, update
+from sqlalchemy import Connection, Engine, RowMapping, and_, bindparam, case, delete, func, select, update
 from sqlalchemy.exc import IntegrityError
 
 from om_core.store import schema
@@ -125,20 +125,16 @@ _HEAD = (
 _HEAD_FOR_UPDATE = _HEAD.with_for_update()
 # The statements a buffered observation runs (workers run many at once; see the note above).
 _LOCK_ROW = select(R).where(R.c.id == bindparam("record_id")).with_for_update()
-_CHUNK_OF_CYCLE = select(C.c.id).where(
-    C.c.lookup_key == bindparam("lookup_key"), C.c.cycle_id == bindparam("cycle_id")
-)
-_LAST_POSITION = select(func.max(C.c.position)).where(C.c.lookup_key == bindparam("lookup_key"))
+#: One statement answers both questions `append_chunk` asks of the key's chunks after locking the head:
+#: is this cycle already stored (1) or not (0), and the last position used (NULL before the first chunk).
+#: Portable (`max(CASE ...)`, no `bool_or`), so both dialects run the same text.
+_CHUNKS_OF_KEY = select(
+    func.max(case((C.c.cycle_id == bindparam("cycle_id"), 1), else_=0)), func.max(C.c.position)
+).where(C.c.lookup_key == bindparam("lookup_key"))
 _INSERT_CHUNK = C.insert()
-_MARK_BUFFERED = (
-    update(R)
-    .where(R.c.id == bindparam("record_id"))
-    .values(
-        last_buffered_seq=bindparam("buffered_seq"),
-        last_buffered_at_time=bindparam("buffered_at_time"),
-        updated_at=bindparam("now"),
-    )
-)
+#: The head a chunk was appended to; the SET clause comes from the execution parameters: the buffered
+#: coverage, and the caller's live fields when it folds them in (`append_chunk(live=...)`).
+_MARK_BUFFERED = update(R).where(R.c.id == bindparam("record_id"))
 #: The live head of a key; the SET clause comes from the execution parameters (`set_live_head_fields`).
 _UPDATE_LIVE_HEAD = update(R).where(R.c.lookup_key == bindparam("live_key"), R.c.superseded_by.is_(None))
 
@@ -268,9 +264,12 @@ def initialize(
     return head
 
 
-def _next_position(conn: Connection, lookup_key: str) -> int:
-    current = conn.execute(_LAST_POSITION, {"lookup_key": lookup_key}).scalar()
-    return int(current or 0) + 1
+@dataclass(frozen=True)
+class LiveFields:
+    """Hint fields to write on the live head of `lookup_key` (what `set_live_head_fields` writes)."""
+
+    lookup_key: str
+    values: Mapping[str, Any]
 
 
 def append_chunk(
@@ -279,6 +278,7 @@ def append_chunk(
     chunk: ChunkInput,
     *,
     events: EventBuilder | None = None,
+    live: LiveFields | None = None,
 ) -> tuple[AppendResult, list[StoredEvent]]:
     """Append a buffered chunk to the head of `record_id`'s lineage (spec §3.5(3)), keeping the list exact.
 
@@ -286,14 +286,29 @@ def append_chunk(
     the chunk ("covered"), or when the chunk does not start where the head's buffered coverage ends
     ("stale": another cycle buffered or observed the same parts meanwhile). The last rule is what keeps the
     chunk list contiguous after the cursor, so activation can never jump the cursor past unobserved parts.
+
+    `live` is written in this transaction whatever the outcome, exactly as `set_live_head_fields` would
+    write it: into the UPDATE that marks the coverage when the chunk is stored on that key's head (the
+    locked live head, so the same row: one statement fewer), else by `set_live_head_fields` itself.
     """
+    if live is not None:
+        _check_live_fields(live.values)
+    result, stored = _append_chunk(conn, record_id, chunk, events, live)
+    if live is not None and not result.persisted:
+        set_live_head_fields(conn, live.lookup_key, live.values)
+    return result, stored
+
+
+def _append_chunk(
+    conn: Connection, record_id: str, chunk: ChunkInput, events: EventBuilder | None, live: LiveFields | None
+) -> tuple[AppendResult, list[StoredEvent]]:
     head, reason = lock_live(conn, record_id, redirect=True)
     if head is None:
         return AppendResult(False, record_id, reason), []
-    duplicate = conn.execute(
-        _CHUNK_OF_CYCLE, {"lookup_key": head.lookup_key, "cycle_id": chunk.cycle_id}
-    ).first()
-    if duplicate is not None:
+    # Read after the row lock: a chunk another appender committed while this one waited for it is seen.
+    stats = conn.execute(_CHUNKS_OF_KEY, {"lookup_key": head.lookup_key, "cycle_id": chunk.cycle_id}).one()
+    duplicate, last_position = stats
+    if duplicate:
         return AppendResult(False, head.id, "duplicate"), []
     if head.last_observed_seq >= chunk.to_seq:
         return AppendResult(False, head.id, "covered"), []
@@ -306,7 +321,7 @@ def append_chunk(
             "id": f"ombuf-{uuid.uuid4()}",
             "lookup_key": head.lookup_key,
             "record_id": head.id,
-            "position": _next_position(conn, head.lookup_key),
+            "position": int(last_position or 0) + 1,
             "state": "buffered",
             "cycle_id": chunk.cycle_id,
             "observations": chunk.observations,
@@ -326,10 +341,18 @@ def append_chunk(
     last_time = head.last_buffered_at_time
     if chunk.last_observed_at is not None and (last_time is None or chunk.last_observed_at > last_time):
         last_time = chunk.last_observed_at
-    conn.execute(
-        _MARK_BUFFERED,
-        {"record_id": head.id, "buffered_seq": chunk.to_seq, "buffered_at_time": last_time, "now": now},
-    )
+    marked: dict[str, Any] = {
+        "record_id": head.id,
+        "last_buffered_seq": chunk.to_seq,
+        "last_buffered_at_time": last_time,
+        "updated_at": now,
+    }
+    if live is not None and live.lookup_key == head.lookup_key:
+        marked.update(live.values)
+        live = None
+    conn.execute(_MARK_BUFFERED, marked)
+    if live is not None:  # another key's head (never, as the engine calls it): its own statement
+        set_live_head_fields(conn, live.lookup_key, live.values)
     result = AppendResult(True, head.id)
     return result, _finish(conn, head, events, result)
 
@@ -851,11 +874,17 @@ def set_live_head_fields(conn: Connection, lookup_key: str, values: Mapping[str,
     These fields steer nothing that must be exact (flags are hints, the boundary only paces buffering), so
     they need no redirect walk: whichever record is live when the statement runs gets them.
     """
-    allowed = {*FLAG_COLUMNS, "last_buffered_at_tokens"}
-    unknown = sorted(set(values) - allowed)
-    if unknown:
-        raise ValueError(f"not a hint field: {unknown}; expected some of {sorted(allowed)}")
+    _check_live_fields(values)
     conn.execute(_UPDATE_LIVE_HEAD, {**values, "updated_at": _now(), "live_key": lookup_key})
+
+
+_LIVE_FIELDS = frozenset({*FLAG_COLUMNS, "last_buffered_at_tokens"})
+
+
+def _check_live_fields(values: Mapping[str, Any]) -> None:
+    unknown = sorted(set(values) - _LIVE_FIELDS)
+    if unknown:
+        raise ValueError(f"not a hint field: {unknown}; expected some of {sorted(_LIVE_FIELDS)}")
 
 
 def set_buffering_boundary(conn: Connection, record_id: str, tokens: int) -> bool:
