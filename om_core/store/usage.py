@@ -62,30 +62,43 @@ def _int(value: object) -> int:
     return int(value) if isinstance(value, int | float) and value > 0 else 0
 
 
+def _upsert(dialect: Any, table: Table, key: str) -> Any:
+    """`INSERT ... ON CONFLICT (key) DO UPDATE` adding the row's values to the stored totals. No VALUES are
+    fixed here: the execution parameters name the columns, so the statement is built (and its cache key
+    computed) once, not on every commit that reports usage."""
+    insert = dialect.insert(table)
+    return insert.on_conflict_do_update(
+        index_elements=[table.c[key]],
+        set_={
+            "input_tokens": table.c.input_tokens + insert.excluded.input_tokens,
+            "output_tokens": table.c.output_tokens + insert.excluded.output_tokens,
+            "cost_usd": table.c.cost_usd + insert.excluded.cost_usd,
+            "cycles": table.c.cycles + insert.excluded.cycles,
+            "updated_at": insert.excluded.updated_at,
+        },
+    )
+
+
+_UPSERT = {
+    (name, table.name): _upsert(dialect, table, key)
+    for name, dialect in (("postgresql", postgresql), ("sqlite", sqlite))
+    for table, key in ((schema.usage_threads, "thread_id"), (schema.usage_tenants, "tenant_id"))
+}
+_INSERT_DELTA = insert(schema.usage_tenant_deltas)
+
+
+def _counts(usage: UsageTotals) -> dict[str, Any]:
+    return {
+        "input_tokens": usage.input_tokens,
+        "output_tokens": usage.output_tokens,
+        "cost_usd": usage.cost_usd,
+        "cycles": usage.cycles,
+    }
+
+
 def _bump(conn: Connection, table: Table, key: str, value: str, usage: UsageTotals, now: datetime) -> None:
-    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
-    insert = dialect.insert(table).values(
-        {
-            key: value,
-            "input_tokens": usage.input_tokens,
-            "output_tokens": usage.output_tokens,
-            "cost_usd": usage.cost_usd,
-            "cycles": usage.cycles,
-            "updated_at": now,
-        }
-    )
-    conn.execute(
-        insert.on_conflict_do_update(
-            index_elements=[table.c[key]],
-            set_={
-                "input_tokens": table.c.input_tokens + insert.excluded.input_tokens,
-                "output_tokens": table.c.output_tokens + insert.excluded.output_tokens,
-                "cost_usd": table.c.cost_usd + insert.excluded.cost_usd,
-                "cycles": table.c.cycles + insert.excluded.cycles,
-                "updated_at": insert.excluded.updated_at,
-            },
-        )
-    )
+    dialect = "postgresql" if conn.dialect.name == "postgresql" else "sqlite"
+    conn.execute(_UPSERT[(dialect, table.name)], {key: value, **_counts(usage), "updated_at": now})
 
 
 def count_usage(conn: Connection, stored: Sequence[StoredEvent]) -> None:
@@ -97,15 +110,7 @@ def count_usage(conn: Connection, stored: Sequence[StoredEvent]) -> None:
         if usage is None or event.thread_id is None:
             continue
         _bump(conn, schema.usage_threads, "thread_id", event.thread_id, usage, now)
-        conn.execute(
-            insert(schema.usage_tenant_deltas).values(
-                tenant_id=tenant_of(event.thread_id),
-                input_tokens=usage.input_tokens,
-                output_tokens=usage.output_tokens,
-                cost_usd=usage.cost_usd,
-                cycles=usage.cycles,
-            )
-        )
+        conn.execute(_INSERT_DELTA, {"tenant_id": tenant_of(event.thread_id), **_counts(usage)})
 
 
 def _summed(table: Table | Subquery) -> tuple[Any, ...]:
