@@ -299,10 +299,21 @@ def append_chunk(
     return result, stored
 
 
+def _lock_for_append(conn: Connection, record_id: str) -> tuple[Record | None, str | None]:
+    """`lock_live(redirect=True)` without reading the buffered chunks of a live target: an append checks
+    the head's cursors and the key's chunks (`_CHUNKS_OF_KEY`), never the list itself."""
+    row = _lock_row(conn, record_id)
+    if row is None:
+        return None, "not-found"
+    if row["superseded_by"] is None:
+        return _record_from_row(row), None
+    return lock_live(conn, record_id, redirect=True)
+
+
 def _append_chunk(
     conn: Connection, record_id: str, chunk: ChunkInput, events: EventBuilder | None, live: LiveFields | None
 ) -> tuple[AppendResult, list[StoredEvent]]:
-    head, reason = lock_live(conn, record_id, redirect=True)
+    head, reason = _lock_for_append(conn, record_id)
     if head is None:
         return AppendResult(False, record_id, reason), []
     # Read after the row lock: a chunk another appender committed while this one waited for it is seen.
