@@ -14,7 +14,8 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection, Engine, RowMapping, and_, bindparam, case, delete, func, select, update
+from sqlalchemy import Connection, Engine, RowMapping, and_, bindparam, delete, func, literal, select, update
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 
 from om_core.store import schema
@@ -125,13 +126,53 @@ _HEAD = (
 _HEAD_FOR_UPDATE = _HEAD.with_for_update()
 # The statements a buffered observation runs (workers run many at once; see the note above).
 _LOCK_ROW = select(R).where(R.c.id == bindparam("record_id")).with_for_update()
-#: One statement answers both questions `append_chunk` asks of the key's chunks after locking the head:
-#: is this cycle already stored (1) or not (0), and the last position used (NULL before the first chunk).
-#: Portable (`max(CASE ...)`, no `bool_or`), so both dialects run the same text.
-_CHUNKS_OF_KEY = select(
-    func.max(case((C.c.cycle_id == bindparam("cycle_id"), 1), else_=0)), func.max(C.c.position)
-).where(C.c.lookup_key == bindparam("lookup_key"))
-_INSERT_CHUNK = C.insert()
+#: Whether a cycle's chunk is stored for the key: what a refused append reports first ("duplicate").
+_CHUNK_OF_CYCLE = select(C.c.id).where(
+    C.c.lookup_key == bindparam("lookup_key"), C.c.cycle_id == bindparam("cycle_id")
+)
+_CHUNK_COLUMNS = (
+    "id",
+    "lookup_key",
+    "record_id",
+    "state",
+    "cycle_id",
+    "observations",
+    "token_count",
+    "message_ids",
+    "message_tokens",
+    "thread_id",
+    "from_seq",
+    "to_seq",
+    "last_observed_at",
+    "created_at",
+    "current_task",
+    "suggested_continuation",
+    "thread_title",
+)
+
+
+def _insert_chunk(dialect: Any) -> Any:
+    """`INSERT ... SELECT <values>, <the key's next position> ON CONFLICT (lookup_key, cycle_id) DO NOTHING
+    RETURNING id`: the position (one past the key's last, never reused) and the duplicate check in the
+    statement that stores the chunk, run under the head's row lock, after it (so every chunk a previous
+    holder committed is seen). No row back means the cycle's chunk is already stored."""
+    key = bindparam("lookup_key", type_=C.c.lookup_key.type)
+    position = (
+        select(func.coalesce(func.max(C.c.position), 0) + 1).where(C.c.lookup_key == key).scalar_subquery()
+    )
+    values = select(
+        *(key if name == "lookup_key" else bindparam(name, type_=C.c[name].type) for name in _CHUNK_COLUMNS),
+        position,
+    ).where(literal(True))  # SQLite parses `INSERT ... SELECT ... ON CONFLICT` only after a WHERE
+    return (
+        dialect.insert(C)
+        .from_select([*_CHUNK_COLUMNS, "position"], values)
+        .on_conflict_do_nothing(index_elements=[C.c.lookup_key, C.c.cycle_id])
+        .returning(C.c.id)
+    )
+
+
+_INSERT_CHUNK = {"postgresql": _insert_chunk(postgresql), "sqlite": _insert_chunk(sqlite)}
 #: The head a chunk was appended to; the SET clause comes from the execution parameters: the buffered
 #: coverage, and the caller's live fields when it folds them in (`append_chunk(live=...)`).
 _MARK_BUFFERED = update(R).where(R.c.id == bindparam("record_id"))
@@ -301,7 +342,7 @@ def append_chunk(
 
 def _lock_for_append(conn: Connection, record_id: str) -> tuple[Record | None, str | None]:
     """`lock_live(redirect=True)` without reading the buffered chunks of a live target: an append checks
-    the head's cursors and the key's chunks (`_CHUNKS_OF_KEY`), never the list itself."""
+    the head's cursors and the key's chunks (`_INSERT_CHUNK`, `_CHUNK_OF_CYCLE`), never the list itself."""
     row = _lock_row(conn, record_id)
     if row is None:
         return None, "not-found"
@@ -316,23 +357,25 @@ def _append_chunk(
     head, reason = _lock_for_append(conn, record_id)
     if head is None:
         return AppendResult(False, record_id, reason), []
-    # Read after the row lock: a chunk another appender committed while this one waited for it is seen.
-    stats = conn.execute(_CHUNKS_OF_KEY, {"lookup_key": head.lookup_key, "cycle_id": chunk.cycle_id}).one()
-    duplicate, last_position = stats
-    if duplicate:
-        return AppendResult(False, head.id, "duplicate"), []
-    if head.last_observed_seq >= chunk.to_seq:
-        return AppendResult(False, head.id, "covered"), []
-    if chunk.from_seq != head.buffer_cursor or chunk.to_seq <= chunk.from_seq:
-        return AppendResult(False, head.id, "stale"), []
+    refused = (
+        "covered"
+        if head.last_observed_seq >= chunk.to_seq
+        else "stale"
+        if chunk.from_seq != head.buffer_cursor or chunk.to_seq <= chunk.from_seq
+        else None
+    )
+    if refused is not None:
+        # A stored cycle is reported as such first, whatever else is wrong with the chunk now. Read after
+        # the row lock, like the insert below: a chunk committed while this append waited for it is seen.
+        stored = conn.execute(_CHUNK_OF_CYCLE, {"lookup_key": head.lookup_key, "cycle_id": chunk.cycle_id})
+        return AppendResult(False, head.id, "duplicate" if stored.first() else refused), []
     now = _now()
-    conn.execute(
-        _INSERT_CHUNK,
+    inserted = conn.execute(
+        _INSERT_CHUNK["postgresql" if conn.dialect.name == "postgresql" else "sqlite"],
         {
             "id": f"ombuf-{uuid.uuid4()}",
             "lookup_key": head.lookup_key,
             "record_id": head.id,
-            "position": int(last_position or 0) + 1,
             "state": "buffered",
             "cycle_id": chunk.cycle_id,
             "observations": chunk.observations,
@@ -348,7 +391,9 @@ def _append_chunk(
             "suggested_continuation": chunk.suggested_continuation,
             "thread_title": chunk.thread_title,
         },
-    )
+    ).first()
+    if inserted is None:
+        return AppendResult(False, head.id, "duplicate"), []
     last_time = head.last_buffered_at_time
     if chunk.last_observed_at is not None and (last_time is None or chunk.last_observed_at > last_time):
         last_time = chunk.last_observed_at

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Subquery, Table, delete, func, insert, select, union_all
+from sqlalchemy import Connection, Engine, Subquery, Table, bindparam, delete, func, insert, select, union_all
 from sqlalchemy.dialects import postgresql, sqlite
 
 from om_core.scoped_ids import SCOPE_SEPARATOR
@@ -85,6 +85,30 @@ _UPSERT = {
     for table, key in ((schema.usage_threads, "thread_id"), (schema.usage_tenants, "tenant_id"))
 }
 _INSERT_DELTA = insert(schema.usage_tenant_deltas)
+_COUNTS = ("input_tokens", "output_tokens", "cost_usd", "cycles")
+
+
+def _thread_and_delta() -> Any:
+    """Postgres: the thread's upsert and the tenant's delta row in one statement (`WITH delta AS (INSERT
+    ...) INSERT ... ON CONFLICT ...`; a data-modifying CTE runs exactly once whatever the outer statement
+    does). SQLite has no data-modifying CTE, so it runs the two statements. Bind names are prefixed: a
+    bind named after a column of the inserted table is reserved for SQLAlchemy's own VALUES."""
+    T, D = schema.usage_threads, schema.usage_tenant_deltas
+    counts = {name: bindparam(f"u_{name}", type_=D.c[name].type) for name in _COUNTS}
+    tenant = bindparam("u_tenant_id", type_=D.c.tenant_id.type)
+    delta = insert(D).from_select(["tenant_id", *_COUNTS], select(tenant, *counts.values())).cte("delta")
+    upsert = postgresql.insert(T).values(
+        thread_id=bindparam("u_thread_id", type_=T.c.thread_id.type),
+        updated_at=bindparam("u_updated_at", type_=T.c.updated_at.type),
+        **counts,
+    )
+    added = {name: T.c[name] + upsert.excluded[name] for name in _COUNTS}
+    return upsert.on_conflict_do_update(
+        index_elements=[T.c.thread_id], set_={**added, "updated_at": upsert.excluded.updated_at}
+    ).add_cte(delta)
+
+
+_THREAD_AND_DELTA = _thread_and_delta()
 
 
 def _counts(usage: UsageTotals) -> dict[str, Any]:
@@ -109,8 +133,16 @@ def count_usage(conn: Connection, stored: Sequence[StoredEvent]) -> None:
         usage = usage_of(event.payload)
         if usage is None or event.thread_id is None:
             continue
+        tenant = tenant_of(event.thread_id)
+        if conn.dialect.name == "postgresql":
+            counts = {f"u_{name}": value for name, value in _counts(usage).items()}
+            conn.execute(
+                _THREAD_AND_DELTA,
+                {"u_thread_id": event.thread_id, "u_tenant_id": tenant, "u_updated_at": now, **counts},
+            )
+            continue
         _bump(conn, schema.usage_threads, "thread_id", event.thread_id, usage, now)
-        conn.execute(_INSERT_DELTA, {"tenant_id": tenant_of(event.thread_id), **_counts(usage)})
+        conn.execute(_INSERT_DELTA, {"tenant_id": tenant, **_counts(usage)})
 
 
 def _summed(table: Table | Subquery) -> tuple[Any, ...]:
