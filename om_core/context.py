@@ -22,7 +22,7 @@ from __future__ import annotations
 import hashlib
 import re
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from typing import Any
@@ -184,39 +184,64 @@ class RenderedLogCache:
     15k-token log, paid on both calls of every turn, which made a turn late in a thread cost more than an
     early one. The log changes only at activation and reflection, and the rendering depends on nothing
     else but the local date and the retrieval guidance, so those are the key (the log by its digest: the
-    key stays small). Bounded by the rendered strings' real size (a string holding one emoji takes four
-    bytes a character, and logs carry emoji); each engine has its own.
+    key stays small). Each piece of the log (between message boundaries) renders on its own, so pieces
+    are kept too: an activation appends a piece, and only that piece is rendered then. The two stores
+    share the budget, each bounded by the rendered strings' real size (a string holding one emoji takes
+    four bytes a character, and logs carry emoji); each engine has its own.
     """
 
     def __init__(self, max_bytes: int) -> None:
-        self._lru: SizedLRU[tuple[bytes, date, str, str | None], tuple[str, ...]] = SizedLRU(max_bytes)
+        self._lru: SizedLRU[tuple[bytes, date, str, str | None], tuple[str, ...]] = SizedLRU(max_bytes // 2)
+        self._pieces: SizedLRU[tuple[bytes, date, str, bool], str] = SizedLRU(max_bytes // 2)
 
     def rendered(
         self, observations: str, now: datetime, tz: str, retrieval_guidance: str | None
     ) -> list[str]:
-        digest = hashlib.blake2b(observations.encode("utf-8", "surrogatepass"), digest_size=16).digest()
-        key = (digest, local_date(now, tz), tz, retrieval_guidance)
+        key = (_digest(observations), local_date(now, tz), tz, retrieval_guidance)
         hit = self._lru.get(key)
         if hit is not None:
             return list(hit)
-        stable = _render_stable(observations, now, tz, retrieval_guidance)
+        stable = _render_stable(observations, now, tz, retrieval_guidance, self._piece)
         self._lru.put(key, tuple(stable), sum(sys.getsizeof(piece) for piece in stable))
         return stable
 
+    def _piece(self, piece: str, now: datetime, tz: str, with_ranges: bool) -> str:
+        key = (_digest(piece), local_date(now, tz), tz, with_ranges)
+        hit = self._pieces.get(key)
+        if hit is None:
+            hit = _render_piece(piece, now, tz, with_ranges)
+            self._pieces.put(key, hit, sys.getsizeof(hit))
+        return hit
+
     @property
     def size_bytes(self) -> int:
-        return self._lru.size_bytes
+        return self._lru.size_bytes + self._pieces.size_bytes
 
     def __len__(self) -> int:
         return len(self._lru)
 
 
-def _render_stable(observations: str, now: datetime, tz: str, retrieval_guidance: str | None) -> list[str]:
+def _digest(text: str) -> bytes:
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
+def _render_piece(piece: str, now: datetime, tz: str, with_ranges: bool) -> str:
+    # Group ranges are only worth their tokens to an actor that has the recall tool to follow them.
+    return annotate_relative_times(
+        optimize_for_actor(render_for_actor(piece, with_ranges=with_ranges)), now, tz
+    )
+
+
+def _render_stable(
+    observations: str,
+    now: datetime,
+    tz: str,
+    retrieval_guidance: str | None,
+    render_piece: Callable[[str, datetime, str, bool], str] = _render_piece,
+) -> list[str]:
     stable = [build_memory_preamble(retrieval_guidance), "<observations>"]
-    for chunk in split_log_chunks(observations):
-        # Group ranges are only worth their tokens to an actor that has the recall tool to follow them.
-        grouped = render_for_actor(chunk, with_ranges=retrieval_guidance is not None)
-        rendered = annotate_relative_times(optimize_for_actor(grouped), now, tz)
+    for piece in split_log_chunks(observations):
+        rendered = render_piece(piece, now, tz, retrieval_guidance is not None)
         if rendered:
             stable.append(rendered)
     stable.append("</observations>")

@@ -38,6 +38,7 @@ from om_core.store import history, records, schema
 from om_core.store.outbox import last_event_id, list_events, write_record_events
 from om_core.store.part_cache import PartCache
 from om_core.store.types import NewEvent, Record, StoredEvent
+from om_core.store.window_cache import WindowCache
 from om_core.tokens import TokenCounter
 from om_core.tokens.memo import RememberedCounts
 
@@ -127,8 +128,12 @@ class EngineCore:
             executor.bind(self.run_task)
         self.executor = executor
         self._resolved_cache: dict[str, ResolvedConfig] = {}
+        # The part cache's budget covers the window's rows too (a quarter: a row is small beside a body).
+        rows_budget = self.settings.part_cache_bytes // 4
         #: Bodies of unobserved parts this process has stored or read (see `store.part_cache`).
-        self.part_cache = PartCache(self.settings.part_cache_bytes)
+        self.part_cache = PartCache(self.settings.part_cache_bytes - rows_budget)
+        #: Rows of each thread's unobserved window (see `store.window_cache`).
+        self.window_rows = WindowCache(rows_budget)
         #: Rendered observation logs (see `context.RenderedLogCache`).
         self.rendered_logs = RenderedLogCache(self.settings.rendered_log_cache_bytes)
         #: Token counts of observation lines, which every Observer call shows again (see `tokens.memo`).
@@ -259,10 +264,17 @@ class EngineCore:
     def cached_part(self, thread: history.ThreadRow, seq: int) -> Part | None:
         return self.part_cache.get((thread.id, thread.created_at, seq))
 
+    def held_window(
+        self, thread: history.ThreadRow, after_seq: int
+    ) -> tuple[Sequence[history.WindowRow], int] | None:
+        """What this process holds of the thread's window after `after_seq` (`history.read_unobserved`)."""
+        return self.window_rows.held((thread.id, thread.created_at), after_seq)
+
     def remember_parts(
         self, thread: history.ThreadRow, unobserved: history.Unobserved, fresh: Mapping[int | None, Part]
     ) -> None:
         """After commit only: a rolled-back insert's sequence numbers are reused by the next append."""
+        self.window_rows.remember((thread.id, thread.created_at), unobserved.after_seq, unobserved.window)
         stored = {row.seq for row in unobserved.rows}
         for seq, part in fresh.items():
             if seq is not None and seq in stored:

@@ -41,7 +41,7 @@ from om_core.policy import StatusPayload
 from om_core.recall.tool import RECALL_TOOL, recall_guidance
 from om_core.scoped_ids import public_id
 from om_core.store import history, records
-from om_core.store.db import is_postgres, read_only
+from om_core.store.db import is_postgres, read_only, single_write
 from om_core.store.outbox import write_events
 from om_core.store.types import NewEvent, Record, StoredEvent
 
@@ -304,20 +304,20 @@ class _WindowRead:
     def __call__(
         self, conn: Connection, head: Record
     ) -> tuple[Record, history.Unobserved, shared_view.SharedView]:
-        core, thread, cfg = self.core, self.thread, self.cfg
         return shared_view.read_consistent(
-            core,
+            self.core, conn, self.thread, head, self.cfg, lambda current: self._unobserved(conn, current)
+        )
+
+    def _unobserved(self, conn: Connection, head: Record) -> history.Unobserved:
+        core, thread = self.core, self.thread
+        start = _context_start(core, conn, thread, head, self.cfg)
+        return history.read_unobserved(
             conn,
-            thread,
-            head,
-            cfg,
-            lambda current: history.read_unobserved(
-                conn,
-                thread.id,
-                _context_start(core, conn, thread, current, cfg),
-                known=lambda seq: self.fresh_parts.get(seq) or core.cached_part(thread, seq),
-                bodies=self.bodies,
-            ),
+            thread.id,
+            start,
+            known=lambda seq: self.fresh_parts.get(seq) or core.cached_part(thread, seq),
+            bodies=self.bodies,
+            held=core.held_window(thread, start),
         )
 
 
@@ -392,6 +392,7 @@ def _read_current(core: EngineCore, thread_id: str, cfg: ResolvedConfig, *, bodi
                 current.last_observed_seq,
                 known=lambda seq: core.cached_part(thread, seq),
                 bodies=bodies,
+                held=core.held_window(thread, current.last_observed_seq),
             ),
         )
     core.remember_parts(thread, unobserved, {})
@@ -472,7 +473,7 @@ def turn_result(
     log = shared.log
     payload = status.to_status_payload(log.id, thread_id, step_number, log.generation_count)
     memory: working_memory.WorkingMemory | None = None
-    with core.db.begin() as conn:
+    with single_write(core.db) as conn:  # one INSERT, and a read that need not be consistent with it
         stored = write_events(
             conn,
             lookup_key=lookup_key(thread_id),

@@ -344,6 +344,20 @@ def read_only(engine: Engine) -> Iterator[Connection]:
         yield conn.execution_options(**{READ_ONLY: True})
 
 
+@contextmanager
+def single_write(engine: Engine) -> Iterator[Connection]:
+    """A connection for one write statement (and reads that need not be consistent with it). On Postgres it
+    runs in autocommit: one statement is atomic by itself, and a transaction around it would cost two more
+    round trips (`BEGIN`, `COMMIT`). On SQLite it is an ordinary write transaction, so the writer still
+    queues (`_WriterQueue`) and takes the write lock up front like every other."""
+    if engine.dialect.name == "postgresql":
+        with engine.connect() as conn:
+            yield conn.execution_options(isolation_level="AUTOCOMMIT")
+    else:
+        with engine.begin() as conn:
+            yield conn
+
+
 def is_postgres(conn: Connection) -> bool:
     return conn.dialect.name == "postgresql"
 

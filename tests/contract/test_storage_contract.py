@@ -142,6 +142,90 @@ def test_a_message_id_cannot_change_role(engine: Engine) -> None:
         )
 
 
+def _appended_rows(engine: Engine, thread_id: str) -> dict[str, object]:
+    """What an append left in the tables, as the column types read it back (the thread's `updated_at`,
+    a clock reading, left out)."""
+    with engine.connect() as conn:
+        thread = conn.execute(
+            select(
+                schema.threads.c.last_seq,
+                schema.threads.c.last_activity_at,
+                schema.threads.c.last_actor_model,
+            ).where(schema.threads.c.id == thread_id)
+        ).one()
+        messages = conn.execute(
+            select(schema.messages)
+            .where(schema.messages.c.thread_id == thread_id)
+            .order_by(schema.messages.c.id)
+        ).all()
+        parts = conn.execute(
+            select(schema.parts).where(schema.parts.c.thread_id == thread_id).order_by(schema.parts.c.seq)
+        ).all()
+    return {
+        "thread": tuple(thread),
+        "messages": [tuple(r) for r in messages],
+        "parts": [tuple(r) for r in parts],
+    }
+
+
+def test_an_append_stores_the_same_rows_on_both_databases(pg_engine: Engine, sqlite_engine: Engine) -> None:
+    """Postgres writes an append in one statement (rows as JSON), SQLite in three: every column must come
+    back the same, including parts without a time, None inside tool payloads, and a thread's activity time
+    and actor model, which an append that does not set them leaves as they were."""
+    later = T0 + timedelta(minutes=3)
+    first = [
+        Message(
+            id="u1",
+            role="user",
+            created_at=T0,
+            metadata={"client": {"ua": None, "n": 1}, "tags": ["a", "ü"]},
+            parts=[Part(type="text", text="Find the report 🔴"), Part(type="image", url="https://e.x/a.png")],
+        ),
+        Message(
+            id="a1",
+            role="assistant",
+            created_at=T0 + timedelta(minutes=1),
+            parts=[
+                Part(
+                    type="tool-invocation",
+                    tool_call_id="c1",
+                    tool_name="search",
+                    state="result",
+                    args={"q": "report", "page": None},
+                    result=[{"title": None, "id": 7}],
+                    created_at=later,
+                ),
+                Part(type="text", text="Found it: 42 pages."),
+            ],
+        ),
+    ]
+    grown = Message(id="u2", role="user", created_at=later, parts=[Part(type="text", text="thanks")])
+    seen = []
+    for engine in (pg_engine, sqlite_engine):
+        thread_id, _ = new_key()
+        with engine.begin() as conn:
+            history.append_messages(
+                conn,
+                thread_id=thread_id,
+                resource_id="r",
+                incoming=first,
+                count_part=count_part,
+                actor_model="openai/gpt-4o",
+            )
+        with engine.begin() as conn:
+            history.append_messages(
+                conn, thread_id=thread_id, resource_id="r", incoming=[grown], count_part=count_part
+            )
+        rows = _appended_rows(engine, thread_id)
+        assert rows["thread"] == (5, later, "openai/gpt-4o")
+        seen.append(
+            {**rows, "messages": [r[1:] for r in rows["messages"]], "parts": [r[1:] for r in rows["parts"]]}
+        )
+    on_postgres, on_sqlite = seen
+    assert on_postgres == on_sqlite
+    assert [p[1] for p in on_postgres["parts"]] == ["u1", "u1", "a1", "a1", "u2"]
+
+
 # ------------------------------------------------------------------------------------------- chunks
 
 

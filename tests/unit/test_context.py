@@ -212,6 +212,32 @@ def test_a_rendered_log_is_reused_until_the_local_date_changes() -> None:
     assert cache.rendered(log, monday, "UTC", None) == _render_stable(log, monday, "UTC", None)
 
 
+def test_a_grown_log_renders_only_its_new_piece(monkeypatch: pytest.MonkeyPatch) -> None:
+    import om_core.context as context
+
+    first = "Date: Mar 1, 2026\n* 🔴 (09:00) User said the tent has a broken zip"
+    grown = (
+        first
+        + "\n\n--- message boundary (2026-03-01T09:30:00Z) ---\n\nDate: Mar 1, 2026\n* 🟡 (09:31) Zip fixed"
+    )
+    monday = datetime(2026, 3, 2, 8, 0, tzinfo=UTC)
+    cache = context.RenderedLogCache(1_000_000)
+    cache.rendered(first, monday, "UTC", None)
+    rendered: list[str] = []
+    real = context._render_piece
+
+    def counted(piece: str, now: datetime, tz: str, with_ranges: bool) -> str:
+        rendered.append(piece)
+        return real(piece, now, tz, with_ranges)
+
+    monkeypatch.setattr(context, "_render_piece", counted)
+    assert cache.rendered(grown, monday, "UTC", None) == context._render_stable(grown, monday, "UTC", None)
+    assert rendered == ["Date: Mar 1, 2026\n* 🟡 (09:31) Zip fixed"], "only the new piece"
+    rendered.clear()
+    cache.rendered(grown, datetime(2026, 3, 9, 8, 0, tzinfo=UTC), "UTC", None)
+    assert len(rendered) == 2, "another local date renders every piece again"
+
+
 def test_the_rendered_log_cache_stays_within_its_size() -> None:
     from om_core.context import RenderedLogCache
 
