@@ -233,15 +233,19 @@ def _buffer_locked(core: EngineCore, task: BufferObservation) -> bool:
         extraction=persist.end_fields(values),
     )
 
+    # The flag and the pacing boundary go on the key's live head in the chunk's transaction, stored or not;
+    # `append_chunk` folds them into the UPDATE that marks the chunk's coverage when it stores the chunk.
+    finished = records.LiveFields(
+        key, {"is_buffering_observation": False, "last_buffered_at_tokens": max(0, batch_tokens)}
+    )
+
     def write(conn: Connection) -> tuple[AppendResult, list[StoredEvent]]:
-        appended, stored = records.append_chunk(conn, head.id, chunk, events=end)
+        appended, stored = records.append_chunk(conn, head.id, chunk, events=end, live=finished)
         if appended.persisted and group is not None:
             groups.insert(conn, [group])
         if appended.persisted and patch:
             # Extracted values persist now, though the chunk waits for activation (spec §8.6.4).
             records.patch_thread_metadata(conn, task.thread_id, patch)
-        finished = {"is_buffering_observation": False, "last_buffered_at_tokens": max(0, batch_tokens)}
-        records.set_live_head_fields(conn, key, finished)
         return appended, stored
 
     appended = cycle.commit(write)

@@ -30,6 +30,7 @@ from sqlalchemy import (
     union_all,
     update,
 )
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 
 from om_core.store import schema
@@ -161,20 +162,56 @@ def _head_with_chunks() -> CompoundSelect[Any]:
 _HEAD_AND_CHUNKS = _head_with_chunks()
 # The statements a buffered observation runs (workers run many at once; see the note above).
 _LOCK_ROW = select(R).where(R.c.id == bindparam("record_id")).with_for_update()
+#: Whether a cycle's chunk is stored for the key: what a refused append reports first ("duplicate").
 _CHUNK_OF_CYCLE = select(C.c.id).where(
     C.c.lookup_key == bindparam("lookup_key"), C.c.cycle_id == bindparam("cycle_id")
 )
-_LAST_POSITION = select(func.max(C.c.position)).where(C.c.lookup_key == bindparam("lookup_key"))
-_INSERT_CHUNK = C.insert()
-_MARK_BUFFERED = (
-    update(R)
-    .where(R.c.id == bindparam("record_id"))
-    .values(
-        last_buffered_seq=bindparam("buffered_seq"),
-        last_buffered_at_time=bindparam("buffered_at_time"),
-        updated_at=bindparam("now"),
-    )
+_CHUNK_COLUMNS = (
+    "id",
+    "lookup_key",
+    "record_id",
+    "state",
+    "cycle_id",
+    "observations",
+    "token_count",
+    "message_ids",
+    "message_tokens",
+    "thread_id",
+    "from_seq",
+    "to_seq",
+    "last_observed_at",
+    "created_at",
+    "current_task",
+    "suggested_continuation",
+    "thread_title",
 )
+
+
+def _insert_chunk(dialect: Any) -> Any:
+    """`INSERT ... SELECT <values>, <the key's next position> ON CONFLICT (lookup_key, cycle_id) DO NOTHING
+    RETURNING id`: the position (one past the key's last, never reused) and the duplicate check in the
+    statement that stores the chunk, run under the head's row lock, after it (so every chunk a previous
+    holder committed is seen). No row back means the cycle's chunk is already stored."""
+    key = bindparam("lookup_key", type_=C.c.lookup_key.type)
+    position = (
+        select(func.coalesce(func.max(C.c.position), 0) + 1).where(C.c.lookup_key == key).scalar_subquery()
+    )
+    values = select(
+        *(key if name == "lookup_key" else bindparam(name, type_=C.c[name].type) for name in _CHUNK_COLUMNS),
+        position,
+    ).where(literal(True))  # SQLite parses `INSERT ... SELECT ... ON CONFLICT` only after a WHERE
+    return (
+        dialect.insert(C)
+        .from_select([*_CHUNK_COLUMNS, "position"], values)
+        .on_conflict_do_nothing(index_elements=[C.c.lookup_key, C.c.cycle_id])
+        .returning(C.c.id)
+    )
+
+
+_INSERT_CHUNK = {"postgresql": _insert_chunk(postgresql), "sqlite": _insert_chunk(sqlite)}
+#: The head a chunk was appended to; the SET clause comes from the execution parameters: the buffered
+#: coverage, and the caller's live fields when it folds them in (`append_chunk(live=...)`).
+_MARK_BUFFERED = update(R).where(R.c.id == bindparam("record_id"))
 #: The live head of a key; the SET clause comes from the execution parameters (`set_live_head_fields`).
 _UPDATE_LIVE_HEAD = update(R).where(R.c.lookup_key == bindparam("live_key"), R.c.superseded_by.is_(None))
 
@@ -313,9 +350,12 @@ def initialize(
     return head
 
 
-def _next_position(conn: Connection, lookup_key: str) -> int:
-    current = conn.execute(_LAST_POSITION, {"lookup_key": lookup_key}).scalar()
-    return int(current or 0) + 1
+@dataclass(frozen=True)
+class LiveFields:
+    """Hint fields to write on the live head of `lookup_key` (what `set_live_head_fields` writes)."""
+
+    lookup_key: str
+    values: Mapping[str, Any]
 
 
 def append_chunk(
@@ -324,6 +364,7 @@ def append_chunk(
     chunk: ChunkInput,
     *,
     events: EventBuilder | None = None,
+    live: LiveFields | None = None,
 ) -> tuple[AppendResult, list[StoredEvent]]:
     """Append a buffered chunk to the head of `record_id`'s lineage (spec §3.5(3)), keeping the list exact.
 
@@ -331,27 +372,55 @@ def append_chunk(
     the chunk ("covered"), or when the chunk does not start where the head's buffered coverage ends
     ("stale": another cycle buffered or observed the same parts meanwhile). The last rule is what keeps the
     chunk list contiguous after the cursor, so activation can never jump the cursor past unobserved parts.
+
+    `live` is written in this transaction whatever the outcome, exactly as `set_live_head_fields` would
+    write it: into the UPDATE that marks the coverage when the chunk is stored on that key's head (the
+    locked live head, so the same row: one statement fewer), else by `set_live_head_fields` itself.
     """
-    head, reason = lock_live(conn, record_id, redirect=True)
+    if live is not None:
+        _check_live_fields(live.values)
+    result, stored = _append_chunk(conn, record_id, chunk, events, live)
+    if live is not None and not result.persisted:
+        set_live_head_fields(conn, live.lookup_key, live.values)
+    return result, stored
+
+
+def _lock_for_append(conn: Connection, record_id: str) -> tuple[Record | None, str | None]:
+    """`lock_live(redirect=True)` without reading the buffered chunks of a live target: an append checks
+    the head's cursors and the key's chunks (`_INSERT_CHUNK`, `_CHUNK_OF_CYCLE`), never the list itself."""
+    row = _lock_row(conn, record_id)
+    if row is None:
+        return None, "not-found"
+    if row["superseded_by"] is None:
+        return _record_from_row(row), None
+    return lock_live(conn, record_id, redirect=True)
+
+
+def _append_chunk(
+    conn: Connection, record_id: str, chunk: ChunkInput, events: EventBuilder | None, live: LiveFields | None
+) -> tuple[AppendResult, list[StoredEvent]]:
+    head, reason = _lock_for_append(conn, record_id)
     if head is None:
         return AppendResult(False, record_id, reason), []
-    duplicate = conn.execute(
-        _CHUNK_OF_CYCLE, {"lookup_key": head.lookup_key, "cycle_id": chunk.cycle_id}
-    ).first()
-    if duplicate is not None:
-        return AppendResult(False, head.id, "duplicate"), []
-    if head.last_observed_seq >= chunk.to_seq:
-        return AppendResult(False, head.id, "covered"), []
-    if chunk.from_seq != head.buffer_cursor or chunk.to_seq <= chunk.from_seq:
-        return AppendResult(False, head.id, "stale"), []
+    refused = (
+        "covered"
+        if head.last_observed_seq >= chunk.to_seq
+        else "stale"
+        if chunk.from_seq != head.buffer_cursor or chunk.to_seq <= chunk.from_seq
+        else None
+    )
+    if refused is not None:
+        # A stored cycle is reported as such first, whatever else is wrong with the chunk now. Read after
+        # the row lock, like the insert below: a chunk committed while this append waited for it is seen.
+        stored = conn.execute(_CHUNK_OF_CYCLE, {"lookup_key": head.lookup_key, "cycle_id": chunk.cycle_id})
+        return AppendResult(False, head.id, "duplicate" if stored.first() else refused), []
     now = _now()
-    conn.execute(
-        _INSERT_CHUNK,
+    inserted = conn.execute(
+        _INSERT_CHUNK["postgresql" if conn.dialect.name == "postgresql" else "sqlite"],
         {
             "id": f"ombuf-{uuid.uuid4()}",
             "lookup_key": head.lookup_key,
             "record_id": head.id,
-            "position": _next_position(conn, head.lookup_key),
             "state": "buffered",
             "cycle_id": chunk.cycle_id,
             "observations": chunk.observations,
@@ -367,14 +436,24 @@ def append_chunk(
             "suggested_continuation": chunk.suggested_continuation,
             "thread_title": chunk.thread_title,
         },
-    )
+    ).first()
+    if inserted is None:
+        return AppendResult(False, head.id, "duplicate"), []
     last_time = head.last_buffered_at_time
     if chunk.last_observed_at is not None and (last_time is None or chunk.last_observed_at > last_time):
         last_time = chunk.last_observed_at
-    conn.execute(
-        _MARK_BUFFERED,
-        {"record_id": head.id, "buffered_seq": chunk.to_seq, "buffered_at_time": last_time, "now": now},
-    )
+    marked: dict[str, Any] = {
+        "record_id": head.id,
+        "last_buffered_seq": chunk.to_seq,
+        "last_buffered_at_time": last_time,
+        "updated_at": now,
+    }
+    if live is not None and live.lookup_key == head.lookup_key:
+        marked.update(live.values)
+        live = None
+    conn.execute(_MARK_BUFFERED, marked)
+    if live is not None:  # another key's head (never, as the engine calls it): its own statement
+        set_live_head_fields(conn, live.lookup_key, live.values)
     result = AppendResult(True, head.id)
     return result, _finish(conn, head, events, result)
 
@@ -896,11 +975,17 @@ def set_live_head_fields(conn: Connection, lookup_key: str, values: Mapping[str,
     These fields steer nothing that must be exact (flags are hints, the boundary only paces buffering), so
     they need no redirect walk: whichever record is live when the statement runs gets them.
     """
-    allowed = {*FLAG_COLUMNS, "last_buffered_at_tokens"}
-    unknown = sorted(set(values) - allowed)
-    if unknown:
-        raise ValueError(f"not a hint field: {unknown}; expected some of {sorted(allowed)}")
+    _check_live_fields(values)
     conn.execute(_UPDATE_LIVE_HEAD, {**values, "updated_at": _now(), "live_key": lookup_key})
+
+
+_LIVE_FIELDS = frozenset({*FLAG_COLUMNS, "last_buffered_at_tokens"})
+
+
+def _check_live_fields(values: Mapping[str, Any]) -> None:
+    unknown = sorted(set(values) - _LIVE_FIELDS)
+    if unknown:
+        raise ValueError(f"not a hint field: {unknown}; expected some of {sorted(_LIVE_FIELDS)}")
 
 
 def set_buffering_boundary(conn: Connection, record_id: str, tokens: int) -> bool:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Subquery, Table, delete, func, insert, select, union_all
+from sqlalchemy import Connection, Engine, Subquery, Table, bindparam, delete, func, insert, select, union_all
 from sqlalchemy.dialects import postgresql, sqlite
 
 from om_core.scoped_ids import SCOPE_SEPARATOR
@@ -62,30 +62,67 @@ def _int(value: object) -> int:
     return int(value) if isinstance(value, int | float) and value > 0 else 0
 
 
+def _upsert(dialect: Any, table: Table, key: str) -> Any:
+    """`INSERT ... ON CONFLICT (key) DO UPDATE` adding the row's values to the stored totals. No VALUES are
+    fixed here: the execution parameters name the columns, so the statement is built (and its cache key
+    computed) once, not on every commit that reports usage."""
+    insert = dialect.insert(table)
+    return insert.on_conflict_do_update(
+        index_elements=[table.c[key]],
+        set_={
+            "input_tokens": table.c.input_tokens + insert.excluded.input_tokens,
+            "output_tokens": table.c.output_tokens + insert.excluded.output_tokens,
+            "cost_usd": table.c.cost_usd + insert.excluded.cost_usd,
+            "cycles": table.c.cycles + insert.excluded.cycles,
+            "updated_at": insert.excluded.updated_at,
+        },
+    )
+
+
+_UPSERT = {
+    (name, table.name): _upsert(dialect, table, key)
+    for name, dialect in (("postgresql", postgresql), ("sqlite", sqlite))
+    for table, key in ((schema.usage_threads, "thread_id"), (schema.usage_tenants, "tenant_id"))
+}
+_INSERT_DELTA = insert(schema.usage_tenant_deltas)
+_COUNTS = ("input_tokens", "output_tokens", "cost_usd", "cycles")
+
+
+def _thread_and_delta() -> Any:
+    """Postgres: the thread's upsert and the tenant's delta row in one statement (`WITH delta AS (INSERT
+    ...) INSERT ... ON CONFLICT ...`; a data-modifying CTE runs exactly once whatever the outer statement
+    does). SQLite has no data-modifying CTE, so it runs the two statements. Bind names are prefixed: a
+    bind named after a column of the inserted table is reserved for SQLAlchemy's own VALUES."""
+    T, D = schema.usage_threads, schema.usage_tenant_deltas
+    counts = {name: bindparam(f"u_{name}", type_=D.c[name].type) for name in _COUNTS}
+    tenant = bindparam("u_tenant_id", type_=D.c.tenant_id.type)
+    delta = insert(D).from_select(["tenant_id", *_COUNTS], select(tenant, *counts.values())).cte("delta")
+    upsert = postgresql.insert(T).values(
+        thread_id=bindparam("u_thread_id", type_=T.c.thread_id.type),
+        updated_at=bindparam("u_updated_at", type_=T.c.updated_at.type),
+        **counts,
+    )
+    added = {name: T.c[name] + upsert.excluded[name] for name in _COUNTS}
+    return upsert.on_conflict_do_update(
+        index_elements=[T.c.thread_id], set_={**added, "updated_at": upsert.excluded.updated_at}
+    ).add_cte(delta)
+
+
+_THREAD_AND_DELTA = _thread_and_delta()
+
+
+def _counts(usage: UsageTotals) -> dict[str, Any]:
+    return {
+        "input_tokens": usage.input_tokens,
+        "output_tokens": usage.output_tokens,
+        "cost_usd": usage.cost_usd,
+        "cycles": usage.cycles,
+    }
+
+
 def _bump(conn: Connection, table: Table, key: str, value: str, usage: UsageTotals, now: datetime) -> None:
-    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
-    insert = dialect.insert(table).values(
-        {
-            key: value,
-            "input_tokens": usage.input_tokens,
-            "output_tokens": usage.output_tokens,
-            "cost_usd": usage.cost_usd,
-            "cycles": usage.cycles,
-            "updated_at": now,
-        }
-    )
-    conn.execute(
-        insert.on_conflict_do_update(
-            index_elements=[table.c[key]],
-            set_={
-                "input_tokens": table.c.input_tokens + insert.excluded.input_tokens,
-                "output_tokens": table.c.output_tokens + insert.excluded.output_tokens,
-                "cost_usd": table.c.cost_usd + insert.excluded.cost_usd,
-                "cycles": table.c.cycles + insert.excluded.cycles,
-                "updated_at": insert.excluded.updated_at,
-            },
-        )
-    )
+    dialect = "postgresql" if conn.dialect.name == "postgresql" else "sqlite"
+    conn.execute(_UPSERT[(dialect, table.name)], {key: value, **_counts(usage), "updated_at": now})
 
 
 def count_usage(conn: Connection, stored: Sequence[StoredEvent]) -> None:
@@ -96,16 +133,16 @@ def count_usage(conn: Connection, stored: Sequence[StoredEvent]) -> None:
         usage = usage_of(event.payload)
         if usage is None or event.thread_id is None:
             continue
-        _bump(conn, schema.usage_threads, "thread_id", event.thread_id, usage, now)
-        conn.execute(
-            insert(schema.usage_tenant_deltas).values(
-                tenant_id=tenant_of(event.thread_id),
-                input_tokens=usage.input_tokens,
-                output_tokens=usage.output_tokens,
-                cost_usd=usage.cost_usd,
-                cycles=usage.cycles,
+        tenant = tenant_of(event.thread_id)
+        if conn.dialect.name == "postgresql":
+            counts = {f"u_{name}": value for name, value in _counts(usage).items()}
+            conn.execute(
+                _THREAD_AND_DELTA,
+                {"u_thread_id": event.thread_id, "u_tenant_id": tenant, "u_updated_at": now, **counts},
             )
-        )
+            continue
+        _bump(conn, schema.usage_threads, "thread_id", event.thread_id, usage, now)
+        conn.execute(_INSERT_DELTA, {"tenant_id": tenant, **_counts(usage)})
 
 
 def _summed(table: Table | Subquery) -> tuple[Any, ...]:

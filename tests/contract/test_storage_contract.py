@@ -277,6 +277,58 @@ def test_the_head_read_in_one_statement_equals_the_locked_read(engine: Engine) -
     assert read.chunks[0].message_ids == ["m1"]
 
 
+def _positions(engine: Engine, key: str) -> list[int]:
+    C = schema.chunks
+    with engine.connect() as conn:
+        rows = conn.execute(select(C.c.position).where(C.c.lookup_key == key).order_by(C.c.position))
+        return [int(p) for p in rows.scalars()]
+
+
+def test_positions_continue_past_activated_chunks_and_a_refused_append_takes_none(engine: Engine) -> None:
+    thread_id, key = new_key()
+    rec = init(engine, thread_id, key)
+    assert append(engine, rec.id, chunk("c1", 0, 4)).persisted
+    assert append(engine, rec.id, chunk("c2", 4, 6)).persisted
+    activate(engine, rec.id, 2)  # both leave the buffered list; their rows and positions stay
+    assert append(engine, rec.id, chunk("c1", 6, 8)).reason == "duplicate"
+    assert append(engine, rec.id, chunk("c3", 7, 8)).reason == "stale"
+    assert append(engine, rec.id, chunk("c4", 6, 8)).persisted
+    assert _positions(engine, key) == [1, 2, 3]
+
+
+def _append_live(engine: Engine, record_id: str, c: ChunkInput, key: str, tokens: int) -> str | None:
+    live = records.LiveFields(key, {"is_buffering_observation": False, "last_buffered_at_tokens": tokens})
+    with engine.begin() as conn:
+        records.set_live_head_fields(conn, key, {"is_buffering_observation": True})
+        result, _ = records.append_chunk(conn, record_id, c, live=live)
+    return result.reason
+
+
+def test_an_append_writes_the_live_fields_on_the_head_whatever_its_outcome(engine: Engine) -> None:
+    """What a buffering commit writes on the key's live head (the flag off, the pacing boundary) goes
+    with the chunk's own UPDATE when it is stored and on its own when it is refused, as
+    `set_live_head_fields` always did."""
+    thread_id, key = new_key()
+    rec = init(engine, thread_id, key)
+    outcomes = [
+        (chunk("c1", 0, 4), 101, None),
+        (chunk("c1", 4, 8), 102, "duplicate"),
+        (chunk("c2", 2, 6), 103, "stale"),
+        (chunk("c3", 4, 6), 104, None),
+    ]
+    for c, tokens, reason in outcomes:
+        assert _append_live(engine, rec.id, c, key, tokens) == reason
+        after = head(engine, key)
+        assert (after.is_buffering_observation, after.last_buffered_at_tokens) == (False, tokens)
+    after = head(engine, key)
+    assert (after.last_buffered_seq, [c.cycle_id for c in after.chunks]) == (6, ["c1", "c3"])
+    assert after.last_buffered_at_time == T0 + timedelta(seconds=6)
+    gone = _append_live(engine, "omrec-no-such-record", chunk("c9", 6, 9), key, 105)
+    assert gone == "not-found" and head(engine, key).last_buffered_at_tokens == 105
+    with pytest.raises(ValueError, match="not a hint field"), engine.begin() as conn:
+        records.append_chunk(conn, rec.id, chunk("c5", 6, 9), live=records.LiveFields(key, {"config": {}}))
+
+
 def test_activation_takes_a_prefix_and_never_moves_the_cursor_back(engine: Engine) -> None:
     thread_id, key = new_key()
     rec = init(engine, thread_id, key)

@@ -107,3 +107,39 @@ def test_a_buffering_op_with_nothing_to_observe_writes_nothing(engine: Engine) -
     assert _events(engine, again.cycle_id) == []
     head = records.get_head(engine, f"thread:{thread_id}")
     assert head is not None and not head.is_buffering_observation
+
+
+@contextlib.contextmanager
+def statements(db: Engine) -> Iterator[list[str]]:
+    seen: list[str] = []
+
+    def record(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        seen.append(" ".join(statement.split()))
+
+    event.listen(db, "before_cursor_execute", record)
+    try:
+        yield seen
+    finally:
+        event.remove(db, "before_cursor_execute", record)
+
+
+def test_a_stored_chunk_updates_the_head_row_twice_and_leaves_the_flag_off_and_the_boundary_set(
+    engine: Engine,
+) -> None:
+    """The start sets `is_buffering_observation`; the chunk's commit writes its coverage, the flag off and
+    the pacing boundary in one UPDATE of the head row (`append_chunk(live=...)`), not in two."""
+    om, _fake, thread_id = _thread_ready(engine)
+    task = _task(thread_id)
+    with statements(engine) as seen:
+        assert om.run_task(task) is True
+    updates = [s for s in seen if s.startswith("UPDATE om_records")]
+    assert len(updates) == 2, updates
+    assert "is_buffering_observation" in updates[1] and "last_buffered_at_tokens" in updates[1]
+    head = records.get_head(engine, f"thread:{thread_id}")
+    assert head is not None and not head.is_buffering_observation
+    E = schema.events
+    with engine.connect() as conn:
+        end = conn.execute(
+            select(E.c.payload).where(E.c.cycle_id == task.cycle_id, E.c.type == ev.BUFFERING_END)
+        ).scalar_one()
+    assert head.last_buffered_at_tokens == end["tokensBuffered"] > 0
