@@ -736,7 +736,9 @@ def test_api_and_worker_pods_are_annotated_for_prometheus(k8s: list[Doc]) -> Non
     assert scrape["path"] in metrics_paths
     from om_workers.app import WorkerSettings
 
-    assert WorkerSettings.model_fields["metrics_port"].default == WORKER_METRICS_PORT, "the port workers serve"
+    assert WorkerSettings.model_fields["metrics_port"].default == WORKER_METRICS_PORT, (
+        "the port workers serve"
+    )
     for doc, container in by_subcommand(k8s, "worker"):
         scrape = scrape_annotations(doc)
         assert scrape == {"scrape": "true", "port": str(WORKER_METRICS_PORT), "path": "/metrics"}, name_of(
