@@ -351,6 +351,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/models": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The actor models the proxy may call (OpenAI's model list) */
+        get: operations["list_models_v1_models_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/chat/completions": {
         parameters: {
             query?: never;
@@ -927,6 +944,47 @@ export interface components {
              * @description Pass as before_seq for the previous (older) page
              */
             next_before_seq: number | null;
+        };
+        /**
+         * ModelCard
+         * @description One actor model the proxy may call (`GET /v1/models`), in OpenAI's shape.
+         */
+        ModelCard: {
+            /**
+             * Id
+             * @description The model name to send as `model` (`provider/model`)
+             */
+            id: string;
+            /**
+             * Object
+             * @default model
+             * @constant
+             */
+            object: "model";
+            /**
+             * Created
+             * @description Unix time; om does not know when a provider made the model: 0
+             */
+            created: number;
+            /**
+             * Owned By
+             * @description The provider part of the name (`openai`, `anthropic`, ...)
+             */
+            owned_by: string;
+        };
+        /**
+         * ModelList
+         * @description `GET /v1/models`: the actor models the operator allows (`OM_ACTOR_MODELS`), in OpenAI's list shape.
+         */
+        ModelList: {
+            /**
+             * Object
+             * @default list
+             * @constant
+             */
+            object: "list";
+            /** Data */
+            data: components["schemas"]["ModelCard"][];
         };
         /**
          * OMEvent
@@ -3879,6 +3937,44 @@ export interface operations {
             };
             /** @description A field is invalid; `error.field` names it */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The database or the broker is unreachable; retry with the same message ids */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    list_models_v1_models_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ModelList"];
+                };
+            };
+            /** @description Missing or unknown API key */
+            401: {
                 headers: {
                     [name: string]: unknown;
                 };
