@@ -84,7 +84,8 @@ from om_core.config import ObservationalMemoryConfig
 from om_core.engine.log_edit import MAX_LINE_CHARS
 
 #: A provider's name in `actor_provider_options` (`anthropic`, `openai`).
-ProviderName = Annotated[str, StringConstraints(min_length=1, max_length=64)]
+#: Checked by `TurnRequest._small_plain_options` (with a message that gives examples); the schema says so.
+ProviderName = Annotated[str, Field(json_schema_extra={"minLength": 1, "maxLength": 64})]
 
 #: The characters `str.strip()` removes (Python's whitespace), spelled out so that the patterns below mean
 #: the same in Python, in JSON Schema (ECMA 262) and in the validators that use them.

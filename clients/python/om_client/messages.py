@@ -72,7 +72,12 @@ class Part(_Model):
     #: At most 64 characters: the width of the stored part's `type` column.
     type: str = Field(
         max_length=64,
-        json_schema_extra={"anyOf": [{"enum": list(KNOWN_PART_TYPES)}, {"pattern": "^data-"}]},
+        json_schema_extra={
+            "anyOf": [
+                {"type": "string", "enum": list(KNOWN_PART_TYPES)},
+                {"type": "string", "pattern": "^data-"},
+            ]
+        },
     )
     text: str | None = None
 

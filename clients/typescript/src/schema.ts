@@ -1237,7 +1237,7 @@ export interface components {
          */
         Part: {
             /** Type */
-            type: string | ("text" | "reasoning" | "tool-invocation" | "image" | "file" | "step-start" | "source") | unknown;
+            type: string | ("text" | "reasoning" | "tool-invocation" | "image" | "file" | "step-start" | "source");
             /** Text */
             text?: string | null;
             /** Toolcallid */
