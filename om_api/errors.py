@@ -22,6 +22,7 @@ from fastapi.responses import JSONResponse
 from sqlalchemy.exc import DataError, DBAPIError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from om_core import OMConfigError
 from om_core.store.history import MessageConflict
@@ -131,7 +132,24 @@ async def _api_error(_request: Request, exc: Exception) -> JSONResponse:
     return _json(exc.status, error_body(exc.code, exc.message, field=exc.field, limit=exc.limit), exc.headers)
 
 
-async def _http_error(_request: Request, exc: Exception) -> JSONResponse:
+#: The methods a 405 may name: the ones the routes declare (HEAD and OPTIONS are not served).
+_METHODS = ("DELETE", "GET", "PATCH", "POST", "PUT")
+
+
+def _allowed_methods(request: Request) -> str:
+    """Every method some route serves at the request's path. Starlette's own 405 names only the methods
+    of the first route of the path, so a path served by two routes (GET and PUT) seemed to lack one; each
+    method is probed against the whole routing table instead."""
+    routes = request.app.router.routes
+    allowed = [
+        method
+        for method in _METHODS
+        if any(route.matches({**request.scope, "method": method})[0] == Match.FULL for route in routes)
+    ]
+    return ", ".join(allowed)
+
+
+async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
     if exc.status_code == 400 and exc.detail == "There was an error parsing the body":
         # FastAPI's answer to a body that is not UTF-8 JSON; every malformed body is a 422 here.
@@ -143,7 +161,12 @@ async def _http_error(_request: Request, exc: Exception) -> JSONResponse:
         )
     code = _STATUS_CODES.get(exc.status_code, "error")
     message = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
-    return _json(exc.status_code, error_body(code, message), getattr(exc, "headers", None))
+    headers = dict(getattr(exc, "headers", None) or {})
+    if exc.status_code == 405:
+        allowed = _allowed_methods(request)
+        if allowed:
+            headers["Allow"] = allowed
+    return _json(exc.status_code, error_body(code, message), headers)
 
 
 async def _request_validation(_request: Request, exc: Exception) -> JSONResponse:

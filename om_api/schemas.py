@@ -13,18 +13,24 @@ server adds.
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
+    StrictBool,
     StringConstraints,
     field_validator,
     model_validator,
 )
+from pydantic.json_schema import SkipJsonSchema, WithJsonSchema
 
+from om_client.messages import JsonDateTime, JsonInt, _json_int
 from om_client.models import _UNSTORABLE as _UNSTORABLE
 from om_client.models import ID_PATTERN as ID_PATTERN
 from om_client.models import ActiveLog as ActiveLog
@@ -74,8 +80,40 @@ from om_client.models import _CamelResponse as _CamelResponse
 from om_client.models import _Request as _Request
 from om_client.models import _Response as _Response
 from om_client.models import find_unstorable as find_unstorable
+from om_core.config import ObservationalMemoryConfig
+from om_core.engine.log_edit import MAX_LINE_CHARS
 
-ModelName = Annotated[str, StringConstraints(pattern=r"^[^\s\x00-\x1f\x7f]{1,255}$", max_length=255)]
+#: A provider's name in `actor_provider_options` (`anthropic`, `openai`).
+#: Checked by `TurnRequest._small_plain_options` (with a message that gives examples); the schema says so.
+ProviderName = Annotated[str, Field(json_schema_extra={"minLength": 1, "maxLength": 64})]
+
+#: The characters `str.strip()` removes (Python's whitespace), spelled out so that the patterns below mean
+#: the same in Python, in JSON Schema (ECMA 262) and in the validators that use them.
+_SPACE = r"\t\n\x0b\x0c\r\x1c-\x1f \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+#: One line (no line feed) with at least one character that is not whitespace: a thread's title.
+TITLE_PATTERN = rf"^[^\n]*[^{_SPACE}][^\n]*(?![\s\S])"
+_TITLE = re.compile(TITLE_PATTERN)
+#: An observation line as `om_core.engine.log_edit.check_replacement` takes it: one line (no line break),
+#: not blank, not starting with a tag of the log's structure.
+OBSERVATION_LINE_PATTERN = rf"^(?!\s*</?[A-Za-z][\w-]*(\s[^>]*)?>)[^\n\r]*[^{_SPACE}][^\n\r]*(?![\s\S])"
+
+#: A model name (`provider/model`): 1-255 characters, none of them whitespace or a control character.
+MODEL_NAME_PATTERN = rf"^[^{_SPACE}\x00-\x1f\x7f]{{1,255}}(?![\s\S])"
+_MODEL_NAME = re.compile(MODEL_NAME_PATTERN)
+
+
+def _model_name(value: str) -> str:
+    if not _MODEL_NAME.search(value):
+        raise ValueError("a model name is 1-255 characters with no whitespace or control character")
+    return value
+
+
+ModelName = Annotated[
+    str,
+    StringConstraints(max_length=255),
+    AfterValidator(_model_name),
+    Field(json_schema_extra={"pattern": MODEL_NAME_PATTERN}),
+]
 
 #: The actor's provider options are a few settings; anything larger is not what the field is for.
 MAX_PROVIDER_OPTIONS_BYTES = 16_384
@@ -95,8 +133,8 @@ class TurnRequest(_Request):
     actor_model: ModelName | None = Field(
         default=None, description="The chat model answering this turn (`provider/model`)"
     )
-    step_number: int = Field(default=0, ge=0, le=1_000_000)
-    turn_end: bool | None = Field(
+    step_number: JsonInt = Field(default=0, ge=0, le=1_000_000)
+    turn_end: StrictBool | None = Field(
         default=None, description="Whether the turn is finished; defaults to 'the last message is the reply'"
     )
     context: ContextForm = Field(
@@ -108,7 +146,7 @@ class TurnRequest(_Request):
             "posting the assistant's reply). Status, events and blocking are the same in every form"
         ),
     )
-    actor_provider_options: dict[str, dict[str, Any]] | None = Field(
+    actor_provider_options: dict[ProviderName, dict[str, Any]] | None = Field(
         default=None,
         description=(
             "The provider options of the actor's call, by provider, as sent to it "
@@ -139,14 +177,18 @@ class TurnRequest(_Request):
 
 
 class ObserveRequest(_Request):
-    wait: bool = Field(default=True, description="Wait (up to the blocking deadline) for the observation")
+    wait: StrictBool = Field(
+        default=True, description="Wait (up to the blocking deadline) for the observation"
+    )
 
 
 class ReflectRequest(_Request):
     prompt: str | None = Field(
         default=None, max_length=20_000, description="Extra guidance for the Reflector"
     )
-    wait: bool = Field(default=True, description="Wait (up to the blocking deadline) for the reflection")
+    wait: StrictBool = Field(
+        default=True, description="Wait (up to the blocking deadline) for the reflection"
+    )
 
     @field_validator("prompt")
     @classmethod
@@ -156,8 +198,47 @@ class ReflectRequest(_Request):
         return value
 
 
+_BOUND_KEYWORDS = {"ge": "minimum", "gt": "exclusiveMinimum", "le": "maximum", "lt": "exclusiveMaximum"}
+
+
+def _partial_options(schema: Any, defs: dict[str, Any]) -> Any:
+    """`schema` with its `$ref`s inlined, and every option of every block optional and nullable: the
+    shape `ObservationalMemoryConfig.with_overrides` takes (blocks merge key by key; null drops an option
+    back to its default). Pydantic writes a bound on a union as `ge`/`gt`: those become JSON Schema's."""
+    if isinstance(schema, list):
+        return [_partial_options(item, defs) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    if "$ref" in schema:
+        return _partial_options(defs[schema["$ref"].rsplit("/", 1)[-1]], defs)
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key in {"title", "default", "required"}:
+            continue
+        if key == "properties":
+            out[key] = {
+                name: {"anyOf": [_partial_options(prop, defs), {"type": "null"}]}
+                for name, prop in value.items()
+            }
+        else:
+            out[_BOUND_KEYWORDS.get(key) or key] = _partial_options(value, defs)
+    return out
+
+
+def _overrides_schema() -> dict[str, Any]:
+    full = ObservationalMemoryConfig.model_json_schema(by_alias=True, mode="validation")
+    defs = full.pop("$defs", {})
+    return {"anyOf": [_partial_options(full, defs), {"type": "null"}]}
+
+
+#: Config overrides as a request takes them: validated by `ObservationalMemoryConfig` (camelCase keys,
+#: strict types, unknown options refused), and described by the JSON Schema generated from that same
+#: model, so the OpenAPI document lists every option instead of "any object".
+ConfigOverrides = Annotated[dict[str, Any] | None, WithJsonSchema(_overrides_schema())]
+
+
 class ConfigRequest(_Request):
-    overrides: dict[str, Any] | None = Field(
+    overrides: ConfigOverrides = Field(
         default=None, description="OM options for this thread (camelCase, as in the config); null clears"
     )
     resource_id: Identifier | None = Field(
@@ -210,7 +291,11 @@ class ThreadPatch(_Request):
     """Fields to change; a field left out is kept, `null` clears it. `metadata` replaces the caller's
     metadata as a whole (OM's own values of the thread are never part of it)."""
 
-    title: str | None = Field(default=None, max_length=MAX_TITLE_CHARS)
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"minProperties": 1})
+
+    title: str | None = Field(
+        default=None, max_length=MAX_TITLE_CHARS, json_schema_extra={"pattern": TITLE_PATTERN}
+    )
     metadata: dict[str, Any] | None = None
 
     @model_validator(mode="after")
@@ -222,7 +307,7 @@ class ThreadPatch(_Request):
     @field_validator("title")
     @classmethod
     def _title(cls, value: str | None) -> str | None:
-        if value is not None and (not value.strip() or _UNSTORABLE.search(value) or "\n" in value):
+        if value is not None and (not _TITLE.search(value) or _UNSTORABLE.search(value)):
             raise ValueError("a title is one non-blank line (null clears it)")
         return value
 
@@ -241,7 +326,11 @@ class ThreadPatch(_Request):
 
 
 class ObservationLineEdit(_Request):
-    text: str = Field(description="The line's new text: one line of prose, not blank, not a tag")
+    text: str = Field(
+        # Checked by the core (`check_replacement`, with its own messages); the schema says the same.
+        json_schema_extra={"pattern": OBSERVATION_LINE_PATTERN, "maxLength": MAX_LINE_CHARS},
+        description="The line's new text: one line of prose, not blank, not a tag",
+    )
     expected_sha256: str = Field(
         pattern=r"^[0-9a-f]{64}$",
         description="SHA-256 (hex) of the line's UTF-8 text as you read it: the edit is refused with 409 "
@@ -250,7 +339,7 @@ class ObservationLineEdit(_Request):
 
 
 class ResourceConfigRequest(_Request):
-    overrides: dict[str, Any] | None = Field(
+    overrides: ConfigOverrides = Field(
         default=None,
         description="OM options for every thread of this resource (camelCase, as in the config); a thread's "
         "own overrides are merged over them; null clears",
@@ -358,7 +447,7 @@ class ChatCompletionRequest(BaseModel):
 
     model: ModelName
     messages: list[ChatMessage] = Field(min_length=1)
-    stream: bool = False
+    stream: StrictBool = False
     metadata: dict[str, Any] | None = None
     user: str | None = None
 
@@ -379,23 +468,30 @@ class ChatCompletionResponse(BaseModel):
 # --------------------------------------------------------------------------------------------- search
 
 
-class SearchBody(_Request):
-    """A search of a resource's (or one thread's) raw messages and observation groups."""
+class ThreadSearchBody(_Request):
+    """A search of one thread's raw messages and observation groups."""
 
     query: str = Field(min_length=1, max_length=2_000, description="Words, codes or a question")
-    limit: int = Field(default=10, ge=1, le=50, description="Most results (1-50)")
-    thread_ids: list[Identifier] | None = Field(
-        default=None,
-        max_length=100,
-        description="Only these threads of the resource (resource search only; ignored threads of other "
-        "resources simply match nothing)",
+    limit: JsonInt = Field(default=10, ge=1, le=50, description="Most results (1-50)")
+    after: JsonDateTime | None = Field(
+        default=None, description="Only hits written or observed after this time"
     )
-    after: datetime | None = Field(default=None, description="Only hits written or observed after this time")
-    before: datetime | None = Field(
+    before: JsonDateTime | None = Field(
         default=None, description="Only hits written or observed before this time"
     )
     kinds: list[Literal["group", "message"]] | None = Field(
         default=None, description="Only observation groups, only raw messages, or both (default)"
+    )
+
+
+class SearchBody(ThreadSearchBody):
+    """A search of a resource's raw messages and observation groups, optionally of some of its threads."""
+
+    thread_ids: list[Identifier] | None = Field(
+        default=None,
+        max_length=100,
+        description="Only these threads of the resource (ignored threads of other resources simply match "
+        "nothing)",
     )
 
 
@@ -411,9 +507,8 @@ class WorkingMemoryPut(_Request):
         description="Markdown text; in schema mode the JSON object (or its JSON text), valid against "
         "workingMemory.schema"
     )
-    expected_version: int | None = Field(
+    expected_version: Annotated[int, Field(ge=0), BeforeValidator(_json_int)] | None = Field(
         default=None,
-        ge=0,
         alias="expectedVersion",
         description="The version you read (0: never written); the write is refused with 409 when the "
         "memory is at another version. Leave out to write whatever is stored",
@@ -453,12 +548,17 @@ class WebhookCreate(_Request):
 class WebhookPatch(_Request):
     """Fields to change; a field left out is kept. `enabled: true` also revives a dead endpoint."""
 
-    url: str | None = Field(default=None, min_length=1, max_length=2048)
-    events: list[Annotated[str, Field(pattern=WEBHOOK_EVENT_PATTERN)]] | None = Field(
-        default=None, min_length=1, max_length=64
-    )
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"minProperties": 1})
+
+    url: Annotated[str, Field(min_length=1, max_length=2048)] | SkipJsonSchema[None] = None
+    events: (
+        Annotated[
+            list[Annotated[str, Field(pattern=WEBHOOK_EVENT_PATTERN)]], Field(min_length=1, max_length=64)
+        ]
+        | SkipJsonSchema[None]
+    ) = None
     description: str | None = Field(default=None, max_length=500)
-    enabled: bool | None = None
+    enabled: StrictBool | SkipJsonSchema[None] = None
 
     @model_validator(mode="after")
     def _something_to_change(self) -> WebhookPatch:

@@ -13,10 +13,29 @@ The JSON shape accepts both snake_case and the camelCase names chat SDKs send (`
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
+from pydantic import AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
+
+
+def _json_int(value: Any) -> Any:
+    if isinstance(value, bool | str):
+        raise ValueError("must be a JSON integer (not a boolean or a string)")
+    return value
+
+
+def _json_datetime(value: Any) -> Any:
+    if isinstance(value, bool | int | float):
+        raise ValueError("must be an ISO 8601 date-time string")
+    return value
+
+
+#: An integer as JSON Schema means it: a number with no fraction (`3` or `3.0`), never `true` or `"3"`
+#: (pydantic's lax mode would take both, so the schema would be looser than the server's validation).
+JsonInt = Annotated[int, BeforeValidator(_json_int)]
+#: A date-time as JSON Schema means it: an ISO 8601 string, never a number of seconds.
+JsonDateTime = Annotated[datetime, BeforeValidator(_json_datetime)]
 
 Role = Literal["user", "assistant", "system", "tool"]
 
@@ -35,6 +54,8 @@ NON_CONTENT_PREFIXES = ("data-",)
 TEXT_KINDS = ("text", "reasoning")
 TOOL_KIND = "tool-invocation"
 ATTACHMENT_KINDS = ("image", "file")
+#: The part types besides the `data-*` kinds (the schema of `Part.type` says the same).
+KNOWN_PART_TYPES = ("text", "reasoning", TOOL_KIND, "image", "file", "step-start", "source")
 
 
 class _Model(BaseModel):
@@ -48,7 +69,16 @@ class Part(_Model):
     `data-*` kind (OM's own markers are `data-om-*`). Fields that do not apply to a kind stay None.
     """
 
-    type: str
+    #: At most 64 characters: the width of the stored part's `type` column.
+    type: str = Field(
+        max_length=64,
+        json_schema_extra={
+            "anyOf": [
+                {"type": "string", "enum": list(KNOWN_PART_TYPES)},
+                {"type": "string", "pattern": "^data-"},
+            ]
+        },
+    )
     text: str | None = None
 
     # tool-invocation
@@ -65,25 +95,26 @@ class Part(_Model):
     url: str | None = None
     mime_type: str | None = None
     filename: str | None = None
-    width: int | None = None
-    height: int | None = None
+    width: JsonInt | None = None
+    height: JsonInt | None = None
     detail: str | None = None
 
     # step-start: the actor model of that step ("provider/model").
     model: str | None = None
 
     provider_metadata: dict[str, Any] | None = None
-    created_at: datetime | None = None
+    created_at: JsonDateTime | None = None
 
     #: Assigned by storage: monotonically increasing inside the thread. None until stored.
-    seq: int | None = Field(default=None, validation_alias=AliasChoices("seq", "sequence"))
+    seq: JsonInt | None = Field(default=None, validation_alias=AliasChoices("seq", "sequence"))
 
     @field_validator("type")
     @classmethod
     def _known_type(cls, value: str) -> str:
-        known = {"text", "reasoning", TOOL_KIND, "image", "file", "step-start", "source"}
-        if value not in known and not value.startswith("data-"):
-            raise ValueError(f"unknown part type {value!r}: use one of {sorted(known)} or a 'data-*' kind")
+        if value not in KNOWN_PART_TYPES and not value.startswith("data-"):
+            raise ValueError(
+                f"unknown part type {value!r}: use one of {sorted(KNOWN_PART_TYPES)} or a 'data-*' kind"
+            )
         return value
 
     @field_validator("created_at")

@@ -27,7 +27,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from om_client.messages import Message, Part, Role
+from om_client.messages import JsonDateTime, Message, Part, Role
 
 
 class UsageCounts(Protocol):
@@ -114,6 +114,16 @@ class StoredMessage(Message):
         return cls.model_validate(data)
 
 
+#: The text-xor-parts rule of `TurnMessage._text_or_parts`, as JSON Schema: exactly one of the two is given
+#: (not null), so a client generated from the OpenAPI document knows it too.
+_TEXT_XOR_PARTS: dict[str, Any] = {
+    "oneOf": [
+        {"required": ["text"], "properties": {"text": {"type": "string"}, "parts": {"type": "null"}}},
+        {"required": ["parts"], "properties": {"parts": {"type": "array"}, "text": {"type": "null"}}},
+    ]
+}
+
+
 class TurnMessage(_Request):
     """A new message of a turn: `text` for the common case, or `parts` (chat SDK parts) for anything else.
 
@@ -121,11 +131,13 @@ class TurnMessage(_Request):
     assigns a random id.
     """
 
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_TEXT_XOR_PARTS)
+
     id: Identifier | None = None
     role: Role
     text: str | None = None
     parts: list[Part] | None = Field(default=None, min_length=1)
-    created_at: datetime | None = None
+    created_at: JsonDateTime | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="after")

@@ -44,7 +44,9 @@ export type TurnResponse = ResponseOf<"/v1/threads/{thread_id}/turns", "post">;
 /** A new message of a turn: `text` for the common case or `parts`; `id` makes resending it safe (the
  * client gives every message without one a random id before the first attempt). */
 export type TurnMessage = NonNullable<TurnRequest["messages"]>[number];
-export type MessageInput = Omit<TurnMessage, "id"> & { id?: string | null };
+/** `Omit` over each member of a union (the schema's text-xor-parts `oneOf` makes `TurnMessage` one). */
+type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
+export type MessageInput = DistributiveOmit<TurnMessage, "id"> & { id?: string | null };
 /** What the turn answers with: both forms (`full`), one (`openai`, `messages`) or no context (`none`). */
 export type ContextForm = NonNullable<TurnRequest["context"]>;
 export type StatusPayload = ResponseOf<"/v1/threads/{thread_id}/status", "get">;

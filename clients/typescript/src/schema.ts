@@ -745,7 +745,74 @@ export interface components {
              * @description OM options for this thread (camelCase, as in the config); null clears
              */
             overrides?: {
-                [key: string]: unknown;
+                enabled?: boolean | null;
+                model?: unknown | null;
+                scope?: ("thread" | "resource") | null;
+                activateAfterIdle?: (number | string | boolean | null) | null;
+                activateOnProviderChange?: boolean | null;
+                shareTokenBudget?: boolean | null;
+                temporalMarkers?: boolean | null;
+                retrieval?: (boolean | {
+                    vector?: boolean | null;
+                    scope?: ("thread" | "resource") | null;
+                    instructions?: (string | null) | null;
+                }) | null;
+                obscureThreadIds?: (boolean | null) | null;
+                observation?: {
+                    model?: unknown | null;
+                    instruction?: (string | null) | null;
+                    threadTitle?: boolean | null;
+                    extract?: {
+                        [key: string]: unknown;
+                    }[] | null;
+                    manageWorkingMemory?: boolean | null;
+                    observeAttachments?: (boolean | "auto" | string[]) | null;
+                    messageTokens?: number | null;
+                    maxTokensPerBatch?: number | null;
+                    modelSettings?: {
+                        temperature?: ((number) | null) | null;
+                        maxOutputTokens?: (number | null) | null;
+                    } | null;
+                    providerOptions?: ({
+                        [key: string]: unknown;
+                    } | null) | null;
+                    bufferTokens?: (number | false | null) | null;
+                    bufferOnIdle?: boolean | null;
+                    bufferActivation?: (number | null) | null;
+                    activateAfterIdle?: (number | string | boolean | null) | null;
+                    activateOnProviderChange?: (boolean | null) | null;
+                    blockAfter?: (number | null) | null;
+                    previousObserverTokens?: (number | boolean) | null;
+                } | null;
+                reflection?: {
+                    model?: unknown | null;
+                    instruction?: (string | null) | null;
+                    extract?: {
+                        [key: string]: unknown;
+                    }[] | null;
+                    observationTokens?: number | null;
+                    modelSettings?: {
+                        temperature?: ((number) | null) | null;
+                        maxOutputTokens?: (number | null) | null;
+                    } | null;
+                    providerOptions?: ({
+                        [key: string]: unknown;
+                    } | null) | null;
+                    bufferActivation?: (number | null) | null;
+                    activateAfterIdle?: (number | string | boolean | null) | null;
+                    activateOnProviderChange?: boolean | null;
+                    blockAfter?: (number | null) | null;
+                } | null;
+                workingMemory?: {
+                    enabled?: boolean | null;
+                    scope?: ("thread" | "resource") | null;
+                    template?: (string | null) | null;
+                    schema?: ({
+                        [key: string]: unknown;
+                    } | null) | null;
+                    agentManaged?: (boolean | null) | null;
+                    useStateSignals?: (boolean | null) | null;
+                } | null;
             } | null;
             /**
              * Resource Id
@@ -1170,7 +1237,7 @@ export interface components {
          */
         Part: {
             /** Type */
-            type: string;
+            type: string | ("text" | "reasoning" | "tool-invocation" | "image" | "file" | "step-start" | "source");
             /** Text */
             text?: string | null;
             /** Toolcallid */
@@ -1329,7 +1396,74 @@ export interface components {
              * @description OM options for every thread of this resource (camelCase, as in the config); a thread's own overrides are merged over them; null clears
              */
             overrides?: {
-                [key: string]: unknown;
+                enabled?: boolean | null;
+                model?: unknown | null;
+                scope?: ("thread" | "resource") | null;
+                activateAfterIdle?: (number | string | boolean | null) | null;
+                activateOnProviderChange?: boolean | null;
+                shareTokenBudget?: boolean | null;
+                temporalMarkers?: boolean | null;
+                retrieval?: (boolean | {
+                    vector?: boolean | null;
+                    scope?: ("thread" | "resource") | null;
+                    instructions?: (string | null) | null;
+                }) | null;
+                obscureThreadIds?: (boolean | null) | null;
+                observation?: {
+                    model?: unknown | null;
+                    instruction?: (string | null) | null;
+                    threadTitle?: boolean | null;
+                    extract?: {
+                        [key: string]: unknown;
+                    }[] | null;
+                    manageWorkingMemory?: boolean | null;
+                    observeAttachments?: (boolean | "auto" | string[]) | null;
+                    messageTokens?: number | null;
+                    maxTokensPerBatch?: number | null;
+                    modelSettings?: {
+                        temperature?: ((number) | null) | null;
+                        maxOutputTokens?: (number | null) | null;
+                    } | null;
+                    providerOptions?: ({
+                        [key: string]: unknown;
+                    } | null) | null;
+                    bufferTokens?: (number | false | null) | null;
+                    bufferOnIdle?: boolean | null;
+                    bufferActivation?: (number | null) | null;
+                    activateAfterIdle?: (number | string | boolean | null) | null;
+                    activateOnProviderChange?: (boolean | null) | null;
+                    blockAfter?: (number | null) | null;
+                    previousObserverTokens?: (number | boolean) | null;
+                } | null;
+                reflection?: {
+                    model?: unknown | null;
+                    instruction?: (string | null) | null;
+                    extract?: {
+                        [key: string]: unknown;
+                    }[] | null;
+                    observationTokens?: number | null;
+                    modelSettings?: {
+                        temperature?: ((number) | null) | null;
+                        maxOutputTokens?: (number | null) | null;
+                    } | null;
+                    providerOptions?: ({
+                        [key: string]: unknown;
+                    } | null) | null;
+                    bufferActivation?: (number | null) | null;
+                    activateAfterIdle?: (number | string | boolean | null) | null;
+                    activateOnProviderChange?: boolean | null;
+                    blockAfter?: (number | null) | null;
+                } | null;
+                workingMemory?: {
+                    enabled?: boolean | null;
+                    scope?: ("thread" | "resource") | null;
+                    template?: (string | null) | null;
+                    schema?: ({
+                        [key: string]: unknown;
+                    } | null) | null;
+                    agentManaged?: (boolean | null) | null;
+                    useStateSignals?: (boolean | null) | null;
+                } | null;
             } | null;
         };
         /** ResourceConfigResponse */
@@ -1378,7 +1512,7 @@ export interface components {
         };
         /**
          * SearchBody
-         * @description A search of a resource's (or one thread's) raw messages and observation groups.
+         * @description A search of a resource's raw messages and observation groups, optionally of some of its threads.
          */
         SearchBody: {
             /**
@@ -1392,11 +1526,6 @@ export interface components {
              * @default 10
              */
             limit: number;
-            /**
-             * Thread Ids
-             * @description Only these threads of the resource (resource search only; ignored threads of other resources simply match nothing)
-             */
-            thread_ids?: string[] | null;
             /**
              * After
              * @description Only hits written or observed after this time
@@ -1412,6 +1541,11 @@ export interface components {
              * @description Only observation groups, only raw messages, or both (default)
              */
             kinds?: ("group" | "message")[] | null;
+            /**
+             * Thread Ids
+             * @description Only these threads of the resource (ignored threads of other resources simply match nothing)
+             */
+            thread_ids?: string[] | null;
         };
         /** SearchResponse */
         SearchResponse: {
@@ -1659,6 +1793,38 @@ export interface components {
             } | null;
         };
         /**
+         * ThreadSearchBody
+         * @description A search of one thread's raw messages and observation groups.
+         */
+        ThreadSearchBody: {
+            /**
+             * Query
+             * @description Words, codes or a question
+             */
+            query: string;
+            /**
+             * Limit
+             * @description Most results (1-50)
+             * @default 10
+             */
+            limit: number;
+            /**
+             * After
+             * @description Only hits written or observed after this time
+             */
+            after?: string | null;
+            /**
+             * Before
+             * @description Only hits written or observed before this time
+             */
+            before?: string | null;
+            /**
+             * Kinds
+             * @description Only observation groups, only raw messages, or both (default)
+             */
+            kinds?: ("group" | "message")[] | null;
+        };
+        /**
          * ThreadsResponse
          * @description A resource's threads, oldest first. `threads` is the same as `items` (kept for older callers).
          */
@@ -1749,7 +1915,13 @@ export interface components {
             metadata?: {
                 [key: string]: unknown;
             };
-        };
+        } & ({
+            text: string;
+            parts?: null;
+        } | {
+            parts: unknown[];
+            text?: null;
+        });
         /** TurnRequest */
         TurnRequest: {
             /**
@@ -2010,13 +2182,13 @@ export interface components {
          */
         WebhookPatch: {
             /** Url */
-            url?: string | null;
+            url?: string;
             /** Events */
-            events?: string[] | null;
+            events?: string[];
             /** Description */
             description?: string | null;
             /** Enabled */
-            enabled?: boolean | null;
+            enabled?: boolean;
         };
         /**
          * WhoAmI
@@ -3403,7 +3575,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": components["schemas"]["SearchBody"];
+                "application/json": components["schemas"]["ThreadSearchBody"];
             };
         };
         responses: {
