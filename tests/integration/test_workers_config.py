@@ -31,7 +31,7 @@ from om_core.errors import OperationFailed
 from om_core.settings import Settings
 from om_workers.app import TASK_QUEUES, WorkerSettings, create_app
 from om_workers.cli import worker_argv
-from om_workers.executor import CeleryExecutor, WorkerExecutor
+from om_workers.executor import SENT_AT_HEADER, CeleryExecutor, WorkerExecutor
 from tests.support.workers import REPO, redis_db_url, wait_until
 
 
@@ -132,9 +132,17 @@ class StubApp:
     ignored: list[bool] = field(default_factory=list)
 
     def send_task(
-        self, name: str, *, args: list[Any], queue: str, routing_key: str, ignore_result: bool
+        self,
+        name: str,
+        *,
+        args: list[Any],
+        queue: str,
+        routing_key: str,
+        ignore_result: bool,
+        headers: dict[str, Any],
     ) -> StubResult:
         assert routing_key == queue
+        assert isinstance(headers[SENT_AT_HEADER], float), "the send time the worker's queue wait reads"
         self.sent.append((name, args, queue))
         self.ignored.append(ignore_result)
         return self.result
