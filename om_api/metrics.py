@@ -28,7 +28,7 @@ which every replica reports identically; aggregate replicas with `max`, never `s
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -39,8 +39,7 @@ from prometheus_client.registry import Collector
 from sqlalchemy import Engine
 
 from om_core import queries
-from om_core.metering import cycle_reports
-from om_core.store.types import StoredEvent
+from om_core.metering import MemoryWorkMetrics
 from om_core.store.usage import tenant_usage
 from om_core.webhooks import store as webhook_store
 
@@ -48,9 +47,6 @@ log = logging.getLogger("om.api.metrics")
 
 #: The `tenant` label of actor usage when the server runs without keys (OM_AUTH=none): no tenant exists.
 NO_TENANT = "(auth off)"
-
-CYCLE_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
-COMPRESSION_BUCKETS = (0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5)
 
 
 class _QueueDepth(Collector):
@@ -148,68 +144,6 @@ class _Webhooks(Collector):
         except Exception as exc:
             log.warning("webhook totals unavailable: %s", exc)
         yield from (attempts, endpoints)
-
-
-class MemoryWorkMetrics:
-    """The `om_memory_*` series, counted from the events this process's engine published. The same names,
-    labels and buckets as the workers' (`om_workers.metrics.MemoryWorkMetrics`; a test compares them). An
-    `EventPublisher`: the runtime adds it next to the event fan-out."""
-
-    def __init__(self, registry: CollectorRegistry | None) -> None:
-        r = registry
-        self.cycles = Counter(
-            "om_memory_cycles_total",
-            "Observer/Reflector cycles, buffering runs, extractions and activations this process ran",
-            ["kind", "operation", "outcome"],
-            registry=r,
-        )
-        self.cycle_seconds = Histogram(
-            "om_memory_cycle_duration_seconds",
-            "Duration of the cycles, buffering runs and extractions this process ran",
-            ["kind", "operation"],
-            buckets=CYCLE_BUCKETS,
-            registry=r,
-        )
-        self.compression = Histogram(
-            "om_memory_compression_ratio",
-            "Output tokens / input tokens of a successful cycle (observation or reflection)",
-            ["kind", "operation"],
-            buckets=COMPRESSION_BUCKETS,
-            registry=r,
-        )
-        self.model_tokens = Counter(
-            "om_memory_model_tokens_total",
-            "Model tokens of the memory work this process ran",
-            ["model", "role", "direction"],
-            registry=r,
-        )
-        self.model_cost = Counter(
-            "om_memory_model_cost_usd_total",
-            "Model cost (litellm) of the memory work this process ran",
-            ["model", "role"],
-            registry=r,
-        )
-        self.model_cycles = Counter(
-            "om_memory_model_cycles_total",
-            "Cycles that called the model, by outcome (a cycle may make several calls)",
-            ["model", "role", "outcome"],
-            registry=r,
-        )
-
-    def publish(self, events: Sequence[StoredEvent]) -> None:
-        for report in cycle_reports(events):
-            self.cycles.labels(report.kind, report.operation, report.outcome).inc()
-            if report.duration_s is not None:
-                self.cycle_seconds.labels(report.kind, report.operation).observe(report.duration_s)
-            if report.compression is not None:
-                self.compression.labels(report.kind, report.operation).observe(report.compression)
-            if not report.called_model:
-                continue
-            model = report.model or "unknown"
-            self.model_cycles.labels(model, report.role, report.outcome).inc()
-            self.model_tokens.labels(model, report.role, "input").inc(report.input_tokens)
-            self.model_tokens.labels(model, report.role, "output").inc(report.output_tokens)
-            self.model_cost.labels(model, report.role).inc(report.cost_usd)
 
 
 class Metrics:

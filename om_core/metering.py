@@ -4,15 +4,18 @@ A cycle reports its outcome, duration, compression and model usage (tokens, cost
 failed event (`engine.events`), and every event a process commits passes through its engine's publisher
 (`EngineCore.publish`, after the commit). So the shells count memory work by adding a publisher that
 reads each batch with `cycle_reports`: a Celery worker counts the cycles it ran, an API the ones it ran
-itself (inline work, activations on the turn path), and Prometheus sums the processes. Pure data: the
-shells own the metric objects (`om_api.metrics`, `om_workers.metrics`).
+itself (inline work, activations on the turn path), and Prometheus sums the processes. The series are
+defined here once (`MemoryWorkMetrics`); each shell owns its registry and its other series
+(`om_api.metrics`, `om_workers.metrics`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from om_core.engine import events as ev
 from om_core.store.types import StoredEvent
@@ -119,3 +122,69 @@ def cycle_reports(events: Iterable[StoredEvent]) -> Iterator[CycleReport]:
             report = cycle_report(event.type, event.payload or {})
             if report is not None:
                 yield report
+
+
+CYCLE_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+COMPRESSION_BUCKETS = (0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5)
+
+
+class MemoryWorkMetrics:
+    """The `om_memory_*` series, counted from the events this process's engine published: one definition
+    for both shells (each adds it next to its event publisher: `om_api.runtime`, `om_workers.tasks`), so an
+    API and a worker report the same names, labels and buckets and Prometheus sums them."""
+
+    def __init__(self, registry: CollectorRegistry | None) -> None:
+        r = registry
+        self.cycles = Counter(
+            "om_memory_cycles_total",
+            "Observer/Reflector cycles, buffering runs, extractions and activations this process ran",
+            ["kind", "operation", "outcome"],
+            registry=r,
+        )
+        self.cycle_seconds = Histogram(
+            "om_memory_cycle_duration_seconds",
+            "Duration of the cycles, buffering runs and extractions this process ran",
+            ["kind", "operation"],
+            buckets=CYCLE_BUCKETS,
+            registry=r,
+        )
+        self.compression = Histogram(
+            "om_memory_compression_ratio",
+            "Output tokens / input tokens of a successful cycle (observation or reflection)",
+            ["kind", "operation"],
+            buckets=COMPRESSION_BUCKETS,
+            registry=r,
+        )
+        self.model_tokens = Counter(
+            "om_memory_model_tokens_total",
+            "Model tokens of the memory work this process ran",
+            ["model", "role", "direction"],
+            registry=r,
+        )
+        self.model_cost = Counter(
+            "om_memory_model_cost_usd_total",
+            "Model cost (litellm) of the memory work this process ran",
+            ["model", "role"],
+            registry=r,
+        )
+        self.model_cycles = Counter(
+            "om_memory_model_cycles_total",
+            "Cycles that called the model, by outcome (a cycle may make several calls)",
+            ["model", "role", "outcome"],
+            registry=r,
+        )
+
+    def publish(self, events: Sequence[StoredEvent]) -> None:
+        for report in cycle_reports(events):
+            self.cycles.labels(report.kind, report.operation, report.outcome).inc()
+            if report.duration_s is not None:
+                self.cycle_seconds.labels(report.kind, report.operation).observe(report.duration_s)
+            if report.compression is not None:
+                self.compression.labels(report.kind, report.operation).observe(report.compression)
+            if not report.called_model:
+                continue
+            model = report.model or "unknown"
+            self.model_cycles.labels(model, report.role, report.outcome).inc()
+            self.model_tokens.labels(model, report.role, "input").inc(report.input_tokens)
+            self.model_tokens.labels(model, report.role, "output").inc(report.output_tokens)
+            self.model_cost.labels(model, report.role).inc(report.cost_usd)

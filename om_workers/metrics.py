@@ -49,8 +49,7 @@ from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector
 
-from om_core.metering import cycle_reports
-from om_core.store.types import StoredEvent
+from om_core.metering import MemoryWorkMetrics
 from om_workers.executor import SENT_AT_HEADER
 
 __all__ = ["SENT_AT_HEADER", "MemoryWorkMetrics", "MetricsServer", "WorkerMetrics", "worker_metrics"]
@@ -63,8 +62,6 @@ MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 TASK_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
 WAIT_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
 LOCK_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
-CYCLE_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
-COMPRESSION_BUCKETS = (0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5)
 
 _LOCK_KINDS = frozenset({"buffer", "extract", "observe", "reflect", "index", "maintenance", "webhook"})
 
@@ -76,68 +73,6 @@ def lock_kind(name: str) -> str:
         return "other"
     kind = parts[2] if parts[2] in _LOCK_KINDS else "other"
     return "reflect-buffer" if kind == "reflect" and parts[-1] == "buffer" and len(parts) > 4 else kind
-
-
-class MemoryWorkMetrics:
-    """The `om_memory_*` series, counted from the events this process published (`om_core.metering`).
-    The same names, labels and buckets as the API's (`om_api.metrics.MemoryWorkMetrics`; a test compares
-    them). An `EventPublisher`: added next to the worker's Redis publisher."""
-
-    def __init__(self, registry: CollectorRegistry | None) -> None:
-        r = registry
-        self.cycles = Counter(
-            "om_memory_cycles_total",
-            "Observer/Reflector cycles, buffering runs, extractions and activations this process ran",
-            ["kind", "operation", "outcome"],
-            registry=r,
-        )
-        self.cycle_seconds = Histogram(
-            "om_memory_cycle_duration_seconds",
-            "Duration of the cycles, buffering runs and extractions this process ran",
-            ["kind", "operation"],
-            buckets=CYCLE_BUCKETS,
-            registry=r,
-        )
-        self.compression = Histogram(
-            "om_memory_compression_ratio",
-            "Output tokens / input tokens of a successful cycle (observation or reflection)",
-            ["kind", "operation"],
-            buckets=COMPRESSION_BUCKETS,
-            registry=r,
-        )
-        self.model_tokens = Counter(
-            "om_memory_model_tokens_total",
-            "Model tokens of the memory work this process ran",
-            ["model", "role", "direction"],
-            registry=r,
-        )
-        self.model_cost = Counter(
-            "om_memory_model_cost_usd_total",
-            "Model cost (litellm) of the memory work this process ran",
-            ["model", "role"],
-            registry=r,
-        )
-        self.model_cycles = Counter(
-            "om_memory_model_cycles_total",
-            "Cycles that called the model, by outcome (a cycle may make several calls)",
-            ["model", "role", "outcome"],
-            registry=r,
-        )
-
-    def publish(self, events: Sequence[StoredEvent]) -> None:
-        for report in cycle_reports(events):
-            self.cycles.labels(report.kind, report.operation, report.outcome).inc()
-            if report.duration_s is not None:
-                self.cycle_seconds.labels(report.kind, report.operation).observe(report.duration_s)
-            if report.compression is not None:
-                self.compression.labels(report.kind, report.operation).observe(report.compression)
-            if not report.called_model:
-                continue
-            model = report.model or "unknown"
-            self.model_cycles.labels(model, report.role, report.outcome).inc()
-            self.model_tokens.labels(model, report.role, "input").inc(report.input_tokens)
-            self.model_tokens.labels(model, report.role, "output").inc(report.output_tokens)
-            self.model_cost.labels(model, report.role).inc(report.cost_usd)
 
 
 class WorkerMetrics:
