@@ -11,7 +11,7 @@ or `user`). Each request is one turn, exactly like `/turns`:
 3. the actor model is called through litellm with the request's OpenAI parameters that are on the
    allow-list of `om_api.proxy_params` (every other field is refused with 422 before anything is stored:
    no request field can choose the host, key, headers, timeout or retries of the call), if the model is
-   one `om_api.actor_models` allows;
+   one `om_core.models.allowlist` allows;
 4. the call's tokens and cost are counted for the caller's tenant (`/metrics`) and API key (`/v1/usage`);
 5. the reply is stored as the turn's assistant message and returned in the standard shape (streamed when
    `stream` is true; a stream the client abandons is neither stored nor metered).
@@ -37,7 +37,6 @@ from fastapi import APIRouter, Header
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from om_api import actor_models
 from om_api.actor_usage import meter, reported_cost, usage_of
 from om_api.auth import Caller, Principal, Runtime
 from om_api.errors import ApiError
@@ -50,6 +49,7 @@ from om_api.routes.threads import ingest
 from om_api.runtime import ApiRuntime
 from om_api.schemas import ID_PATTERN, ChatCompletionRequest, ChatCompletionResponse, find_unstorable
 from om_core import Message, TurnResult
+from om_core.models import allowlist
 from om_core.scoped_ids import scoped_id
 
 log = logging.getLogger("om.api.proxy")
@@ -87,7 +87,7 @@ def _ids(
 
 def _check(body: ChatCompletionRequest, runtime: ApiRuntime, conversation: list[Message]) -> None:
     settings = runtime.settings
-    refused = actor_models.refusal(settings.actor_model_patterns(), body.model)
+    refused = allowlist.refusal(settings.actor_model_patterns(), body.model)
     if refused is not None:
         raise ApiError(422, "model_not_allowed", refused, field="model")
     for index, message in enumerate(body.messages):

@@ -529,6 +529,9 @@ class ResolvedConfig:
     #: Options that were accepted but ignored (e.g. `blockAfter` without buffering); also logged.
     warnings: tuple[str, ...] = ()
     working_memory: ResolvedWorkingMemory = WORKING_MEMORY_OFF
+    #: Why this config's memory-model calls are refused: a tenant's stored config that breaks the
+    #: operator's policy (`om_core.config_trust`, checked again where the config is used). None: allowed.
+    refused: str | None = None
 
 
 def message_threshold_max(rc: ResolvedConfig) -> int:

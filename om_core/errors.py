@@ -107,3 +107,13 @@ class OMModelTierExceeded(OMError, RuntimeError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (OMModelTierExceeded, (self.input_tokens, self.largest_threshold))
+
+
+class ModelCallRefused(OMError, RuntimeError):
+    """A memory-model call the server refused before it reached a provider: the thread's stored config
+    breaks the operator's policy (`CONFIG_REFUSED`) or its tenant's spend budget is spent
+    (`SPEND_BUDGET_EXCEEDED`). Handled like any failed call: the failure policy applies, nothing leaves
+    the actor's context, and the failed event carries the reason."""
+
+    def __init__(self, code: str, reason: str) -> None:
+        super().__init__(code, f"[{code}] {reason}")

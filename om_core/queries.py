@@ -372,11 +372,12 @@ def set_resource_config_overrides(
     """Replace a resource's overrides (every thread of the resource resolves its config from them, its
     own overrides merged over them); returns the resource's effective config. Validated like a thread's:
     the overrides alone and merged under each existing thread's own overrides, so no thread is left with
-    a config that does not resolve. Raises `OMConfigError` / `ValidationError` and stores nothing then."""
+    a config that does not resolve or that the operator's policy refuses (`om_core.config_trust`). Raises
+    `OMConfigError` / `ValidationError` and stores nothing then."""
     stored = dict(overrides) if overrides else None
-    require_vector_support(engine, engine.config_for(stored))
+    require_vector_support(engine, engine.check_overrides(stored))
     for thread in history.list_threads(engine.db, resource_id):
-        engine.config_for(records.deep_merge(dict(stored or {}), thread.config_overrides or {}))
+        engine.check_overrides(records.deep_merge(dict(stored or {}), thread.config_overrides or {}))
     effective = effective_config(engine, stored)
     with engine.db.begin() as conn:
         history.set_resource_overrides(conn, resource_id, stored)
@@ -400,13 +401,13 @@ def effective_config(engine: MemoryEngine, overrides: Mapping[str, Any] | None) 
 def set_config_overrides(
     engine: MemoryEngine, thread_id: str, overrides: Mapping[str, Any] | None
 ) -> dict[str, Any]:
-    """Replace a thread's overrides after validating them with the config model; returns the effective
-    config. Raises `OMConfigError` (or pydantic's `ValidationError` for a wrong type) and stores nothing
-    when the result would be invalid."""
+    """Replace a thread's overrides after validating them with the config model and the operator's policy
+    (`om_core.config_trust`); returns the effective config. Raises `OMConfigError` (or pydantic's
+    `ValidationError` for a wrong type) and stores nothing when the result would be invalid."""
     stored = dict(overrides) if overrides else None
     thread = history.get_thread(engine.db, thread_id)
     merged = replace(thread, config_overrides=stored).effective_overrides if thread is not None else stored
-    require_vector_support(engine, engine.config_for(merged))
+    require_vector_support(engine, engine.check_overrides(merged))
     effective = effective_config(engine, merged)
     with engine.db.begin() as conn:
         conn.execute(

@@ -26,6 +26,7 @@ def engine_settings(settings: Settings) -> EngineSettings:
         embedding_model=settings.embedding_model,
         embedding_batch_size=settings.embedding_batch_size,
         index_interval_s=settings.index_interval_s,
+        memory_policy=settings.memory_policy(),
         webhooks=WebhookPolicy(
             allow_private=settings.webhook_allow_private,
             retry_base_s=settings.webhook_retry_base_s,

@@ -20,6 +20,7 @@ from om_core.config import ObservationalMemoryConfig
 from om_core.models.rate_limit import RateLimit
 
 if TYPE_CHECKING:
+    from om_core.config_trust import MemoryPolicy
     from om_core.models.call_policy import ModelCallPolicy
 
 
@@ -115,6 +116,26 @@ class Settings(BaseSettings):
         description="Longest wait for a model-call token (was OM_WORKER_RATE_LIMIT_MAX_WAIT_S)",
     )
 
+    # The operator's bounds on what a tenant key's thread or resource config may ask of the memory models
+    # (om_core.config_trust); the operator's own OM_CONFIG is not bound by them.
+    memory_models: str | None = Field(
+        default=None,
+        description="Comma-separated glob patterns of the Observer/Reflector/extraction models a tenant's "
+        "config may choose (unset: any hosted model; a self-hosted provider such as ollama only when a "
+        "pattern names it); the models of OM_CONFIG are always allowed",
+    )
+    memory_min_tokens: int = Field(
+        default=1_000,
+        ge=1,
+        description="Smallest messageTokens, observationTokens, maxTokensPerBatch a tenant config may set",
+    )
+    memory_min_buffer_tokens: int = Field(
+        default=200, ge=1, description="Smallest buffering interval a tenant's config may resolve to"
+    )
+    memory_max_output_tokens: int = Field(
+        default=100_000, ge=1, description="Largest output of one memory-model call, whatever a config says"
+    )
+
     plugins: str | None = Field(
         default=None,
         description="Comma-separated Python modules the API and the workers import at start (litellm "
@@ -136,6 +157,17 @@ class Settings(BaseSettings):
         ge=0,
         description="Age an outbox event must reach before webhooks send it (later commits of lower ids)",
     )
+
+    def memory_policy(self) -> MemoryPolicy:
+        """The bounds on tenant-written configs (`om_core.config_trust`)."""
+        from om_core.config_trust import MemoryPolicy
+
+        return MemoryPolicy(
+            models=tuple(p.strip() for p in (self.memory_models or "").split(",") if p.strip()),
+            min_tokens=self.memory_min_tokens,
+            min_buffer_tokens=self.memory_min_buffer_tokens,
+            max_output_tokens=self.memory_max_output_tokens,
+        )
 
     def plugin_modules(self) -> list[str]:
         return [name.strip() for name in (self.plugins or "").split(",") if name.strip()]

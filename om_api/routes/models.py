@@ -1,12 +1,12 @@
 """`GET /v1/models`: the actor models the proxy may call, in OpenAI's list shape, for chat front-ends that
 ask for the model list of the base URL they are given.
 
-The list is the operator's allow-list (`OM_ACTOR_MODELS`, `om_api.actor_models`), the same for every key:
+The list is the operator's allow-list (`OM_ACTOR_MODELS`, `om_core.models.allowlist`), the same for every key:
 it holds no tenant data. A pattern without wildcards is listed as written; a pattern with wildcards (and,
 with no allow-list, every hosted model) is expanded against the chat models in litellm's registry, as
-`provider/model`. A pattern written out passes the proxy's own check (`actor_models.refusal`) to be
+`provider/model`. A pattern written out passes the proxy's own check (`allowlist.refusal`) to be
 listed; an expanded model is listed when its registry provider passes the static half of that check (a
-provider of `actor_models.SELF_HOSTED_PROVIDERS` only when a pattern names it, as the proxy requires).
+provider of `allowlist.SELF_HOSTED_PROVIDERS` only when a pattern names it, as the proxy requires).
 Expanded names are not resolved through litellm one by one: for some providers that resolution reaches
 out to the network, and a registry holds thousands of models. The proxy still checks each call in full.
 """
@@ -19,10 +19,10 @@ from functools import lru_cache
 from fastapi import APIRouter
 from starlette.concurrency import run_in_threadpool
 
-from om_api import actor_models
 from om_api.auth import Caller, Runtime
 from om_api.routes.common import errors
 from om_api.schemas import ModelCard, ModelList
+from om_core.models import allowlist
 
 router = APIRouter(tags=["proxy"])
 
@@ -45,7 +45,7 @@ def _registry_chat_models() -> list[tuple[str, str]]:
 
 
 def _provider_allowed(provider: str, model: str, patterns: tuple[str, ...]) -> bool:
-    if provider not in actor_models.SELF_HOSTED_PROVIDERS:
+    if provider not in allowlist.SELF_HOSTED_PROVIDERS:
         return True
     return any(
         p.split("/", 1)[0] == provider and "/" in p and fnmatch.fnmatchcase(model, p) for p in patterns
@@ -58,8 +58,8 @@ def allowed_models(patterns: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
     once per allow-list."""
     listed: dict[str, str] = {}
     for pattern in patterns:
-        if not _WILDCARDS & set(pattern) and actor_models.refusal(list(patterns), pattern) is None:
-            provider, _api_base = actor_models.resolve_provider(pattern)
+        if not _WILDCARDS & set(pattern) and allowlist.refusal(list(patterns), pattern) is None:
+            provider, _api_base = allowlist.resolve_provider(pattern)
             listed[pattern] = pattern.split("/", 1)[0] if "/" in pattern else (provider or "unknown")
     globs = [p for p in patterns if _WILDCARDS & set(p)] if patterns else ["*"]
     if globs:

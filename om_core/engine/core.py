@@ -12,21 +12,35 @@ import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import Engine, update
 
-from om_core import policy
-from om_core.config import ObservationalMemoryConfig, ResolvedConfig, TokenRange
+from om_core import config_trust, policy
+from om_core.config import (
+    ObservationalMemoryConfig,
+    ResolvedConfig,
+    ResolvedObservation,
+    ResolvedReflection,
+    TokenRange,
+)
 from om_core.context import RenderedLogCache
 from om_core.coordination import Coordination, Keys, LocalCoordination, Peek
 from om_core.early_activation import provider_changed, resolve_ttl_ms, ttl_expired
 from om_core.engine import events as ev
-from om_core.engine.ports import EngineSettings, EventPublisher, ModelCaller, NullPublisher
+from om_core.engine.ports import (
+    Completion,
+    EngineSettings,
+    EventPublisher,
+    ModelCaller,
+    NullPublisher,
+    UserContent,
+)
 from om_core.engine.tasks import Executor, InlineExecutor, Task, kind_of, lookup_key, resource_key
 from om_core.engine.window import Window, build_window
+from om_core.errors import ModelCallRefused
 from om_core.hooks import CURRENT_TRIGGER, DISPATCHER
 from om_core.messages import Part
 from om_core.models.client import ModelClient
@@ -164,15 +178,57 @@ class EngineCore:
     # ---------------------------------------------------------------------------------- config
 
     def config_for(self, overrides: Mapping[str, Any] | None) -> ResolvedConfig:
-        """The resolved config of a thread: service config plus its validated overrides."""
+        """The resolved config of a thread: service config plus its validated overrides. Overrides are a
+        tenant's, so they are checked against the operator's policy here too, where they are used: a
+        stored config that breaks it resolves with `refused` set, and its model calls are refused."""
         if not overrides:
             return self.base_config.resolve()
         cache_key = repr(sorted(overrides.items()))
         cached = self._resolved_cache.get(cache_key)
         if cached is None:
-            cached = self.base_config.with_overrides(overrides).resolve()
+            config = self.base_config.with_overrides(overrides)
+            cached = config.resolve()
+            refused = config_trust.refusal(config, self.base_config, self.settings.memory_policy)
+            if refused is not None:
+                cached = replace(cached, refused=refused)
             self._resolved_cache[cache_key] = cached
         return cached
+
+    def check_overrides(self, overrides: Mapping[str, Any] | None) -> ResolvedConfig:
+        """The resolved config of overrides a tenant key is writing, or `OMConfigError` naming the first
+        option the config model or the operator's policy refuses (the API's 422)."""
+        if not overrides:
+            return self.base_config.resolve()
+        config = self.base_config.with_overrides(overrides)
+        config_trust.check(config, self.base_config, self.settings.memory_policy)
+        return self.config_for(overrides)
+
+    def complete(
+        self,
+        cfg: ResolvedConfig,
+        stage: ResolvedObservation | ResolvedReflection,
+        model: str | list[str],
+        *,
+        system: str,
+        user: UserContent,
+        response_format: dict[str, Any] | None = None,
+    ) -> Completion:
+        """One memory-model call (Observer, Reflector, extraction) with `stage`'s settings: the one door
+        from a thread's config to a provider. Refused before anything is sent when the config was refused
+        by the operator's policy (`ModelCallRefused`, handled by the caller like any failed call); the
+        output bound by `OM_MEMORY_MAX_OUTPUT_TOKENS` whatever the config says."""
+        if cfg.refused is not None:
+            raise ModelCallRefused("CONFIG_REFUSED", cfg.refused)
+        cap = self.settings.memory_policy.max_output_tokens
+        return self.models.complete(
+            model,
+            system=system,
+            user=user,
+            temperature=stage.temperature,
+            max_output_tokens=None if stage.max_output_tokens is None else min(stage.max_output_tokens, cap),
+            provider_options=stage.provider_options,
+            response_format=response_format,
+        )
 
     def thread_config(self, thread_id: str) -> ResolvedConfig:
         thread = history.get_thread(self.db, thread_id)

@@ -202,14 +202,8 @@ def _extract_locked(core: EngineCore, task: ExtractValues, cfg: ResolvedConfig) 
         user = build_user_message(transcript=transcript, output=output, specs=specs, priors=priors)
         try:
             model = resolve_model(stage.model, core.counter.count_string(user))
-            completion = core.models.complete(
-                model,
-                system=SYSTEM_PROMPT,
-                user=user,
-                temperature=stage.temperature,
-                max_output_tokens=stage.max_output_tokens,
-                provider_options=stage.provider_options,
-                response_format=response_format(specs),
+            completion = core.complete(
+                cfg, stage, model, system=SYSTEM_PROMPT, user=user, response_format=response_format(specs)
             )
         except Exception as exc:
             log.warning("structured extraction %s failed: %s", task.cycle_id, exc)

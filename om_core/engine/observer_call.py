@@ -223,14 +223,7 @@ def _usable_reply(
     degenerate for this input."""
     last_problem = "empty"
     for _attempt in range(_ATTEMPTS):
-        completion = core.models.complete(
-            model,
-            system=system,
-            user=user,
-            temperature=cfg.observation.temperature,
-            max_output_tokens=cfg.observation.max_output_tokens,
-            provider_options=cfg.observation.provider_options,
-        )
+        completion = core.complete(cfg, cfg.observation, model, system=system, user=user)
         usage.add(completion)
         unusable = unusable_reply(completion.text, completion.finish_reason)
         if unusable is not None:

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from om_core.config_trust import MemoryPolicy
 from om_core.errors import OMError
 from om_core.store.types import StoredEvent
 from om_core.webhooks.policy import WebhookPolicy
@@ -93,6 +94,8 @@ class EngineSettings:
     index_interval_s: float = 10.0
     #: Webhook delivery: backoff, bound, timeouts, private targets (`OM_WEBHOOK_*`).
     webhooks: WebhookPolicy = field(default_factory=WebhookPolicy)
+    #: The operator's bounds on tenant-written configs (`OM_MEMORY_*`, `om_core.config_trust`).
+    memory_policy: MemoryPolicy = field(default_factory=MemoryPolicy)
 
 
 class ObserverDegenerateError(OMError, RuntimeError):

@@ -39,14 +39,7 @@ class _ReflectorModel:
     raw: dict[str, str] = field(default_factory=dict)
 
     def __call__(self, system: str, user: str) -> ModelReply:
-        completion = self.core.models.complete(
-            self.model,
-            system=system,
-            user=user,
-            temperature=self.cfg.reflection.temperature,
-            max_output_tokens=self.cfg.reflection.max_output_tokens,
-            provider_options=self.cfg.reflection.provider_options,
-        )
+        completion = self.core.complete(self.cfg, self.cfg.reflection, self.model, system=system, user=user)
         text = (
             strip_tag_blocks(completion.text, self.tags, line_anchored=False)
             if self.tags

@@ -1,5 +1,5 @@
 """Which models `GET /v1/models` lists for an allow-list (`om_api.routes.models.allowed_models`), without
-a server: the same rule as the proxy's check (`om_api.actor_models.refusal`)."""
+a server: the same rule as the proxy's check (`om_core.models.allowlist.refusal`)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import os
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from om_api.actor_models import refusal
 from om_api.routes.models import allowed_models
+from om_core.models.allowlist import refusal
 
 
 def names(patterns: tuple[str, ...]) -> list[str]:

@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 from starlette.testclient import TestClient
 
-from om_api import actor_models
-from om_api.actor_models import SELF_HOSTED_PROVIDERS, refusal, self_hosted_provider
 from om_api.app import create_app
 from om_api.settings import ApiSettings
+from om_core.models import allowlist
+from om_core.models.allowlist import SELF_HOSTED_PROVIDERS, refusal, self_hosted_provider
 from om_core.store.db import make_engine
 from om_core.store.migrate import upgrade
 from tests.support.listener import REPLY, Listener, listening
@@ -58,7 +58,7 @@ def test_a_provider_litellm_places_on_an_internal_address_counts_as_self_hosted(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Providers missing from the list are still caught by the endpoint litellm resolves for them."""
-    monkeypatch.setattr(actor_models, "SELF_HOSTED_PROVIDERS", frozenset())
+    monkeypatch.setattr(allowlist, "SELF_HOSTED_PROVIDERS", frozenset())
     assert self_hosted_provider("ollama/llama3") == "ollama"  # litellm's default: localhost:11434
     assert self_hosted_provider("llamafile/x") == "llamafile"  # 127.0.0.1:8080
     for address in ("http://10.1.2.3/v1", "http://192.168.0.7:8000/v1", "http://169.254.169.254/v1"):

@@ -1,9 +1,10 @@
-"""Which actor models the proxy may call: `OM_ACTOR_MODELS`, the operator's spending guard, and the
-self-hosted providers no caller reaches unless the operator names them.
+"""Which models a server may call for someone else: the operator's allow-lists of models and the
+self-hosted providers nobody reaches unless the operator names them.
 
-Every proxy call is paid with the server's provider keys, so `OM_ACTOR_MODELS` (comma-separated glob
-patterns) is how an operator bounds what om-key holders can spend. Unset, any model of a hosted provider
-may be called (with whatever keys the server holds).
+Two allow-lists follow this one rule: `OM_ACTOR_MODELS` (what the proxy may call for a key holder) and
+`OM_MEMORY_MODELS` (what a tenant's configuration may choose for its Observer, Reflector and extractors).
+Every such call is paid with the server's provider keys, so the patterns (comma-separated globs) bound
+what a key holder can spend. Unset, any model of a hosted provider may be called.
 
 A self-hosted provider (ollama, vLLM, LM Studio, llamafile, ...) is different: its endpoint is
 `localhost` or an address only the server can reach, so allowing it by default would let any key holder
@@ -20,6 +21,8 @@ import fnmatch
 import ipaddress
 from collections.abc import Sequence
 from urllib.parse import urlsplit
+
+from om_core.models.routing import PROVIDERS
 
 #: litellm providers whose endpoint is the operator's own machine or network (a localhost default, an
 #: in-process engine, or a base URL only the operator configures), and litellm's own routers/agents that
@@ -55,6 +58,13 @@ SELF_HOSTED_PROVIDERS: frozenset[str] = frozenset(
 )
 
 
+#: Providers of om's routing table, as configs name them and as litellm does: hosted providers, and the
+#: in-process offline model.
+_HOSTED_PREFIXES: frozenset[str] = frozenset(
+    name for entry in PROVIDERS.values() for name in (entry.provider, entry.litellm_prefix)
+)
+
+
 def _is_internal_host(host: str) -> bool:
     if host.lower() in ("localhost", "localhost.localdomain") or host.lower().endswith(".localhost"):
         return True
@@ -78,7 +88,11 @@ def resolve_provider(model: str) -> tuple[str | None, str | None]:
 
 
 def self_hosted_provider(model: str) -> str | None:
-    """The model's provider when it is self-hosted (see the module doc), else None."""
+    """The model's provider when it is self-hosted (see the module doc), else None. A provider of om's
+    routing table is hosted (or in-process) and is answered without importing litellm, which a process
+    checking a configuration would otherwise pay for (seconds and ~100 MB)."""
+    if model.partition("/")[0] in _HOSTED_PREFIXES:
+        return None
     provider, api_base = resolve_provider(model)
     if provider is None:
         return None
@@ -92,11 +106,12 @@ def _names_provider(pattern: str, provider: str) -> bool:
     return pattern.split("/", 1)[0] == provider and "/" in pattern
 
 
-def refusal(patterns: Sequence[str], model: str) -> str | None:
-    """Why the proxy may not call `model` (a message saying what to change), or None when it may."""
+def refusal(patterns: Sequence[str], model: str, *, setting: str = "OM_ACTOR_MODELS") -> str | None:
+    """Why the server may not call `model` for a key holder (a message saying what to change), or None
+    when it may. `setting` names the allow-list the patterns come from, for the message."""
     if patterns and not any(fnmatch.fnmatchcase(model, p) for p in patterns):
         return (
-            f"model {model!r} is not one this server may call (OM_ACTOR_MODELS={','.join(patterns)}): "
+            f"model {model!r} is not one this server may call ({setting}={','.join(patterns)}): "
             "use a model these patterns match, or ask the operator to add it"
         )
     provider = self_hosted_provider(model)
@@ -105,7 +120,7 @@ def refusal(patterns: Sequence[str], model: str) -> str | None:
     ):
         return (
             f"model {model!r} runs on a self-hosted provider ({provider}) that the server calls on its own "
-            f"network; the operator must allow it by naming the provider in OM_ACTOR_MODELS (e.g. "
+            f"network; the operator must allow it by naming the provider in {setting} (e.g. "
             f"{provider}/*): use a hosted model meanwhile"
         )
     return None
