@@ -113,19 +113,22 @@ class MemoryPolicy:
     """The operator's bounds on what a tenant's config may ask of the memory models (server settings).
 
     `models` are `OM_MEMORY_MODELS` glob patterns (empty: any hosted model). The floors keep a tenant from
-    asking for a model call on nearly every turn; the cap bounds each call's output."""
+    asking for a model call on nearly every turn; the cap bounds each call's output. `tenant_passthrough`
+    lets tenant configs set `OPERATOR_ONLY_PROVIDER_OPTIONS` too: for a server whose every key holder is
+    trusted as its operator."""
 
     models: tuple[str, ...] = ()
     min_tokens: int = 1_000
     min_buffer_tokens: int = 200
     max_output_tokens: int = 100_000
+    tenant_passthrough: bool = False
 
 
 def check(config: ObservationalMemoryConfig, base: ObservationalMemoryConfig, policy: MemoryPolicy) -> None:
     """Raise `OMConfigError` naming the first option of `config` (a tenant's effective config) that the
     operator's `policy` does not allow; `base` is the operator's own config, whose values always pass."""
     tenant, operator = config.resolve(), base.resolve()
-    _check_operator_only(config, base)
+    _check_operator_only(config, base, policy)
     _check_models(config, operator, policy)
     _check_floors(tenant, operator, policy)
     _check_caps(tenant, operator, policy)
@@ -145,11 +148,15 @@ def refusal(
     return None
 
 
-def _check_operator_only(config: ObservationalMemoryConfig, base: ObservationalMemoryConfig) -> None:
+def _check_operator_only(
+    config: ObservationalMemoryConfig, base: ObservationalMemoryConfig, policy: MemoryPolicy
+) -> None:
     given, own = config.to_public_dict(), base.to_public_dict()
     for path, rule in OPTION_RULES.items():
         if rule == "operator" and _at(given, path) != _at(own, path):
             raise OMConfigError("OPERATOR_ONLY_OPTION", path, "only the server's operator sets this option")
+    if policy.tenant_passthrough:
+        return
     tenant, operator = config.resolve(), base.resolve()
     for phase in _PHASES:
         mine = getattr(tenant, phase).provider_options

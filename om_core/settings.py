@@ -135,6 +135,11 @@ class Settings(BaseSettings):
     memory_max_output_tokens: int = Field(
         default=100_000, ge=1, description="Largest output of one memory-model call, whatever a config says"
     )
+    memory_tenant_passthrough: bool = Field(
+        default=False,
+        description="Let tenant configs set the operator-only provider options (the litellm passthrough: "
+        "hosts, keys, headers, prices). Only for a server whose every key holder is trusted as its operator",
+    )
 
     plugins: str | None = Field(
         default=None,
@@ -167,6 +172,7 @@ class Settings(BaseSettings):
             min_tokens=self.memory_min_tokens,
             min_buffer_tokens=self.memory_min_buffer_tokens,
             max_output_tokens=self.memory_max_output_tokens,
+            tenant_passthrough=self.memory_tenant_passthrough,
         )
 
     def plugin_modules(self) -> list[str]:

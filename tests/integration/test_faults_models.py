@@ -38,7 +38,7 @@ from om_core.store import history, records, schema
 from om_core.store.outbox import last_event_id, list_events
 from om_workers.executor import CeleryExecutor
 from tests.support.invariants import check_thread
-from tests.support.model_server import CLIENT_TIMEOUT_S, SHORT_TIMEOUT_S, ModelServer
+from tests.support.model_server import CLIENT_TIMEOUT_S, PASSTHROUGH_ENV, SHORT_TIMEOUT_S, ModelServer
 from tests.support.services import kill_workers
 from tests.support.workers import Producer, WorkerCluster, set_thread_config, worker_cluster
 
@@ -85,6 +85,7 @@ def cluster(
         "OM_WORKER_RETRY_MAX_RETRIES": "1",
         "OM_WORKER_RETRY_BASE_DELAY_S": "0.05",
         "OM_WORKER_RETRY_MAX_DELAY_S": "0.1",
+        **PASSTHROUGH_ENV,
     }
     with worker_cluster(postgres_url=postgres_url, redis_url=redis_url, workdir=workdir, db=13, env=env) as c:
         c.start_workers([(["om.buffer", "om.observe", "om.reflect"], 1)])

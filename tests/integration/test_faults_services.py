@@ -40,7 +40,7 @@ from tests.support import clock_skew
 from tests.support import fake_providers as fake
 from tests.support.api_server import ApiServer, run_api_server
 from tests.support.invariants import check_thread
-from tests.support.model_server import ModelServer
+from tests.support.model_server import PASSTHROUGH_ENV, ModelServer
 from tests.support.services import (
     RestartablePostgres,
     RestartableRedis,
@@ -110,7 +110,12 @@ def model_server() -> Iterator[ModelServer]:
 def workers(services: Services) -> Iterator[Workers]:
     """One worker serving every queue, whose clock is offset by the module's clock file (0 until the
     clock test). The clock test adds a normal-clock maintenance worker and beat next to it."""
-    env = {"OM_MODEL": "om-local/extractive", "LITELLM_LOG": "ERROR", "OPENAI_API_KEY": "sk-fake-loopback"}
+    env = {
+        "OM_MODEL": "om-local/extractive",
+        "LITELLM_LOG": "ERROR",
+        "OPENAI_API_KEY": "sk-fake-loopback",
+        **PASSTHROUGH_ENV,
+    }
     with worker_cluster(
         postgres_url=services.postgres.url,
         redis_url=services.redis.url,
@@ -132,7 +137,7 @@ def workers(services: Services) -> Iterator[Workers]:
 
 @pytest.fixture(scope="module")
 def api(services: Services, workers: Workers) -> Iterator[ApiServer]:
-    env = {"OM_EXECUTOR": "celery", "OM_PLUGINS": ""}  # no proxy here: skip loading the fake actor
+    env = {"OM_EXECUTOR": "celery", "OM_PLUGINS": "", **PASSTHROUGH_ENV}  # no proxy: no fake actor
     log_dir = services.workdir / "api"
     with run_api_server(services.postgres.url, services.redis.url, log_dir, env=env) as server:
         yield server

@@ -65,6 +65,7 @@ def inline_runtime(postgres_url: str, redis_url: str, max_retries: int) -> ApiRu
         model_retry_base_delay_s=0.05,
         model_retry_max_delay_s=0.1,
         model_rate_limits={"openai": SLOW},
+        memory_tenant_passthrough=True,  # `ModelServer.thread_config` routes through it
     )
     return build_runtime(settings, worker_adapters())
 

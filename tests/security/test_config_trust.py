@@ -27,8 +27,8 @@ from om_api.settings import ApiSettings
 from om_core import config as om_config
 from om_core import tenancy
 from om_core.config_trust import OPTION_RULES
-from om_core.settings import Settings
 from om_core.scoped_ids import scoped_id
+from om_core.settings import Settings
 from om_core.store import schema
 from om_core.store.db import make_engine
 from om_core.store.migrate import upgrade
@@ -364,3 +364,14 @@ def test_every_configuration_option_is_classified() -> None:
     assert {"observation.providerOptions", "workingMemory.schema", "retrieval.vector"} <= options
     assert options - set(OPTION_RULES) == set(), "classify these in om_core.config_trust.OPTION_RULES"
     assert set(OPTION_RULES) - options == set(), "these are no longer options"
+
+
+def test_the_operator_may_trust_its_tenants_with_the_passthrough(
+    make_server: Any, listener: Listener
+) -> None:
+    """`OM_MEMORY_TENANT_PASSTHROUGH`: for a server whose every key holder is its operator."""
+    server = make_server(**LOW_FLOORS, memory_tenant_passthrough=True)
+    status, body = server.put_config(
+        "t1", _attack(listener, "observation", {"litellm": {"api_base": "LISTENER"}})
+    )
+    assert status == 200, body

@@ -68,6 +68,10 @@ class _Namespace:
     gate: threading.Event = field(default_factory=threading.Event)
 
 
+#: The operator setting under which processes accept `ModelServer.thread_config` from a tenant config.
+PASSTHROUGH_ENV = {"OM_MEMORY_TENANT_PASSTHROUGH": "true"}
+
+
 class ModelServer:
     """`with ModelServer() as server:` a running endpoint at `server.api_base`."""
 
@@ -119,7 +123,9 @@ class ModelServer:
         self, namespace: str, *, timeout_s: float = CLIENT_TIMEOUT_S, **options: Any
     ) -> dict[str, Any]:
         """OM config overrides that send a thread's Observer and Reflector calls here, with a client
-        timeout of `timeout_s`; `observation` / `reflection` options are merged in."""
+        timeout of `timeout_s`; `observation` / `reflection` options are merged in. They use the litellm
+        passthrough, which the processes reading them allow only with `PASSTHROUGH_ENV` (the operator's
+        opt-in, `om_core.config_trust`)."""
         phases = {}
         for phase in ("observation", "reflection"):
             passthrough = {"litellm": {"api_base": self.api_base, "timeout": timeout_s}}
