@@ -16,6 +16,7 @@ client: whatever the service connects to, it connects to through the real socket
   certificate for the host name only, trusted through the test's CA bundle (`SSL_CERT_FILE`), receives
   the event with the host's `Host` header and SNI; a name the certificate does not carry is refused by
   the certificate check, so the check is on and is made against the name, not the address.
+- A receiver that redirects toward the canary gets its 3xx recorded as the failure; nothing follows it.
 """
 
 from __future__ import annotations
@@ -322,8 +323,8 @@ def test_ipv6_forms_of_public_addresses_are_still_allowed(attacker: Attacker, dn
 
 @dataclass
 class TlsReceiver:
-    """An HTTPS server on 127.0.0.1 whose certificate names `name` only; it records the SNI of every
-    handshake and every request."""
+    """An HTTPS server on 127.0.0.1 whose certificate names `hooks.pinned.test` only; it records the SNI
+    of every handshake and every request."""
 
     server: ThreadingHTTPServer
     sni: list[str | None] = field(default_factory=list)
@@ -395,3 +396,42 @@ def test_a_pinned_https_delivery_keeps_the_host_header_sni_and_certificate_check
         assert tls_receiver.sni[-1] == "wrong.pinned.test"
         (attempt,) = attacker.deliveries(wrong.json()["id"])["items"]
         assert "CERTIFICATE_VERIFY_FAILED" in attempt["error"], attempt
+
+
+# -------------------------------------------------------------------------------------- redirects
+
+
+def test_a_redirect_toward_an_internal_address_is_not_followed(
+    database: Engine, dns: RebindingDns, canary: Listener
+) -> None:
+    """A receiver answers 307 to the canary: the delivery fails on the 3xx, the canary hears nothing
+    (the operator allows private targets here so the redirecting receiver can sit on 127.0.0.1; with
+    redirects followed, a public receiver could bounce the request anywhere)."""
+    redirects: list[str] = []
+
+    class Redirect(BaseHTTPRequestHandler):
+        def log_message(self, *_: Any) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            redirects.append(self.path)
+            self.send_response(307)
+            self.send_header("Location", f"{canary.url}/v1/stolen")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Redirect)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        dns.script("bounce.attacker.test", ["127.0.0.1"])
+        with serving(database, webhook_allow_private=True) as client, attacking(client, database) as attacker:
+            created = attacker.register(f"http://bounce.attacker.test:{server.server_address[1]}/hook")
+            assert created.status_code == 201, created.text
+            attacker.turn("t")
+            report = deliver(attacker.db, created.json()["id"], replace(POLICY, allow_private=True))
+            assert redirects == ["/hook"] and canary.received == []
+            (attempt,) = attacker.deliveries(created.json()["id"])["items"]
+            assert report.failed and attempt["status_code"] == 307 and attempt["error"] == "HTTP 307"
+    finally:
+        server.shutdown()
+        server.server_close()
