@@ -3,10 +3,24 @@
 An event is sent until a 2xx comes back; only then does the cursor move past it, so a crash between the
 answer and the cursor write sends it again (at least once: receivers dedupe by `OM-Event-Id`). The first
 failure stops the run with a backoff: later events wait behind it, which keeps every thread's events in
-order. Events the endpoint did not subscribe to are passed over without a request. Bounded timeouts
+order. Events the endpoint did not subscribe to are passed over without a request. The URL's host is
+resolved and checked once at the start of the run and every request of the run goes to that checked
+address (`targets.py`): a name re-pointed after the check is not followed. Bounded timeouts
 (connect 3 s, 10 s per read), no redirects, one endpoint per run under its lock: a dead or slow endpoint
 holds one `om.webhook` worker for at most a timeout per attempt and delays no other endpoint's cursor, no
 turn and no cycle.
+
+The request goes to the checked address, not to a fresh lookup of the name: the HTTP client is handed the
+URL with its host replaced by the address (`Target.pinned_url`), so it has no name to resolve, and the
+receiver still sees the registered host: it is the `Host` header and, for https, the TLS server name
+(httpx's `sni_hostname` request extension, which httpcore passes to the SSL context as
+`server_hostname`), so the SNI is the host's and the certificate is verified against the host, not the
+address. Only httpx's public API; the connection pool is keyed by the address, which is what is connected
+to. The client ignores the environment's proxies (`HTTP_PROXY`, `HTTPS_PROXY`): a proxy would make its own
+connection (and for a CONNECT tunnel httpcore would send the address as SNI), so the pinning could not be
+promised. It keeps the environment's trust store (`SSL_CERT_FILE`, `SSL_CERT_DIR`) for operators whose
+receivers use a private CA. Redirects are off and both bounds are set per request, whatever client a
+caller passes.
 """
 
 from __future__ import annotations
@@ -27,7 +41,7 @@ from om_core.store.types import StoredEvent
 from om_core.webhooks import store
 from om_core.webhooks.policy import WebhookPolicy
 from om_core.webhooks.signing import SIGNATURE_HEADER, signature
-from om_core.webhooks.targets import WebhookTargetRefused, check_target
+from om_core.webhooks.targets import Target, WebhookTargetRefused, resolve_target
 
 log = logging.getLogger("om.webhooks")
 
@@ -56,8 +70,29 @@ def body_of(event: StoredEvent) -> bytes:
     return json.dumps(document, separators=(",", ":"), sort_keys=True).encode()
 
 
+def _client() -> httpx.Client:
+    """A delivery run's HTTP client: the environment's trust store, not its proxies; no redirects."""
+    return httpx.Client(
+        verify=httpx.create_ssl_context(trust_env=True), trust_env=False, follow_redirects=False
+    )
+
+
+def _post(
+    http: httpx.Client, target: Target, body: bytes, headers: dict[str, str], timeout: httpx.Timeout
+) -> httpx.Response:
+    """POST to the target's checked address, with its host as the `Host` header and the TLS name."""
+    return http.post(
+        target.pinned_url,
+        content=body,
+        headers={**headers, "Host": target.authority},
+        extensions={"sni_hostname": target.host},
+        timeout=timeout,
+        follow_redirects=False,
+    )
+
+
 def _send(
-    client: httpx.Client, endpoint: store.Endpoint, event: StoredEvent
+    http: httpx.Client, target: Target, endpoint: store.Endpoint, event: StoredEvent, timeout: httpx.Timeout
 ) -> tuple[int | None, str | None]:
     body = body_of(event)
     headers = {
@@ -68,9 +103,10 @@ def _send(
         "OM-Event-Type": event.type,
     }
     try:
-        response = client.post(endpoint.url, content=body, headers=headers)
+        response = _post(http, target, body, headers, timeout)
     except httpx.HTTPError as exc:
-        return None, f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        what = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        return None, f"{what} (connecting to {target.address} for {target.host})"
     if 200 <= response.status_code < 300:
         return response.status_code, None
     return response.status_code, f"HTTP {response.status_code}"
@@ -93,7 +129,8 @@ def deliver_endpoint(
     if endpoint.next_attempt_at is not None and endpoint.next_attempt_at > now:
         return report
     try:
-        check_target(endpoint.url, allow_private=policy.allow_private)
+        # Resolved once per run; every request of the run goes to this checked address.
+        target = resolve_target(endpoint.url, allow_private=policy.allow_private)
     except WebhookTargetRefused as exc:
         store.record_failure(
             db,
@@ -106,9 +143,8 @@ def deliver_endpoint(
         report.failed = True
         return report
     own = client is None
-    http = client or httpx.Client(
-        timeout=httpx.Timeout(policy.timeout_s, connect=policy.connect_timeout_s), follow_redirects=False
-    )
+    http = client or _client()
+    timeout = httpx.Timeout(policy.timeout_s, connect=policy.connect_timeout_s)
     started = time.monotonic()
     try:
         while True:
@@ -122,7 +158,7 @@ def deliver_endpoint(
                     report.skipped += 1
                     continue
                 began = time.monotonic()
-                status, error = _send(http, endpoint, event)
+                status, error = _send(http, target, endpoint, event, timeout)
                 took = int((time.monotonic() - began) * 1000)
                 at = clock()
                 store.record_attempt(
