@@ -11,10 +11,10 @@ Register with `register_hooks(MyHooks())` from a plugin module: such hooks see e
 `register_hooks(MyHooks(), tenants={"acme"})` serves only the tenants listed: they see the cycles of those
 tenants' threads and resources, nothing of any other tenant (the tenant of an event is that of its stored
 thread or record id, `om_core.scoped_ids.tenant_of`). Without tenancy only hooks for every tenant run.
-`trigger` is `manual` (the observe and
-reflect endpoints), `turn-sync` (blocking work a turn launched) or `async-buffer` (buffering, and the
-background run of a backlog). End hooks get the cycle's usage, cost and model; a failed cycle's end hook
-gets `error` (buffering failures included: they never raise).
+
+`trigger` is `manual` (the observe and reflect endpoints), `turn-sync` (blocking work a turn launched) or
+`async-buffer` (buffering, and the background run of a backlog). End hooks get the cycle's usage, cost and
+model; a failed cycle's end hook gets `error` (buffering failures included: they never raise).
 """
 
 from __future__ import annotations

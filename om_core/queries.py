@@ -17,7 +17,7 @@ from om_core.config import ResolvedConfig
 from om_core.coordination import Coordination, Keys
 from om_core.engine import MemoryEngine, lookup_key
 from om_core.errors import OMConfigError
-from om_core.extractors.names import check_tenant_overrides
+from om_core.extractors.registry import check_tenant_overrides
 from om_core.messages import Message
 from om_core.pagination import DEFAULT_LIMIT, CursorError, Page, decode_cursor, encode_cursor
 from om_core.scoped_ids import public_id, scoped_id, tenant_of

@@ -9,7 +9,7 @@ A JSON definition never names code: `use` and `onExtracted` name what the operat
 checks those names for their shape only (`parse_list(..., resolve_use=False)`): the process resolving it
 need not have loaded the plugins, and a configuration stored before names were required must still
 resolve, so its thread keeps working. The names are resolved where the API writes a tenant's config
-(`check_tenant_overrides`, with the tenant) and where a run uses it (`compose`), where an entry that
+(`registry.check_tenant_overrides`, with the tenant) and where a run uses it (`compose`), where an entry that
 cannot be resolved is refused and reported as that extractor's failure.
 """
 

@@ -12,17 +12,24 @@ tenant hand its value to operator code. A plugin module registers them at import
 
 `tenants=None` (the default) serves every tenant; a collection of tenant ids serves only those, and for
 every other tenant the name does not exist (`om_core.registrations`). Every process that runs cycles (the
-API with the inline executor, workers) must import the same plugins; the API imports them too, so a name is
-checked against the same registrations when a tenant writes its config.
+API with the inline executor, workers) must import the same plugins. The API imports them too
+(`om_api.runtime.import_plugins`), so where a tenant writes its config every name in it is resolved for
+that tenant against the registrations the cycles will use (`check_tenant_overrides`): an import path, a
+name nobody registered and a name registered only for another tenant are refused alike, with the field to
+fix (the API's 422).
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
 
 from om_core.extractors.definition import (
     CALLBACK_NAME_RE,
     Callback,
     Extractor,
     ExtractorError,
+    parse_list,
     slugify,
 )
 from om_core.registrations import NamedRegistry, Tenants
@@ -30,6 +37,7 @@ from om_core.registrations import NamedRegistry, Tenants
 __all__ = [
     "CALLBACK_NAME_RE",
     "Callback",
+    "check_tenant_overrides",
     "register",
     "register_callback",
     "registered",
@@ -100,3 +108,21 @@ def registered_callback(name: str, tenant: str | None = None) -> Callback | None
 def unregister_callback(name: str) -> None:
     """Forget every registration of a callback (tests)."""
     _callbacks.remove(name)
+
+
+#: The config blocks holding extractor lists (`<block>.extract`).
+_EXTRACT_BLOCKS = ("observation", "reflection")
+
+
+def check_tenant_overrides(overrides: Mapping[str, Any] | None, tenant: str | None) -> None:
+    """Raise `ExtractorError` (an `OMConfigError` naming e.g. `observation.extract[0].onExtracted`) when an
+    extractor entry of `overrides` names code not registered for `tenant` (None: no tenancy, registrations
+    for every tenant only). Call it with overrides the config model already accepted; only the entries
+    being written are checked, not the operator's own config beneath them."""
+    if not overrides:
+        return
+    for block in _EXTRACT_BLOCKS:
+        options = overrides.get(block)
+        entries = options.get("extract") if isinstance(options, Mapping) else None
+        if isinstance(entries, list):
+            parse_list(entries, field=f"{block}.extract", tenant=tenant)

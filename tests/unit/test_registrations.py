@@ -10,7 +10,7 @@ import pytest
 
 from om_core.extractors import registry
 from om_core.extractors.definition import CALLBACK_NAME_RE, ExtractedContext, Extractor, ExtractorError
-from om_core.extractors.names import check_tenant_overrides
+from om_core.extractors.registry import check_tenant_overrides
 from om_core.hooks import ObserveHooks, event_tenant, hooks_for, register_hooks, unregister_hooks
 from om_core.registrations import NamedRegistry, audience, serves
 from om_core.scoped_ids import scoped_id, tenant_of
