@@ -116,6 +116,14 @@ ModelOption: TypeAlias = Annotated[
 Number: TypeAlias = int | float
 
 
+#: What an `extract` list holds, for the OpenAPI document: the one place a config names code, by name only.
+EXTRACT_DESCRIPTION = (
+    "Extractor definitions (name, instructions, schema, ...). Code is named, never imported: `use` names a "
+    "Python extractor and `onExtracted` a callback that the operator registered from an OM_PLUGINS module "
+    "(for every tenant or for yours); an import path such as 'module:function' is refused."
+)
+
+
 class _ConfigModel(BaseModel):
     """Shared behaviour: camelCase or snake_case keys, strict types (no `"5"` → 5, no `true` → 1),
     frozen values, and unknown or doubled keys rejected with a message that names them."""
@@ -202,7 +210,7 @@ class ObservationConfig(_ConfigModel):
     instruction: str | None = None
     thread_title: bool = False
     #: Extractor definitions (spec §8.2) as JSON objects, checked by `om_core.extractors.definition`.
-    extract: list[dict[str, Any]] = Field(default_factory=list)
+    extract: list[dict[str, Any]] = Field(default_factory=list, description=EXTRACT_DESCRIPTION)
     manage_working_memory: bool = False
     observe_attachments: bool | Literal["auto"] | list[str] = True
     message_tokens: int = Field(default=DEFAULT_MESSAGE_TOKENS, gt=0)
@@ -223,7 +231,7 @@ class ReflectionConfig(_ConfigModel):
 
     model: ModelOption = None
     instruction: str | None = None
-    extract: list[dict[str, Any]] = Field(default_factory=list)
+    extract: list[dict[str, Any]] = Field(default_factory=list, description=EXTRACT_DESCRIPTION)
     observation_tokens: int = Field(default=DEFAULT_OBSERVATION_TOKENS, gt=0)
     model_settings: ModelSettings = Field(default_factory=ModelSettings)
     provider_options: dict[str, Any] | None = None

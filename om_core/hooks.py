@@ -7,10 +7,14 @@ holds) never waits for a hook, and a hook that raises is logged and forgotten; i
 process runs the hooks of the cycles it ran: a Celery worker for queued work, the API for inline work, so
 every process that runs cycles must load the module registering them (`OM_PLUGINS`).
 
-Register with `register_hooks(MyHooks())` from a plugin module. `trigger` is `manual` (the observe and
-reflect endpoints), `turn-sync` (blocking work a turn launched) or `async-buffer` (buffering, and the
-background run of a backlog). End hooks get the cycle's usage, cost and model; a failed cycle's end hook
-gets `error` (buffering failures included: they never raise).
+Register with `register_hooks(MyHooks())` from a plugin module: such hooks see every tenant's cycles.
+`register_hooks(MyHooks(), tenants={"acme"})` serves only the tenants listed: they see the cycles of those
+tenants' threads and resources, nothing of any other tenant (the tenant of an event is that of its stored
+thread or record id, `om_core.scoped_ids.tenant_of`). Without tenancy only hooks for every tenant run.
+
+`trigger` is `manual` (the observe and reflect endpoints), `turn-sync` (blocking work a turn launched) or
+`async-buffer` (buffering, and the background run of a backlog). End hooks get the cycle's usage, cost and
+model; a failed cycle's end hook gets `error` (buffering failures included: they never raise).
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from om_core.registrations import Audience, Tenants, audience, serves
+from om_core.scoped_ids import tenant_of
 from om_core.store.types import StoredEvent
 
 log = logging.getLogger("om.hooks")
@@ -95,24 +101,42 @@ class ObserveHooks:
         """A §10.4 debug event."""
 
 
-_registered: list[ObserveHooks] = []
+_registered: list[tuple[ObserveHooks, Audience]] = []
 _registry_guard = threading.Lock()
 
 
-def register_hooks(hooks: ObserveHooks) -> None:
-    """Add `hooks` to every engine of this process (call it from a plugin module, at import)."""
+def register_hooks(hooks: ObserveHooks, *, tenants: Tenants = None) -> None:
+    """Add `hooks` to every engine of this process (call it from a plugin module, at import), for the
+    cycles of `tenants` (None: every tenant's)."""
+    scope = audience(tenants)
     with _registry_guard:
-        _registered.append(hooks)
+        _registered.append((hooks, scope))
 
 
 def unregister_hooks(hooks: ObserveHooks) -> None:
+    """Remove every registration of `hooks`."""
     with _registry_guard:
-        if hooks in _registered:
-            _registered.remove(hooks)
+        _registered[:] = [(h, scope) for h, scope in _registered if h is not hooks]
 
 
 def registered_hooks() -> tuple[ObserveHooks, ...]:
-    return tuple(_registered)
+    """Every registered hooks object, whichever tenants it serves."""
+    with _registry_guard:
+        return tuple(h for h, _ in _registered)
+
+
+def hooks_for(tenant: str | None) -> tuple[ObserveHooks, ...]:
+    """The hooks that see `tenant`'s cycles (None: no tenancy, hooks for every tenant only)."""
+    with _registry_guard:
+        return tuple(h for h, scope in _registered if serves(scope, tenant))
+
+
+def event_tenant(event: StoredEvent) -> str | None:
+    """The tenant whose cycle wrote `event`: from its stored thread id, else from its record chain's key
+    (`thread:<stored id>` or `resource:<stored id>`: a resource's shared log)."""
+    if event.thread_id is not None:
+        return tenant_of(event.thread_id)
+    return tenant_of(event.lookup_key.partition(":")[2])
 
 
 def hook_trigger(event_type: str, task_trigger: str | None) -> HookTrigger:
@@ -273,11 +297,14 @@ class HookDispatcher:
         return self._resources[event.thread_id]
 
     def _dispatch(self, event: StoredEvent, task_trigger: str | None, resource_of: ResourceOf | None) -> None:
+        audience_hooks = hooks_for(event_tenant(event))
+        if not audience_hooks:
+            return
         trigger = hook_trigger(event.type, task_trigger)
         stored_resource = self._resource(event, resource_of)
         public_resource = stored_resource.rpartition("/")[2] if stored_resource else None
         for name, argument in calls_for(event, trigger, public_resource, datetime.now(UTC)):
-            for hooks in registered_hooks():
+            for hooks in audience_hooks:
                 try:
                     getattr(hooks, name)(argument)
                 except Exception:
@@ -298,7 +325,9 @@ __all__ = [
     "HookTrigger",
     "ObserveHooks",
     "calls_for",
+    "event_tenant",
     "hook_trigger",
+    "hooks_for",
     "register_hooks",
     "registered_hooks",
     "unregister_hooks",

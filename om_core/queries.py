@@ -17,9 +17,10 @@ from om_core.config import ResolvedConfig
 from om_core.coordination import Coordination, Keys
 from om_core.engine import MemoryEngine, lookup_key
 from om_core.errors import OMConfigError
+from om_core.extractors.registry import check_tenant_overrides
 from om_core.messages import Message
 from om_core.pagination import DEFAULT_LIMIT, CursorError, Page, decode_cursor, encode_cursor
-from om_core.scoped_ids import public_id, scoped_id
+from om_core.scoped_ids import public_id, scoped_id, tenant_of
 from om_core.search import vectors
 from om_core.search.index import index_lag_seconds
 from om_core.store import erasure, history, records, schema
@@ -372,10 +373,12 @@ def set_resource_config_overrides(
     """Replace a resource's overrides (every thread of the resource resolves its config from them, its
     own overrides merged over them); returns the resource's effective config. Validated like a thread's:
     the overrides alone and merged under each existing thread's own overrides, so no thread is left with
-    a config that does not resolve or that the operator's policy refuses (`om_core.config_trust`). Raises
-    `OMConfigError` / `ValidationError` and stores nothing then."""
+    a config that does not resolve or that the operator's policy refuses (`om_core.config_trust`), and the
+    names of operator code in them resolved for the resource's tenant. Raises `OMConfigError` /
+    `ValidationError` and stores nothing then."""
     stored = dict(overrides) if overrides else None
     require_vector_support(engine, engine.check_overrides(stored))
+    check_tenant_overrides(stored, tenant_of(resource_id))
     for thread in history.list_threads(engine.db, resource_id):
         engine.check_overrides(records.deep_merge(dict(stored or {}), thread.config_overrides or {}))
     effective = effective_config(engine, stored)
@@ -401,13 +404,15 @@ def effective_config(engine: MemoryEngine, overrides: Mapping[str, Any] | None) 
 def set_config_overrides(
     engine: MemoryEngine, thread_id: str, overrides: Mapping[str, Any] | None
 ) -> dict[str, Any]:
-    """Replace a thread's overrides after validating them with the config model and the operator's policy
-    (`om_core.config_trust`); returns the effective config. Raises `OMConfigError` (or pydantic's
+    """Replace a thread's overrides after validating them with the config model, the operator's policy
+    (`om_core.config_trust`) and the names of operator code in them (`use`, `onExtracted`) for the
+    thread's tenant; returns the effective config. Raises `OMConfigError` (or pydantic's
     `ValidationError` for a wrong type) and stores nothing when the result would be invalid."""
     stored = dict(overrides) if overrides else None
     thread = history.get_thread(engine.db, thread_id)
     merged = replace(thread, config_overrides=stored).effective_overrides if thread is not None else stored
     require_vector_support(engine, engine.check_overrides(merged))
+    check_tenant_overrides(stored, tenant_of(thread_id))
     effective = effective_config(engine, merged)
     with engine.db.begin() as conn:
         conn.execute(

@@ -13,7 +13,7 @@ else of the store.
 
 from __future__ import annotations
 
-__all__ = ["MAX_TENANT_LENGTH", "SCOPE_SEPARATOR", "public_id", "scoped_id"]
+__all__ = ["MAX_TENANT_LENGTH", "SCOPE_SEPARATOR", "public_id", "scoped_id", "tenant_of"]
 
 #: Separates the tenant from the public id in a stored id. Public ids never contain it.
 SCOPE_SEPARATOR = "/"
@@ -30,3 +30,11 @@ def scoped_id(tenant_id: str | None, public: str) -> str:
 def public_id(stored: str) -> str:
     """The id the tenant chose, from a stored id (unchanged when it was stored without a tenant)."""
     return stored.rpartition(SCOPE_SEPARATOR)[2]
+
+
+def tenant_of(stored: str) -> str | None:
+    """The tenant a stored id belongs to (None when it was stored without a tenant). What code that only
+    holds a stored id (an event, a run of extractors) uses to choose the operator registrations that
+    serve the tenant (`om_core.registrations`)."""
+    tenant, separator, _ = stored.rpartition(SCOPE_SEPARATOR)
+    return tenant if separator else None

@@ -144,7 +144,7 @@ class Settings(BaseSettings):
     plugins: str | None = Field(
         default=None,
         description="Comma-separated Python modules the API and the workers import at start (litellm "
-        "providers, hooks)",
+        "providers, hooks, extractors and onExtracted callbacks: the only code a tenant's config can name)",
     )
     webhook_allow_private: bool = Field(
         default=False,

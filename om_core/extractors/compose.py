@@ -4,6 +4,9 @@ other features add (the working-memory extractor, `extra`).
 The built-in continuation values (`current-task`, `suggested-response`, `thread-title`) keep their own
 sections and dedicated fields in the Observer/Reflector prompts and parsers; they come before these in
 the output, as the spec orders them, and never reach `on_extracted`.
+
+The names of operator code in the user's entries (`use`, `onExtracted`) resolve for the tenant of the run's
+thread (its stored id says which, `om_core.scoped_ids.tenant_of`).
 """
 
 from __future__ import annotations
@@ -19,7 +22,9 @@ from om_core.extractors.definition import (
     RunContext,
     check_unique,
     from_json,
+    refused,
 )
+from om_core.scoped_ids import tenant_of
 from om_core.working_memory_extractor import build_extractor
 
 log = logging.getLogger("om.extractors")
@@ -37,19 +42,25 @@ def compose_extractors(
     cfg: ResolvedConfig, ctx: RunContext, extra: Sequence[Extractor] = ()
 ) -> list[Extractor]:
     """The user extractors of `ctx.source` (`observation.extract` or `reflection.extract`), then the
-    working-memory extractor, then `extra`. An entry that cannot be built here (a `use` naming an
-    extractor this process has not registered, a factory that raises) is left out and logged: a missing
-    plugin never fails a cycle; the configuration was checked when it was written."""
+    working-memory extractor, then `extra`. An entry that cannot be built here (a `use` or `onExtracted`
+    naming nothing registered for this tenant, an import path stored before names were required, a
+    factory that raises) never fails the cycle: it stays in the list as `refused`, is never run, and the
+    run reports why as that extractor's failure (logged too when it gives no slug to report under)."""
     entries: list[dict[str, Any]] = (
         cfg.observation.extract if ctx.source == "observer" else cfg.reflection.extract
     )
     field = "observation.extract" if ctx.source == "observer" else "reflection.extract"
+    tenant = tenant_of(ctx.thread_id) if ctx.thread_id is not None else None
     out: list[Extractor] = []
     for index, entry in enumerate(entries):
         try:
-            out.append(from_json(entry, field=f"{field}[{index}]"))
+            out.append(from_json(entry, field=f"{field}[{index}]", tenant=tenant))
         except Exception as exc:  # an extractor never fails the cycle it belongs to
-            log.warning("extractor left out of this run: %s", exc)
+            stand_in = refused(entry, str(exc) or type(exc).__name__)
+            if stand_in is None:
+                log.warning("extractor left out of this run: %s", exc)
+            else:
+                out.append(stand_in)
     try:
         memory = working_memory_extractor(cfg, ctx)
     except Exception as exc:

@@ -3,6 +3,14 @@ is persisted, and the rules a definition must follow.
 
 A definition is checked when the configuration is resolved, so a bad one is refused where it is written
 (the API answers 422 with the rule and the offending entry) instead of failing every later cycle.
+
+A JSON definition never names code: `use` and `onExtracted` name what the operator registered
+(`om_core.extractors.registry`), resolved for the tenant of the run. Resolving a stored configuration
+checks those names for their shape only (`parse_list(..., resolve_use=False)`): the process resolving it
+need not have loaded the plugins, and a configuration stored before names were required must still
+resolve, so its thread keeps working. The names are resolved where the API writes a tenant's config
+(`registry.check_tenant_overrides`, with the tenant) and where a run uses it (`compose`), where an entry that
+cannot be resolved is refused and reported as that extractor's failure.
 """
 
 from __future__ import annotations
@@ -39,6 +47,13 @@ RESERVED_SLUGS = frozenset(
 )
 
 _SLUG_RE = re.compile(r"^[a-z][a-z0-9-]*[a-z0-9]$|^[a-z]$")
+#: An `onExtracted` callback name: lower-case letters, digits, `-` and `_`, starting with a letter, at most
+#: 64 characters. No `.` or `:`, so an import path (`module:function`, `pkg.mod.fn`) is never a name.
+CALLBACK_NAME_RE = re.compile(r"^[a-z][a-z0-9_-]{0,63}$")
+_REGISTER_HELP = (
+    "the operator registers one with om_core.extractors.registry.register_callback(name, fn) in a module "
+    "listed in OM_PLUGINS"
+)
 _QUOTES_RE = re.compile(r"['\"`]")
 _NON_SLUG_RE = re.compile(r"[^a-z0-9]+")
 
@@ -89,6 +104,8 @@ class ExtractedContext:
     memory: Any = None
 
 
+#: An `on_extracted` function: the value it returns replaces the extracted one (None keeps it).
+Callback = Callable[[ExtractedContext], Any]
 Instructions = str | Callable[[RunContext], str]
 #: A JSON Schema object, a pydantic model class, or a callable of the run context returning either.
 SchemaSpec = Mapping[str, Any] | type | Callable[[RunContext], Any] | None
@@ -125,16 +142,19 @@ class Extractor:
     anything else a structured one (a follow-up structured-output call). `metadata_key_path` None means
     the value is not persisted in OM metadata (the spec's `false`); its default is `extracted.<slug>`.
     `context` shows the persisted value to the actor in `/turns` (volatile part of the context).
-    `builtin` marks OM's own continuation values, which skip `on_extracted`."""
+    `builtin` marks OM's own continuation values, which skip `on_extracted`. `refusal` set: a configured
+    entry this run cannot use (it names code not registered for the tenant, or breaks a rule); it is not
+    run, and the run reports `refusal` as its failure."""
 
     name: str
     instructions: Instructions
     schema: SchemaSpec = None
     include_previous: bool = True
     metadata_key_path: str | None = ""
-    on_extracted: Callable[[ExtractedContext], Any] | None = None
+    on_extracted: Callback | None = None
     context: bool = False
     builtin: bool = False
+    refusal: str | None = None
     slug: str = field(init=False)
 
     def __post_init__(self) -> None:
@@ -212,10 +232,14 @@ def validate_value(schema: Mapping[str, Any] | None, value: Any) -> str | None:
     return None
 
 
-def from_json(entry: Mapping[str, Any], *, field: str) -> Extractor:
-    """An extractor from one JSON configuration entry (`observation.extract[i]`). `onExtracted` names a
-    Python callable `module:function`, imported at run time; `use` names a registered Python extractor
-    whose fields the entry may override (`context`, `metadataKeyPath`, `includePreviousExtraction`)."""
+def from_json(
+    entry: Mapping[str, Any], *, field: str, tenant: str | None = None, resolve_names: bool = True
+) -> Extractor:
+    """An extractor from one JSON configuration entry (`observation.extract[i]`), for `tenant`.
+    `onExtracted` names a callback and `use` a Python extractor, both registered by the operator for this
+    tenant or for every tenant; a `use` entry may override the registered extractor's `context`,
+    `metadataKeyPath` and `includePreviousExtraction`. `resolve_names=False` checks `onExtracted` for
+    being a string only and leaves the callback out (config resolution, see the module docstring)."""
     unknown = sorted(set(entry) - JSON_KEYS)
     if unknown:
         raise ExtractorError(
@@ -225,7 +249,7 @@ def from_json(entry: Mapping[str, Any], *, field: str) -> Extractor:
         )
     use = entry.get("use")
     if use is not None:
-        return _from_registry(entry, str(use), field=field)
+        return _from_registry(entry, str(use), field=field, tenant=tenant)
     name = entry.get("name")
     if not isinstance(name, str):
         raise ExtractorError(
@@ -245,11 +269,7 @@ def from_json(entry: Mapping[str, Any], *, field: str) -> Extractor:
         )
     if schema is not None:
         _check_json_schema(schema, field=f"{field}.schema")
-    hook = entry.get("onExtracted")
-    if hook is not None and (not isinstance(hook, str) or ":" not in hook):
-        raise ExtractorError(
-            "EXTRACTOR_INVALID_HOOK", f"{field}.onExtracted", "onExtracted must be 'module:function'", hook
-        )
+    hook = _callback(entry, field=field, tenant=tenant) if resolve_names else _hook_text(entry, field=field)
     try:
         return Extractor(
             name=name,
@@ -257,25 +277,67 @@ def from_json(entry: Mapping[str, Any], *, field: str) -> Extractor:
             schema=schema,
             include_previous=_bool(entry, "includePreviousExtraction", True, field),
             metadata_key_path=_key_path(entry, field),
-            on_extracted=_ImportedHook(hook) if hook else None,
+            on_extracted=hook if callable(hook) else None,
             context=_bool(entry, "context", False, field),
         )
     except ExtractorError as exc:
         raise ExtractorError(exc.code, exc.field.replace("extractor", field, 1), exc.detail) from None
 
 
-def _from_registry(entry: Mapping[str, Any], use: str, *, field: str) -> Extractor:
+def _hook_text(entry: Mapping[str, Any], *, field: str) -> str | None:
+    """`onExtracted` checked for being a non-empty string only (config resolution)."""
+    hook = entry.get("onExtracted")
+    if hook is not None and (not isinstance(hook, str) or not hook.strip()):
+        raise ExtractorError(
+            "EXTRACTOR_INVALID_HOOK",
+            f"{field}.onExtracted",
+            f"onExtracted is the name of a registered callback (a string); {_REGISTER_HELP}",
+            hook,
+        )
+    return hook
+
+
+def _callback(entry: Mapping[str, Any], *, field: str, tenant: str | None) -> Callback | None:
+    """The registered callback `onExtracted` names for `tenant`. Nothing is imported: a name that is not
+    registered for this tenant, an import path among them, is refused with what to do instead."""
+    from om_core.extractors.registry import registered_callback
+
+    hook = entry.get("onExtracted")
+    if hook is None:
+        return None
+    if not isinstance(hook, str) or not CALLBACK_NAME_RE.match(hook):
+        raise ExtractorError(
+            "EXTRACTOR_INVALID_HOOK",
+            f"{field}.onExtracted",
+            "onExtracted names a callback the operator registered (lower-case letters, digits, '-' and '_', "
+            f"e.g. 'mark-done'); om never imports code a configuration names, such as 'module:function'; "
+            f"{_REGISTER_HELP}",
+            hook,
+        )
+    callback = registered_callback(hook, tenant)
+    if callback is None:
+        raise ExtractorError(
+            "EXTRACTOR_HOOK_NOT_REGISTERED",
+            f"{field}.onExtracted",
+            f"no onExtracted callback is registered under this name; {_REGISTER_HELP}, or leave "
+            "onExtracted out",
+            hook,
+        )
+    return callback
+
+
+def _from_registry(entry: Mapping[str, Any], use: str, *, field: str, tenant: str | None) -> Extractor:
     from dataclasses import replace
 
     from om_core.extractors.registry import registered
 
-    base = registered(use)
+    base = registered(use, tenant)
     if base is None:
         raise ExtractorError(
             "EXTRACTOR_NOT_REGISTERED",
             f"{field}.use",
-            "no Python extractor is registered under this name; register it in a module listed in "
-            "OM_PLUGINS (om_core.extractors.registry.register)",
+            "no Python extractor is registered under this name; the operator registers one with "
+            "om_core.extractors.registry.register in a module listed in OM_PLUGINS",
             use,
         )
     overrides: dict[str, Any] = {}
@@ -325,26 +387,6 @@ def _check_json_schema(schema: Mapping[str, Any], *, field: str) -> None:
         ) from None
 
 
-class _ImportedHook:
-    """`onExtracted: "module:function"` of a JSON entry, imported on first call (the module is a plugin of
-    the process that runs the cycle, not necessarily of the one that stored the configuration)."""
-
-    def __init__(self, target: str) -> None:
-        self.target = target
-
-    def __call__(self, ctx: ExtractedContext) -> Any:
-        import importlib
-
-        module, _, name = self.target.partition(":")
-        return getattr(importlib.import_module(module), name)(ctx)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, _ImportedHook) and other.target == self.target
-
-    def __hash__(self) -> int:
-        return hash(self.target)
-
-
 def check_unique(extractors: Sequence[Extractor], *, field: str) -> None:
     """Within one list, slugs are unique (§8.2)."""
     seen: dict[str, str] = {}
@@ -359,11 +401,14 @@ def check_unique(extractors: Sequence[Extractor], *, field: str) -> None:
         seen[extractor.slug] = extractor.name
 
 
-def parse_list(entries: Sequence[Any], *, field: str, resolve_use: bool = True) -> list[Extractor]:
-    """Every entry of a JSON extractor list, checked, slugs unique. Config resolution passes
-    `resolve_use=False`: a `{"use": name}` entry is then only checked for its shape, because the process
-    resolving a stored configuration need not have imported the plugin that registers `name` (the
-    process running the cycle resolves it, `compose`)."""
+def parse_list(
+    entries: Sequence[Any], *, field: str, resolve_use: bool = True, tenant: str | None = None
+) -> list[Extractor]:
+    """Every entry of a JSON extractor list, checked, slugs unique, its names of operator code (`use`,
+    `onExtracted`) resolved for `tenant`. Config resolution passes `resolve_use=False`: those names are
+    then only checked for their shape, because the process resolving a stored configuration need not have
+    imported the plugins that register them, and a stored entry must resolve even when its name no longer
+    does (the process running the cycle resolves it and reports a refusal, `compose`)."""
     out: list[Extractor] = []
     for index, entry in enumerate(entries):
         where = f"{field}[{index}]"
@@ -372,7 +417,7 @@ def parse_list(entries: Sequence[Any], *, field: str, resolve_use: bool = True) 
         if not resolve_use and "use" in entry:
             _check_use_entry(entry, field=where)
             continue
-        out.append(from_json(entry, field=where))
+        out.append(from_json(entry, field=where, tenant=tenant, resolve_names=resolve_use))
     check_unique(out, field=field)
     return out
 
@@ -401,3 +446,16 @@ def _check_use_entry(entry: Mapping[str, Any], *, field: str) -> None:
 def dump_value(value: Any) -> str:
     """A value as the text shown to a model or the actor: strings as they are, the rest as JSON."""
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+def refused(entry: Any, reason: str) -> Extractor | None:
+    """The stand-in of a configured entry a run cannot use: it is never run, and the run reports `reason`
+    as its failure (`inline.resolve_inline`), so a tenant sees why its extractor produced nothing. None
+    when the entry gives no usable slug (then the run can only log it)."""
+    name = entry.get("name", entry.get("use")) if isinstance(entry, Mapping) else None
+    if not isinstance(name, str):
+        return None
+    try:
+        return Extractor(name=name, instructions="(refused)", refusal=reason)
+    except ExtractorError:
+        return None

@@ -44,10 +44,14 @@ class InlineSpec:
 
 def resolve_inline(extractors: Sequence[Extractor], ctx: RunContext) -> tuple[list[InlineSpec], Extraction]:
     """The run's inline extractors with their instructions and schemas resolved; a callable that fails
-    is that extractor's failure for this run, not the cycle's."""
+    is that extractor's failure for this run, not the cycle's. A refused entry (`Extractor.refusal`) is
+    reported here, for inline and structured alike, so it is reported once, on the run's end event."""
     specs: list[InlineSpec] = []
     failures: list[dict[str, str]] = []
     for extractor in extractors:
+        if extractor.refusal is not None:
+            failures.append({"slug": extractor.slug, "error": extractor.refusal})
+            continue
         if extractor.structured:
             continue
         try:

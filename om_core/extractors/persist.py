@@ -45,7 +45,11 @@ def apply_on_extracted(
 ) -> Extraction:
     """Each present value of a user extractor with `on_extracted` handed to it (§8.6.2): None keeps the
     value, another value replaces it when the extractor's schema accepts it, a raise drops it with a
-    failure `{slug, error}`. Built-ins never reach here."""
+    failure `{slug, error}`. Built-ins never reach here.
+
+    The callback is operator code (registered by name), but whatever it raises stays that extractor's
+    failure: `SystemExit` included, so a callback calling `sys.exit` cannot end the request or the worker
+    task it runs in. Only `KeyboardInterrupt` (the operator stopping the process) goes through."""
     values = dict(extraction.values)
     failures = list(extraction.failures)
     for extractor in extractors:
@@ -61,10 +65,14 @@ def apply_on_extracted(
                     ctx.source, extractor, ctx.thread_id, ctx.resource_id, previous, current, ctx.memory
                 )
             )
-        except Exception as exc:
-            log.info("onExtracted of %s raised: %s", extractor.slug, exc)
+        except (Exception, SystemExit) as exc:
+            log.warning("onExtracted of %s raised: %r", extractor.slug, exc, exc_info=True)
             values.pop(extractor.slug)
-            failures.append({"slug": extractor.slug, "error": str(exc) or type(exc).__name__})
+            # A SystemExit's text is its exit code: say what happened instead.
+            text = str(exc) if isinstance(exc, Exception) else ""
+            failures.append(
+                {"slug": extractor.slug, "error": text or f"onExtracted raised {type(exc).__name__}"}
+            )
             continue
         if replaced is None:
             continue

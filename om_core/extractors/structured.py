@@ -44,11 +44,11 @@ def resolve_structured(
     extractors: Sequence[Extractor], ctx: RunContext
 ) -> tuple[list[StructuredSpec], Extraction]:
     """The run's structured extractors with instructions and schemas resolved; a callable that fails is
-    that extractor's failure, not the run's."""
+    that extractor's failure, not the run's. Refused entries are reported by the inline step."""
     specs: list[StructuredSpec] = []
     failures: list[dict[str, str]] = []
     for extractor in extractors:
-        if not extractor.structured:
+        if not extractor.structured or extractor.refusal is not None:
             continue
         try:
             schema = extractor.json_schema_for(ctx)

@@ -372,15 +372,29 @@ def test_a_redelivered_extraction_is_applied_once(sqlite_engine: Engine) -> None
     assert len(_ends(sqlite_engine, "t-once", ev.EXTRACTION_END)) == calls
 
 
-def test_on_extracted_done_is_persisted_and_a_raising_hook_spares_the_others(sqlite_engine: Engine) -> None:
+@pytest.fixture
+def callbacks() -> Iterator[None]:
+    """`onExtracted` callbacks registered by name, as a plugin module would."""
+    registry.register_callback("mark-done", _done)
+    registry.register_callback("profile-down", _raise)
+    try:
+        yield
+    finally:
+        registry.unregister_callback("mark-done")
+        registry.unregister_callback("profile-down")
+
+
+def test_on_extracted_done_is_persisted_and_a_raising_hook_spares_the_others(
+    sqlite_engine: Engine, callbacks: None
+) -> None:
     models = ScriptedModels([f"{OBSERVATIONS}\n<status>working</status>\n<mood>happy</mood>"])
     om = _engine(
         sqlite_engine,
         models,
         [
-            {"name": "status", "instructions": "Status.", "onExtracted": "tests.unit.test_extractors:_done"},
+            {"name": "status", "instructions": "Status.", "onExtracted": "mark-done"},
             {"name": "mood", "instructions": "Mood."},
-            {"name": "broken", "instructions": "Broken.", "onExtracted": "tests.unit.test_extractors:_raise"},
+            {"name": "broken", "instructions": "Broken.", "onExtracted": "profile-down"},
         ],
     )
     models.observer_replies = [
@@ -390,6 +404,30 @@ def test_on_extracted_done_is_persisted_and_a_raising_hook_spares_the_others(sql
     assert _meta(sqlite_engine, "t-hook")["extracted"] == {"status": "DONE", "mood": "happy"}
     [end, *_] = _ends(sqlite_engine, "t-hook", ev.OBSERVATION_END)
     assert end["extractionFailures"] == [{"slug": "broken", "error": "profile service down"}]
+
+
+def test_an_import_path_in_on_extracted_is_refused_and_reported_never_imported(sqlite_engine: Engine) -> None:
+    """A config stored before callbacks were named still resolves, but its entry never runs: no import, no
+    value, a failure on the end event saying why; the other extractors and the cycle go on."""
+    models = ScriptedModels([f"{OBSERVATIONS}\n<status>working</status>\n<mood>happy</mood>"])
+    om = _engine(
+        sqlite_engine,
+        models,
+        [
+            {"name": "status", "instructions": "Status.", "onExtracted": "tests.unit.test_extractors:_done"},
+            {"name": "mood", "instructions": "Mood."},
+        ],
+    )
+    _observe_round(om, "t-path-hook", 0)
+    assert _meta(sqlite_engine, "t-path-hook")["extracted"] == {"mood": "happy"}
+    [end, *_] = _ends(sqlite_engine, "t-path-hook", ev.OBSERVATION_END)
+    [failure] = end["extractionFailures"]
+    assert failure["slug"] == "status" and "EXTRACTOR_INVALID_HOOK" in failure["error"]
+    assert "register_callback" in failure["error"]
+    observer_prompts = " ".join(system for kind, system, _text in models.calls if kind == "observer")
+    assert "<status>" not in observer_prompts and "<mood>" in observer_prompts, (
+        "a refused entry is not asked for"
+    )
 
 
 def _done(ctx: ExtractedContext) -> str:
@@ -493,7 +531,7 @@ def test_a_registered_python_extractor_is_used_by_name() -> None:
     try:
         [used] = parse_list([{"use": "user-profile", "context": True}], field="observation.extract")
         assert used.schema is Profile and used.context and used.slug == "user-profile"
-        _resolve([{"use": "not-registered-here"}])  # checked for shape only where the config is written
+        _resolve([{"use": "not-registered-here"}])  # resolving a config checks names for shape only
         with pytest.raises(ExtractorError) as caught:
             parse_list([{"use": "nobody"}], field="observation.extract")
         assert caught.value.code == "EXTRACTOR_NOT_REGISTERED"
