@@ -20,7 +20,7 @@ import contextvars
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -194,32 +194,66 @@ def _compiled(schema: Mapping[str, Any]) -> Any:
 def _schema_text(schema: Mapping[str, Any]) -> str:
     if not isinstance(schema, Mapping):
         raise SchemaRefused((), "must be a JSON object (a JSON Schema)")
-    _depth(schema, MAX_SCHEMA_DEPTH, "the schema", ())
-    try:
-        text = json.dumps(schema, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise SchemaRefused((), f"is not JSON ({exc})") from None
+    text = _json_text(schema, "the schema", sort_keys=True)
+    if isinstance(text, SchemaRefused):
+        raise text
     size = len(text.encode("utf-8", "surrogatepass"))
     if size > MAX_SCHEMA_BYTES:
         raise SchemaRefused(
             (), f"is {size} bytes; a schema holds at most {MAX_SCHEMA_BYTES} bytes (as compact JSON)"
         )
+    if _nesting(schema, MAX_SCHEMA_DEPTH) > MAX_SCHEMA_DEPTH:
+        raise _too_deep(schema, MAX_SCHEMA_DEPTH, "the schema")
     return text
 
 
-def _depth(node: Any, limit: int, what: str, path: tuple[str | int, ...]) -> None:
-    """Refuse nesting deeper than `limit`, without recursing further than that."""
-    stack: list[tuple[Any, tuple[str | int, ...]]] = [(node, path)]
+def _json_text(value: Any, what: str, *, sort_keys: bool = False) -> str | SchemaRefused:
+    """Compact JSON text, or the refusal of a value that is not JSON."""
+    try:
+        return json.dumps(
+            value, sort_keys=sort_keys, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+        )
+    except RecursionError:
+        return SchemaRefused((), f"{what} nests too deep to read; flatten it")
+    except (TypeError, ValueError) as exc:
+        return SchemaRefused((), f"{what} is not JSON ({exc})")
+
+
+def _nesting(value: Any, limit: int) -> int:
+    """The deepest nesting of arrays and objects in `value`, counted no further than `limit + 1`."""
+    if not isinstance(value, Mapping | list | tuple):
+        return 0
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
-        current, here = stack.pop()
-        if len(here) - len(path) > limit:
-            raise SchemaRefused(
-                here, f"{what} nests deeper than {limit} levels; flatten it (name parts in $defs)"
-            )
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if depth > limit:
+            break
+        children = node.values() if isinstance(node, Mapping) else node
+        stack.extend((child, depth + 1) for child in children if isinstance(child, Mapping | list | tuple))
+    return deepest
+
+
+def _too_deep(node: Any, limit: int, what: str) -> SchemaRefused:
+    """The refusal naming the first place nested deeper than `limit` (searched no deeper than that)."""
+    detail = f"{what} nests deeper than {limit} levels; flatten it (name parts in $defs)"
+
+    def find(current: Any, path: tuple[str | int, ...]) -> tuple[str | int, ...] | None:
+        if len(path) >= limit:
+            return path if isinstance(current, Mapping | list) else None
+        children: Iterable[tuple[str | int, Any]] = ()
         if isinstance(current, Mapping):
-            stack.extend((child, (*here, str(key))) for key, child in current.items())
-        elif isinstance(current, list | tuple):
-            stack.extend((child, (*here, i)) for i, child in enumerate(current))
+            children = ((str(k), v) for k, v in current.items())
+        elif isinstance(current, list):
+            children = enumerate(current)
+        for key, child in children:
+            found = find(child, (*path, key))
+            if found is not None:
+                return found
+        return None
+
+    return SchemaRefused(find(node, ()) or (), detail)
 
 
 def _check_and_build(schema: dict[str, Any]) -> Any:
@@ -360,18 +394,21 @@ def _unique_items(validator: Any, unique: Any, instance: Any, schema: Any) -> It
         seen.add(form)
 
 
+_TRUE, _FALSE = object(), object()
+
+
 def _canonical(value: Any) -> Any:
-    if isinstance(value, bool) or value is None:
-        return ("c", value)
-    if isinstance(value, int | float):
-        return ("n", value)  # Python's own equality and hash already make 1 and 1.0 one number
-    if isinstance(value, str):
-        return ("s", value)
-    if isinstance(value, Mapping):
-        return ("o", frozenset((str(k), _canonical(v)) for k, v in value.items()))
-    if isinstance(value, list | tuple):
-        return ("a", tuple(_canonical(v) for v in value))
-    return ("?", repr(value))
+    """A hashable form equal for JSON-equal values: Python's own equality already makes 1 and 1.0 one
+    number; booleans are set apart (True == 1 in Python, not in JSON); arrays become tuples, objects
+    frozensets of pairs (never equal to each other)."""
+    kind = type(value)
+    if kind is bool:
+        return _TRUE if value else _FALSE
+    if kind is dict:
+        return frozenset((k, _canonical(v)) for k, v in value.items())
+    if kind is list or kind is tuple:
+        return tuple(_canonical(v) for v in value)
+    return value
 
 
 def _short(value: Any, limit: int = 120) -> str:
@@ -488,17 +525,15 @@ def _meta_validator(cls: type[Any]) -> Any:
 
 
 def _value_bounds(value: Any) -> Mismatch | None:
-    try:
-        _depth(value, MAX_VALUE_DEPTH, "the value", ())
-    except SchemaRefused as exc:
-        return Mismatch(exc.path, exc.detail)
-    try:
-        text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
-    except (TypeError, ValueError) as exc:
-        return Mismatch((), f"the value is not JSON ({exc})")
+    text = _json_text(value, "the value")
+    if isinstance(text, SchemaRefused):
+        return Mismatch(text.path, text.detail)
     size = len(text.encode("utf-8", "surrogatepass"))
     if size > MAX_VALUE_BYTES:
         return Mismatch((), f"the value is {size} bytes; at most {MAX_VALUE_BYTES} bytes are validated")
+    if _nesting(value, MAX_VALUE_DEPTH) > MAX_VALUE_DEPTH:
+        refusal = _too_deep(value, MAX_VALUE_DEPTH, "the value")
+        return Mismatch(refusal.path, refusal.detail)
     return None
 
 
