@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 import referencing.exceptions
+from jsonschema import Draft202012Validator
 
 from om_core import tenant_schema as ts
 from om_core.tenant_schema import SchemaRefused, check_schema, validate
@@ -190,7 +191,7 @@ def test_the_value_is_bounded() -> None:
 
 def test_multiplying_references_are_stopped_by_the_budget(monkeypatch: pytest.MonkeyPatch) -> None:
     """Thirty levels of `allOf` with two references each: 2^30 evaluations without the budget."""
-    defs = {f"d{i}": {"allOf": [{"$ref": f"#/$defs/d{i + 1}"}] * 2} for i in range(30)}
+    defs: dict[str, Any] = {f"d{i}": {"allOf": [{"$ref": f"#/$defs/d{i + 1}"}] * 2} for i in range(30)}
     defs["d30"] = {"type": "integer"}
     schema = {"$defs": defs, "$ref": "#/$defs/d0"}
     check_schema(schema)
@@ -211,7 +212,7 @@ def test_multiplying_references_are_stopped_by_the_budget(monkeypatch: pytest.Mo
 def test_unevaluated_properties_walks_are_bounded_too(monkeypatch: pytest.MonkeyPatch) -> None:
     """`unevaluatedProperties` walks the references itself (outside the keyword functions); the type
     checks it makes spend the same budget."""
-    defs = {
+    defs: dict[str, Any] = {
         f"d{i}": {
             "dependentSchemas": {"a": {"$ref": f"#/$defs/d{i + 1}"}, "b": {"$ref": f"#/$defs/d{i + 1}"}}
         }
@@ -254,7 +255,7 @@ def test_the_registry_retrieves_nothing_even_past_the_static_check(canary: tuple
     static check would have refused, fails to resolve it without connecting."""
     port, seen = canary
     url = f"http://127.0.0.1:{port}/schema.json"
-    validator = ts._safe_class(ts.Draft202012Validator)(
+    validator = ts._safe_class(Draft202012Validator)(
         {"$ref": url}, registry=ts._REGISTRY, format_checker=ts._FORMATS
     )
     with pytest.raises(referencing.exceptions.Unresolvable) as raised:
