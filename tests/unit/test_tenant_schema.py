@@ -294,3 +294,24 @@ def test_concurrent_validations_keep_their_own_budgets() -> None:
         thread.join(timeout=10)
     assert len(results) == 16
     assert sum(r is None for r in results) == 8
+
+
+def test_no_other_module_reaches_jsonschema() -> None:
+    """Every tenant schema goes through this module: a new `jsonschema` (or `referencing`) import anywhere
+    else in the server packages is a new validator that skipped these rules, and fails here."""
+    import ast
+    from pathlib import Path
+
+    root = Path(ts.__file__).resolve().parents[1]
+    reaching = set()
+    for package in ("om_core", "om_api", "om_workers", "om_app"):
+        for path in (root / package).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                names = []
+                if isinstance(node, ast.Import):
+                    names = [alias.name for alias in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.module:
+                    names = [node.module]
+                if any(name.split(".")[0] in {"jsonschema", "referencing"} for name in names):
+                    reaching.add(str(path.relative_to(root)))
+    assert reaching == {"om_core/tenant_schema.py"}
