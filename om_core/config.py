@@ -960,16 +960,14 @@ def _resolve_working_memory(given: WorkingMemoryConfig, manage_working_memory: b
 
 
 def _check_working_memory_schema(value: dict[str, Any]) -> None:
-    from jsonschema import SchemaError
-    from jsonschema.validators import validator_for
+    """A tenant's schema is data (om_core.tenant_schema): local references only, RE2 patterns, bounded."""
+    from om_core.tenant_schema import SchemaRefused, check_schema
 
     try:
-        validator_for(value).check_schema(value)
-    except SchemaError as exc:
+        check_schema(value)
+    except SchemaRefused as exc:
         raise OMConfigError(
-            "WORKING_MEMORY_SCHEMA_INVALID",
-            "workingMemory.schema",
-            f"is not a valid JSON Schema: {exc.message}",
+            "WORKING_MEMORY_SCHEMA_INVALID", exc.field("workingMemory.schema"), exc.detail
         ) from None
     if value.get("type") != "object":
         raise OMConfigError(

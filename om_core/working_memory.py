@@ -238,14 +238,23 @@ def parse_content(wm: ResolvedWorkingMemory, content: object) -> str:
 
 
 def _validate(wm: ResolvedWorkingMemory, value: Mapping[str, Any]) -> None:
-    from jsonschema.validators import validator_for
+    """Through om_core.tenant_schema, which fetches nothing and bounds the work, whatever the schema holds
+    (it may have been stored before the write checks existed)."""
+    from om_core.tenant_schema import SchemaRefused, validate
 
     assert wm.schema is not None, "schema mode has a schema"
-    validator = validator_for(wm.schema)(wm.schema)
-    error = next(iter(sorted(validator.iter_errors(value), key=lambda e: list(e.absolute_path))), None)
-    if error is not None:
-        where = "/".join(str(p) for p in error.absolute_path) or "(the object)"
-        raise WorkingMemoryInvalid(f"content does not match workingMemory.schema at {where}: {error.message}")
+    try:
+        mismatch = validate(wm.schema, value)
+    except SchemaRefused as exc:
+        raise WorkingMemoryInvalid(
+            f"workingMemory.schema cannot be used ({exc.field('workingMemory.schema')}: {exc.detail}); fix "
+            "the schema in the thread's or resource's config"
+        ) from None
+    if mismatch is not None:
+        where = mismatch.where or "(the object)"
+        raise WorkingMemoryInvalid(
+            f"content does not match workingMemory.schema at {where}: {mismatch.message}"
+        )
 
 
 def update_at(

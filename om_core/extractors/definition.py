@@ -217,19 +217,20 @@ def to_json_schema(schema: Any) -> dict[str, Any] | None:
 
 
 def validate_value(schema: Mapping[str, Any] | None, value: Any) -> str | None:
-    """None when `value` satisfies `schema` (a string when there is no schema), else what is wrong."""
+    """None when `value` satisfies `schema` (a string when there is no schema), else what is wrong. The
+    schema may come from a tenant, so it goes through om_core.tenant_schema: nothing fetched, RE2 patterns,
+    bounded work."""
     if schema is None:
         return None if isinstance(value, str) else f"expected a string, got {type(value).__name__}"
-    import jsonschema  # pulled in by litellm; imported here so a process that never validates skips it
+    from om_core.tenant_schema import SchemaRefused, validate
 
     try:
-        jsonschema.validate(value, dict(schema))
-    except jsonschema.ValidationError as exc:
-        where = "/".join(str(p) for p in exc.absolute_path)
-        return f"{exc.message}" + (f" at {where}" if where else "")
-    except jsonschema.SchemaError as exc:
-        return f"the extractor's schema is not a valid JSON Schema: {exc.message}"
-    return None
+        mismatch = validate(schema, value)
+    except SchemaRefused as exc:
+        return f"the extractor's schema cannot be used ({exc.field('schema')}: {exc.detail})"
+    if mismatch is None:
+        return None
+    return mismatch.message + (f" at {mismatch.where}" if mismatch.where else "")
 
 
 def from_json(
@@ -377,14 +378,13 @@ def _key_path(entry: Mapping[str, Any], field: str) -> str | None:
 
 
 def _check_json_schema(schema: Mapping[str, Any], *, field: str) -> None:
-    import jsonschema
+    """A tenant's schema is data (om_core.tenant_schema): local references only, RE2 patterns, bounded."""
+    from om_core.tenant_schema import SchemaRefused, check_schema
 
     try:
-        jsonschema.Draft202012Validator.check_schema(dict(schema))
-    except jsonschema.SchemaError as exc:
-        raise ExtractorError(
-            "EXTRACTOR_INVALID_SCHEMA", field, f"not a valid JSON Schema: {exc.message}"
-        ) from None
+        check_schema(schema)
+    except SchemaRefused as exc:
+        raise ExtractorError("EXTRACTOR_INVALID_SCHEMA", exc.field(field), exc.detail) from None
 
 
 def check_unique(extractors: Sequence[Extractor], *, field: str) -> None:

@@ -71,7 +71,7 @@ def test_manage_working_memory_without_working_memory_is_ignored_with_a_warning(
             "workingMemory.schema",
         ),
         ({"template": "  "}, "WORKING_MEMORY_TEMPLATE_EMPTY", "workingMemory.template"),
-        ({"schema": {"type": "nope"}}, "WORKING_MEMORY_SCHEMA_INVALID", "workingMemory.schema"),
+        ({"schema": {"type": "nope"}}, "WORKING_MEMORY_SCHEMA_INVALID", "workingMemory.schema.type"),
         ({"schema": {"type": "string"}}, "WORKING_MEMORY_SCHEMA_INVALID", "workingMemory.schema"),
         ({"enabeld": True}, "UNKNOWN_OPTION", "workingMemory.enabeld"),
     ],
