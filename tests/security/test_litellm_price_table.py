@@ -61,7 +61,9 @@ def test_importing_any_om_package_pins_the_local_price_table(module: str, inheri
 
 
 @pytest.mark.parametrize("inherited", [None, "False"])
-def test_a_process_that_loads_litellm_fetches_no_price_table(listener: Listener, inherited: str | None) -> None:
+def test_a_process_that_loads_litellm_fetches_no_price_table(
+    listener: Listener, inherited: str | None
+) -> None:
     """The real import, as a worker does at start (`load_litellm`), after importing a shell package only:
     the listener standing in for the remote price table hears nothing, and litellm says its table is the
     local one."""
