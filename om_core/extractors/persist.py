@@ -10,6 +10,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from om_core.errors import public_text
 from om_core.extractors.definition import (
     ExtractedContext,
     Extractor,
@@ -64,14 +65,19 @@ def apply_on_extracted(
         except Exception as exc:
             log.info("onExtracted of %s raised: %s", extractor.slug, exc)
             values.pop(extractor.slug)
-            failures.append({"slug": extractor.slug, "error": str(exc) or type(exc).__name__})
+            failures.append(
+                {
+                    "slug": extractor.slug,
+                    "error": public_text(exc, context=f"onExtracted of {extractor.slug}"),
+                }
+            )
             continue
         if replaced is None:
             continue
         try:
             problem = validate_value(extractor.json_schema_for(ctx), replaced)
         except Exception as exc:
-            problem = str(exc) or type(exc).__name__
+            problem = public_text(exc, context=f"validating what onExtracted of {extractor.slug} returned")
         if problem is None:
             values[extractor.slug] = replaced
         else:
