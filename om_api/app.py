@@ -22,7 +22,7 @@ from starlette.exceptions import HTTPException
 
 from om_api import errors, proxy, ui
 from om_api.errors import error_body
-from om_api.metrics import Metrics
+from om_api.metrics import Metrics, MetricsListener
 from om_api.routes import (
     dashboard,
     events,
@@ -151,8 +151,16 @@ def create_app(settings: Settings | None = None, adapters: Adapters | None = Non
             )
         log.info("om api: executor=%s database=%s", api_settings.executor, runtime.db.url.render_as_string())
         to_thread.current_default_thread_limiter().total_tokens = api_settings.api_threads
-        stop = asyncio.Event()
         listener = (
+            MetricsListener(runtime.metrics.registry, api_settings.metrics_host, api_settings.metrics_port)
+            if api_settings.metrics_port
+            else None
+        )
+        _app.state.metrics_listener = listener
+        if listener is not None:
+            listener.start()
+        stop = asyncio.Event()
+        fanout = (
             asyncio.create_task(listen_redis(api_settings.redis_url, runtime.fanout, stop))
             if runtime.distributed
             else None
@@ -161,10 +169,12 @@ def create_app(settings: Settings | None = None, adapters: Adapters | None = Non
             yield
         finally:
             stop.set()
-            if listener is not None:
-                listener.cancel()
+            if fanout is not None:
+                fanout.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await listener
+                    await fanout
+            if listener is not None:
+                listener.stop()
             await run_in_threadpool(runtime.close)
 
     app = FastAPI(title="om", version="0.1.0", description=DESCRIPTION, lifespan=lifespan)

@@ -15,6 +15,12 @@ series, `om_workers.metrics`):
   auth reports its calls under `tenant="(auth off)"`.
 - `process_*`, `python_gc_*`, `python_info`: prometheus_client's default collectors for this process.
 
+Who may read it: the series name every tenant with its tokens and cost, so they are never on the API's
+public port for anyone. They are served on the API port only to a scraper sending the operator's token
+(`OM_METRICS_TOKEN`, `Authorization: Bearer`; `require_scrape_token`), and/or on a listener of their own
+(`OM_METRICS_PORT` on `OM_METRICS_HOST`, loopback by default; `MetricsListener`) that only the operator's
+network reaches. With neither, `/metrics` on the API port answers 404 and says how to enable it.
+
 Cluster state (read from the database or the broker at each scrape: ONE value for the whole deployment,
 which every replica reports identically; aggregate replicas with `max`, never `sum`):
 
@@ -27,10 +33,12 @@ which every replica reports identically; aggregate replicas with `max`, never `s
 
 from __future__ import annotations
 
+import hmac
 import logging
 from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.gc_collector import GCCollector
 from prometheus_client.platform_collector import PlatformCollector
@@ -38,6 +46,8 @@ from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector
 from sqlalchemy import Engine
 
+from om_api.errors import ApiError
+from om_api.settings import ApiSettings
 from om_core import queries
 from om_core.metering import MemoryWorkMetrics
 from om_core.store.usage import tenant_usage
@@ -211,3 +221,76 @@ class Metrics:
                 self.actor_tokens.labels(label, model, direction).inc(value)
         if cost > 0:
             self.actor_cost.labels(label, model).inc(cost)
+
+
+# ------------------------------------------------------------------------------------------ who reads it
+
+
+def require_scrape_token(settings: ApiSettings, authorization: str | None) -> None:
+    """Let a request read `/metrics` on the API port only with the operator's scrape token: 404 when none
+    is configured (saying how to enable it), 401 when the request does not carry it. Compared in constant
+    time; a tenant's API key is never enough."""
+    token = settings.metrics_token
+    if token is None:
+        elsewhere = (
+            "it is served on its own listener (OM_METRICS_PORT)"
+            if settings.metrics_port
+            else "set OM_METRICS_PORT to serve it on a listener of its own (OM_METRICS_HOST, loopback by "
+            "default)"
+        )
+        raise ApiError(
+            404,
+            "metrics_not_served_here",
+            f"/metrics is not served on the API port without a scrape token: {elsewhere}, or set "
+            "OM_METRICS_TOKEN and scrape with `Authorization: Bearer <token>`",
+        )
+    scheme, _, given = (authorization or "").strip().partition(" ")
+    expected = token.get_secret_value().encode()
+    if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), expected):
+        raise ApiError(
+            401,
+            "metrics_token_required",
+            "/metrics needs the scrape token: send `Authorization: Bearer <OM_METRICS_TOKEN>` (an API key "
+            "does not read metrics)",
+            headers={"WWW-Authenticate": 'Bearer realm="om-metrics"'},
+        )
+
+
+class MetricsListener:
+    """The API's `/metrics` on a port of its own (`OM_METRICS_PORT` on `OM_METRICS_HOST`), served by
+    prometheus_client from the app's registry on a daemon thread, for the app's lifetime."""
+
+    def __init__(self, registry: CollectorRegistry, host: str, port: int) -> None:
+        self.registry = registry
+        self.host = host
+        self.port = port
+        self._server: Any = None
+
+    def start(self) -> bool:
+        """Serve; False (logged, the API goes on without it) when the address cannot be bound, as a
+        worker does with its own port."""
+        try:
+            self._server, _thread = start_http_server(self.port, addr=self.host, registry=self.registry)
+        except OSError as exc:
+            log.error(
+                "API metrics not served on %s:%d: %s (set OM_METRICS_PORT / OM_METRICS_HOST)",
+                self.host,
+                self.port,
+                exc,
+            )
+            return False
+        log.info("API metrics on http://%s:%d/metrics", self.host, self.port)
+        return True
+
+    def bound_address(self) -> tuple[str, int] | None:
+        """(host, port) the listener is bound to; None when it is not serving."""
+        if self._server is None:
+            return None
+        host, port = self._server.server_address[:2]
+        return str(host), int(port)
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None

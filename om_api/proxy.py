@@ -49,6 +49,7 @@ from om_api.routes.threads import ingest
 from om_api.runtime import ApiRuntime
 from om_api.schemas import ID_PATTERN, ChatCompletionRequest, ChatCompletionResponse, find_unstorable
 from om_core import Message, TurnResult
+from om_core.errors import public_text
 from om_core.models import allowlist
 from om_core.scoped_ids import scoped_id
 
@@ -113,10 +114,12 @@ def _check(body: ChatCompletionRequest, runtime: ApiRuntime, conversation: list[
 
 
 def _model_error(model: str, exc: Exception) -> ApiError:
-    """litellm's failures as API errors: the caller's mistakes 4xx, the provider's 502/429/504."""
+    """litellm's failures as API errors: the caller's mistakes 4xx, the provider's 502/429/504. The message
+    names the error's class and HTTP status (`public_text`), never the provider's words: its body, the URL
+    it was called at; those go to the server's log."""
     from litellm import exceptions as llm
 
-    detail = str(exc).splitlines()[0][:500] if str(exc) else type(exc).__name__
+    detail = public_text(exc, context=f"proxy call to {model}")
     if isinstance(exc, llm.RateLimitError):
         return ApiError(429, "actor_rate_limited", f"model {model} is rate limited: {detail}")
     if isinstance(exc, llm.Timeout):

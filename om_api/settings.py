@@ -6,11 +6,14 @@ settings so the API, workers and CLI agree.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, SecretStr, field_validator
 
 from om_core import Settings
+
+#: The shortest scrape token accepted: guessing it must not be a matter of a few requests.
+MIN_METRICS_TOKEN_CHARS = 16
 
 
 class ApiSettings(Settings):
@@ -57,6 +60,42 @@ class ApiSettings(Settings):
     api_threads: int = Field(
         default=40, ge=1, description="Requests served at once (a turn waiting on blocking work holds one)"
     )
+    # /metrics names every tenant with its tokens and cost: never on the public port without a credential.
+    metrics_port: int = Field(
+        default=0,
+        ge=0,
+        le=65535,
+        description="Port of the API's own Prometheus /metrics listener, on OM_METRICS_HOST (0: none)",
+    )
+    metrics_host: str = Field(
+        default="127.0.0.1",
+        description=(
+            "Address of the /metrics listener: loopback unless a scraper on another host needs it "
+            "(0.0.0.0 inside a pod whose port only the cluster reaches)"
+        ),
+    )
+    metrics_token: SecretStr | None = Field(
+        default=None,
+        description=(
+            "Bearer token a scraper sends to read /metrics on the API port (Authorization: Bearer <token>, "
+            f"at least {MIN_METRICS_TOKEN_CHARS} characters); unset: /metrics there answers 404"
+        ),
+    )
+
+    @field_validator("metrics_token", mode="before")
+    @classmethod
+    def _token_is_long_enough(cls, value: Any) -> Any:
+        """An empty token is no token (compose passes an unset variable as ""); a short one is refused at
+        start rather than guessed later."""
+        raw = value.get_secret_value() if isinstance(value, SecretStr) else value
+        if raw is None or raw == "":
+            return None
+        if isinstance(raw, str) and len(raw) < MIN_METRICS_TOKEN_CHARS:
+            raise ValueError(
+                f"OM_METRICS_TOKEN must be at least {MIN_METRICS_TOKEN_CHARS} characters: make one with "
+                "`python -c 'import secrets; print(secrets.token_urlsafe(32))'`"
+            )
+        return value
 
     @classmethod
     def from_base(cls, settings: Settings) -> ApiSettings:

@@ -10,3 +10,5 @@ stack the demo and the tests start (`embedded`), the demo and its sample convers
 workers alike, so it cannot live in either shell, nor in the core they share: it lives here, and nothing
 below imports it.
 """
+
+import om_core  # noqa: F401  (first, as in both shells: it pins litellm to its local price table)

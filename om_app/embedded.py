@@ -184,7 +184,6 @@ def process_env(settings: Mapping[str, str], extra_env: Mapping[str, str] | None
     model unless one is chosen, then the stack's own settings, then `extra_env`."""
     env = dict(os.environ)
     env.setdefault("OM_MODEL", EMBEDDED_MODEL)
-    env.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     env.update(settings)
     env.update(extra_env or {})
     return env

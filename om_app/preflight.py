@@ -375,39 +375,11 @@ def check_redis_server() -> list[Problem]:
 
 
 def check_flower_auth(address: str, environ: Mapping[str, str]) -> list[Problem]:
-    """Flower on an address other hosts can reach needs a login (`FLOWER_BASIC_AUTH=user:password`, or
-    Flower's own OAuth via `FLOWER_AUTH`). Refused rather than warned about: Flower shows every task's
-    arguments and results and can revoke tasks and shrink or restart worker pools, and a warning in a
-    container log is read after the port was open. On loopback only local users reach it, as with `om up`.
-    """
-    if _is_loopback(address) or environ.get("FLOWER_AUTH"):
-        return []
-    basic = environ.get("FLOWER_BASIC_AUTH", "")
-    if not basic:
-        return [
-            Problem(
-                "FLOWER_BASIC_AUTH",
-                f"Flower on {address} would be open to anyone who reaches it: set "
-                "FLOWER_BASIC_AUTH=user:password (several: comma-separated), or bind --address 127.0.0.1",
-            )
-        ]
-    malformed = [entry for entry in basic.split(",") if ":" not in entry.strip(":")]
-    if malformed:
-        return [
-            Problem("FLOWER_BASIC_AUTH", "FLOWER_BASIC_AUTH must be user:password (several: comma-separated)")
-        ]
-    return []
+    """Flower on an address other hosts can reach needs a login: the workers' own rule
+    (`om_workers.cli.flower_login_problems`, which `run_flower` enforces too), as preflight problems."""
+    from om_workers.cli import flower_login_problems
 
-
-def _is_loopback(address: str) -> bool:
-    import ipaddress
-
-    if address == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(address).is_loopback
-    except ValueError:
-        return False
+    return [Problem("FLOWER_BASIC_AUTH", message) for message in flower_login_problems(address, environ)]
 
 
 def _run_concurrently(probes: Sequence[Probe], timeout_s: float) -> list[str | None]:

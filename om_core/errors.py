@@ -2,12 +2,16 @@
 
 They live in their own module so that `config`, `durations` and `models.selection` can all raise them
 without importing each other. Every error carries a stable `code` so callers (API layer, tests) can
-branch on the kind of failure without parsing message text.
+branch on the kind of failure without parsing message text. `public_text` decides what of any error a
+tenant may read.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 _NO_VALUE: Any = object()
 
@@ -117,3 +121,63 @@ class ModelCallRefused(OMError, RuntimeError):
 
     def __init__(self, code: str, reason: str) -> None:
         super().__init__(code, f"[{code}] {reason}")
+
+
+#: Most characters of an error text a tenant reads (events, extraction failures, API errors).
+PUBLIC_TEXT_CHARS = 500
+
+
+def public_text(error: BaseException, *, context: str = "") -> str:
+    """What a tenant may read of `error`: om's own words, never a provider's or a library's.
+
+    A failed model call's exception carries the provider's answer (its error body, the URL it called,
+    sometimes headers); a tenant who could choose the endpoint read an internal service's reply back this
+    way. So:
+
+    - an `OMError` keeps its message: om wrote it (the model client turns every foreign model error into
+      one, `ModelCallFailed`, which names only the model, the error class and the HTTP status);
+    - a builtin exception other than `OSError` keeps its message: om's own code raises those with its own
+      words (`RuntimeError("commit refused: ...")`, an extractor callback's `ValueError`);
+    - anything else (a library's exception, an `OSError` naming a path or an address) is its class name
+      and HTTP status when it has one.
+
+    When the public text leaves anything out, the full text is logged here (`context` says where the
+    error happened), so the operator still reads what the provider said.
+    """
+    full = str(error) or type(error).__name__
+    if isinstance(error, OMError) or (
+        type(error).__module__ == "builtins" and not isinstance(error, OSError)
+    ):
+        text = full
+    else:
+        text = error_summary(error)
+    if len(text) > PUBLIC_TEXT_CHARS:
+        text = text[: PUBLIC_TEXT_CHARS - 1] + "…"
+    if text != full:
+        log.warning("%s: %s: %s", context or "error shown to a tenant", type(error).__name__, full)
+    return text
+
+
+def error_summary(error: BaseException) -> str:
+    """`error`'s class name, with its HTTP status when it has one (`InternalServerError (HTTP 500)`):
+    what can be said of a foreign error without its text."""
+    status = http_status(error)
+    return f"{type(error).__name__} (HTTP {status})" if status is not None else type(error).__name__
+
+
+def http_status(error: BaseException) -> int | None:
+    """The HTTP status a provider answered with, as litellm, the OpenAI SDK or httpx report it (on the
+    error or on its `response`); None when it has none."""
+    response = _attribute(error, "response")
+    for candidate in (_attribute(error, "status_code"), _attribute(response, "status_code")):
+        if isinstance(candidate, int) and not isinstance(candidate, bool) and 100 <= candidate <= 599:
+            return candidate
+    return None
+
+
+def _attribute(holder: object, name: str) -> object:
+    """`holder.name`, or None; a library's property may raise (a response that was never received)."""
+    try:
+        return getattr(holder, name, None)
+    except Exception:
+        return None

@@ -58,6 +58,13 @@ class WorkerSettings(BaseSettings):
     metrics_port: int = Field(
         default=9808, ge=0, le=65535, description="Port of the worker's Prometheus /metrics (0 = off)"
     )
+    metrics_host: str = Field(
+        default="127.0.0.1",
+        description=(
+            "Address of the worker's /metrics: loopback unless a scraper on another host needs it "
+            "(the deploy manifests set 0.0.0.0 inside the pod)"
+        ),
+    )
     task_events: bool = Field(
         default=False,
         description="Always send Celery task events (Flower turns them on while it runs either way)",

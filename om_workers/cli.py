@@ -8,10 +8,11 @@ environment (`OM_*` service settings, `OM_WORKER_*` worker knobs).
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from om_core.engine import QUEUES
 from om_core.process.malloc_arenas import cap_malloc_arenas
@@ -84,8 +85,42 @@ def run_beat(*, loglevel: str = "INFO") -> None:
     app.start(["beat", f"--loglevel={loglevel}", f"--schedule={schedule}"])
 
 
-def run_flower(port: int, *, address: str = "127.0.0.1") -> None:
-    """Run Flower against the broker: tasks appear by name (`om.buffer_observation`) with their args."""
+def flower_login_problems(address: str, environ: Mapping[str, str]) -> list[str]:
+    """Why Flower may not listen on `address`: on any address but loopback it needs a login
+    (`FLOWER_BASIC_AUTH=user:password`, or Flower's own OAuth via `FLOWER_AUTH`). Refused rather than
+    warned about: Flower shows every task's arguments and results and can revoke tasks and shrink or
+    restart worker pools, and a warning in a container log is read after the port was open. On loopback
+    only local users reach it, as with `om up`. `run_flower` asks this, so `om flower` and
+    `python -m om_workers.cli flower` refuse alike."""
+    if _is_loopback(address) or environ.get("FLOWER_AUTH"):
+        return []
+    basic = environ.get("FLOWER_BASIC_AUTH", "")
+    if not basic:
+        return [
+            f"Flower on {address} would be open to anyone who reaches it: set "
+            "FLOWER_BASIC_AUTH=user:password (several: comma-separated), or bind --address 127.0.0.1"
+        ]
+    if any(":" not in entry.strip(":") for entry in basic.split(",")):
+        return ["FLOWER_BASIC_AUTH must be user:password (several: comma-separated)"]
+    return []
+
+
+def _is_loopback(address: str) -> bool:
+    if address == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return False
+
+
+def run_flower(port: int, *, address: str = "127.0.0.1", environ: Mapping[str, str] | None = None) -> None:
+    """Run Flower against the broker: tasks appear by name (`om.buffer_observation`) with their args.
+    Refuses (SystemExit, one `error:` line) an address other hosts reach without a login
+    (`flower_login_problems`; Flower reads the login from `environ`, the process's by default)."""
+    problems = flower_login_problems(address, os.environ if environ is None else environ)
+    if problems:
+        raise SystemExit("\n".join(f"error: {problem}" for problem in problems))
     from om_workers.app import app
 
     app.start(["flower", f"--port={port}", f"--address={address}"])

@@ -1,8 +1,11 @@
 """Prometheus metrics of a Celery worker: what this worker measured, served over HTTP by its main process.
 
-`OM_WORKER_METRICS_PORT` (default 9808, 0 = off) is the port; every worker serves `/metrics` there (beat
-serves nothing). Every series counts only the work of this worker, so Prometheus aggregates replicas the
-normal way (`sum by (queue)`, `histogram_quantile` over summed buckets).
+`OM_WORKER_METRICS_PORT` (default 9808, 0 = off) is the port and `OM_WORKER_METRICS_HOST` (default
+127.0.0.1: only the worker's own host reaches it) the address; every worker serves `/metrics` there (beat
+serves nothing). A scraper on another host needs the address opened: the deploy manifests set 0.0.0.0
+inside the pod, whose port only the cluster network reaches. Every series counts only the work of this
+worker, so Prometheus aggregates replicas the normal way (`sum by (queue)`, `histogram_quantile` over
+summed buckets).
 
 - **Tasks** (`om_task_*`, labels `task`, `queue`): duration of each execution
   (`om_task_duration_seconds`), executions by outcome (`om_tasks_total`, `outcome` = success / retry /
@@ -236,7 +239,7 @@ def use_multiprocess_folder(folder: str) -> None:
 class MetricsServer:
     """The worker's `/metrics` endpoint, run by the main process."""
 
-    def __init__(self, port: int, address: str = "0.0.0.0") -> None:
+    def __init__(self, port: int, address: str = "127.0.0.1") -> None:
         self.port = port
         self.address = address
         self.folder: str | None = None
@@ -252,7 +255,12 @@ class MetricsServer:
             )
         except OSError as exc:
             shutil.rmtree(folder, ignore_errors=True)
-            log.error("worker metrics not served: port %d: %s (set OM_WORKER_METRICS_PORT)", self.port, exc)
+            log.error(
+                "worker metrics not served on %s:%d: %s (set OM_WORKER_METRICS_PORT, OM_WORKER_METRICS_HOST)",
+                self.address,
+                self.port,
+                exc,
+            )
             return False
         self.folder = folder
         use_multiprocess_folder(folder)

@@ -122,12 +122,13 @@ _metrics_server: MetricsServer | None = None
 
 
 def _serve_metrics(**_: Any) -> None:
-    """Serve `/metrics` from the main process (`OM_WORKER_METRICS_PORT`), before the pool starts, so
-    every pool process writes its values where the server reads them (`om_workers.metrics`)."""
+    """Serve `/metrics` from the main process (`OM_WORKER_METRICS_PORT` on `OM_WORKER_METRICS_HOST`),
+    before the pool starts, so every pool process writes its values where the server reads them
+    (`om_workers.metrics`)."""
     global _metrics_server
-    port = WorkerSettings().metrics_port
-    if port and _metrics_server is None:
-        server = MetricsServer(port)
+    settings = WorkerSettings()
+    if settings.metrics_port and _metrics_server is None:
+        server = MetricsServer(settings.metrics_port, settings.metrics_host)
         if server.start():
             _metrics_server = server
 

@@ -1,22 +1,27 @@
-"""Liveness, readiness and Prometheus metrics (no auth: probes and scrapers carry no key)."""
+"""Liveness, readiness and Prometheus metrics. Probes carry no key; a scraper carries the operator's scrape
+token (`OM_METRICS_TOKEN`), never a tenant's key (`om_api.metrics.require_scrape_token`)."""
 
 from __future__ import annotations
 
 import logging
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sqlalchemy import text
 
 from om_api.auth import Runtime
+from om_api.metrics import require_scrape_token
 from om_api.runtime import ApiRuntime
-from om_api.schemas import CheckResult, HealthResponse, ReadinessResponse
+from om_api.schemas import CheckResult, ErrorResponse, HealthResponse, ReadinessResponse
 from om_core.store.revision import SCHEMA_HEAD, stored_revision
 
 log = logging.getLogger("om.api")
 
 router = APIRouter(tags=["operations"])
+
+_WRONG_TOKEN = "The scrape token (OM_METRICS_TOKEN) is missing or wrong"
+_NOT_HERE = "No scrape token is configured: metrics are not served on the API port"
 
 
 @router.get("/healthz", response_model=HealthResponse, summary="The process is up")
@@ -63,8 +68,13 @@ def readyz(runtime: Runtime) -> JSONResponse:
 @router.get(
     "/metrics",
     response_class=Response,
-    responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}},
-    summary="Prometheus metrics",
+    responses={
+        200: {"content": {"text/plain": {"schema": {"type": "string"}}}},
+        401: {"model": ErrorResponse, "description": _WRONG_TOKEN},
+        404: {"model": ErrorResponse, "description": _NOT_HERE},
+    },
+    summary="Prometheus metrics, for a scraper holding the operator's scrape token",
 )
-def metrics(runtime: Runtime) -> Response:
+def metrics(runtime: Runtime, request: Request) -> Response:
+    require_scrape_token(runtime.settings, request.headers.get("authorization"))
     return Response(generate_latest(runtime.metrics.registry), media_type=CONTENT_TYPE_LATEST)

@@ -23,7 +23,7 @@ from om_core.engine import indexing
 from om_core.engine.core import EngineCore
 from om_core.engine.ports import Completion
 from om_core.engine.tasks import ObserveBatch, Task, TaskKind, kind_of
-from om_core.errors import OMError
+from om_core.errors import OMError, public_text
 from om_core.hooks import CURRENT_TRIGGER
 from om_core.store.outbox import write_record_events
 from om_core.store.types import NewEvent, Record, StoredEvent
@@ -156,7 +156,10 @@ class Cycle:
 
     def fail(self, error: BaseException, *, retrying: bool = False) -> None:
         """Report the failure; the record is untouched, so nothing leaves the actor's context. An error OM
-        raised on purpose reports its code too (`errorCode`, e.g. `MODEL_TIER_EXCEEDED`, spec §11.1)."""
+        raised on purpose reports its code too (`errorCode`, e.g. `MODEL_TIER_EXCEEDED`, spec §11.1). The
+        event's `error` is what the tenant may read (`public_text`: never a provider's or a library's
+        words); when that hides something, the full text goes to the server's log."""
+        shown = public_text(error, context=f"{self.operation.value} cycle {self.cycle_id}")
         self.core.write_events(
             self.head,
             [
@@ -168,7 +171,7 @@ class Cycle:
                         started_at=self.started,
                         failed_at=self.core.clock(),
                         tokens_attempted=self.tokens,
-                        error=str(error) or type(error).__name__,
+                        error=shown,
                         record_id=self.head.id,
                         thread_id=self.thread_id,
                         usage=self.usage.fields(),

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from om_core.errors import public_text
 from om_core.extractors.definition import Extractor, RunContext, validate_value
 from om_core.observer import InlineExtractorPrompt
 
@@ -57,7 +58,9 @@ def resolve_inline(extractors: Sequence[Extractor], ctx: RunContext) -> tuple[li
         try:
             specs.append(InlineSpec(extractor.slug, extractor.instructions_for(ctx), None))
         except Exception as exc:
-            failures.append({"slug": extractor.slug, "error": str(exc) or type(exc).__name__})
+            failures.append(
+                {"slug": extractor.slug, "error": public_text(exc, context=f"extractor {extractor.slug}")}
+            )
     return specs, Extraction(failures=failures)
 
 

@@ -10,6 +10,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from om_core.errors import public_text
 from om_core.extractors.definition import (
     ExtractedContext,
     Extractor,
@@ -69,7 +70,11 @@ def apply_on_extracted(
             log.warning("onExtracted of %s raised: %r", extractor.slug, exc, exc_info=True)
             values.pop(extractor.slug)
             # A SystemExit's text is its exit code: say what happened instead.
-            text = str(exc) if isinstance(exc, Exception) else ""
+            text = (
+                public_text(exc, context=f"onExtracted of {extractor.slug}")
+                if isinstance(exc, Exception)
+                else ""
+            )
             failures.append(
                 {"slug": extractor.slug, "error": text or f"onExtracted raised {type(exc).__name__}"}
             )
@@ -79,7 +84,7 @@ def apply_on_extracted(
         try:
             problem = validate_value(extractor.json_schema_for(ctx), replaced)
         except Exception as exc:
-            problem = str(exc) or type(exc).__name__
+            problem = public_text(exc, context=f"validating what onExtracted of {extractor.slug} returned")
         if problem is None:
             values[extractor.slug] = replaced
         else:

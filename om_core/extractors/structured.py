@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from om_core.errors import public_text
 from om_core.extractors.definition import Extractor, RunContext, dump_value, validate_value
 from om_core.extractors.inline import Extraction
 
@@ -54,7 +55,9 @@ def resolve_structured(
             schema = extractor.json_schema_for(ctx)
             specs.append(StructuredSpec(extractor.slug, extractor.instructions_for(ctx), schema or {}))
         except Exception as exc:
-            failures.append({"slug": extractor.slug, "error": str(exc) or type(exc).__name__})
+            failures.append(
+                {"slug": extractor.slug, "error": public_text(exc, context=f"extractor {extractor.slug}")}
+            )
     return specs, Extraction(failures=failures)
 
 

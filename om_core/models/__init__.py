@@ -10,12 +10,6 @@ Submodules (import them directly; this package deliberately re-exports nothing s
 - `local.extractive`: the offline, deterministic `om-local/extractive` model registered with litellm
   (heuristics in `local.observer` and `local.reflector`).
 
-Before any submodule imports litellm, litellm is told to use the price table it ships with: otherwise
-every process start tries to download it (three attempts with back-off when there is no network), and
-prices would change under a running deployment. A deployment that wants the live table sets
-`LITELLM_LOCAL_MODEL_COST_MAP=False` explicitly.
+litellm's price table is pinned to the local copy by `om_core` itself (its `__init__`), before any of
+these submodules can import litellm.
 """
-
-import os
-
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")

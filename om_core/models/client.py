@@ -6,7 +6,11 @@ behind `ModelClient.complete` and turns litellm's many failure shapes into the f
 - `ContextWindowExceeded`: the input is too big for the model; never retried, the engine splits input;
 - `ModelCredentialsMissing`: no API key; never retried, the message names the variable to set;
 - everything else is retried by `RetryPolicy` when transient (§5.9), then the next model of a fallback
-  chain is tried (§11.2), and finally the last error is raised unchanged.
+  chain is tried (§11.2), and finally the last error is raised: unchanged when om raised it (an
+  `OMError`), else as `ModelCallFailed`, which names the model, the error class and the HTTP status and
+  chains the original (`__cause__`). The provider's own text (its error body, the URL it called) is logged
+  here and never put in a message: messages reach tenants (failed events, extraction failures, turn
+  answers), and a provider's error body is not theirs to read (`om_core.errors.public_text`).
 
 A reply whose finish reason is not a normal stop (e.g. "other"/"unknown") is a truncated stream and is
 raised as a retryable `PartialCompletion` (§5.1). litellm's own retries are switched off: exactly one
@@ -23,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from om_core.errors import OMError
+from om_core.errors import OMError, http_status
 from om_core.models.capabilities import accepts_images
 from om_core.models.retry import RetryPolicy, is_abort
 from om_core.models.routing import RoutedModel, litellm_params_for, route
@@ -32,6 +36,7 @@ __all__ = [
     "NORMAL_FINISH_REASONS",
     "Completion",
     "ContextWindowExceeded",
+    "ModelCallFailed",
     "ModelClient",
     "ModelCredentialsMissing",
     "PartialCompletion",
@@ -55,23 +60,23 @@ UserContent = str | Sequence[Mapping[str, Any]]
 
 
 class ContextWindowExceeded(OMError):
-    """The prompt does not fit the model's context window. Retrying cannot help; split the input."""
+    """The prompt does not fit the model's context window. Retrying cannot help; split the input.
+    `detail` is the provider's words, kept for the server's log and out of the message."""
 
     is_retryable = False
 
     def __init__(self, model: str, detail: str) -> None:
         self.model = model
         self.detail = detail
-        super().__init__(
-            "MODEL_CONTEXT_WINDOW_EXCEEDED", f"{model}: input exceeds the context window ({detail})"
-        )
+        super().__init__("MODEL_CONTEXT_WINDOW_EXCEEDED", f"{model}: input exceeds the context window")
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (ContextWindowExceeded, (self.model, self.detail))
 
 
 class ModelCredentialsMissing(OMError):
-    """No usable API key for the model's provider."""
+    """No usable API key for the model's provider. `detail` is the provider's words (logged, never in the
+    message)."""
 
     is_retryable = False
 
@@ -84,8 +89,7 @@ class ModelCredentialsMissing(OMError):
             hint = f"set the environment variable {first}{alternatives}"
         else:
             hint = "set the API key environment variable litellm expects for this provider"
-        message = f"no API key for model {model}: {hint}"
-        super().__init__("MODEL_CREDENTIALS_MISSING", f"{message} [{detail}]" if detail else message)
+        super().__init__("MODEL_CREDENTIALS_MISSING", f"no API key for model {model}: {hint}")
         self.detail = detail
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -100,13 +104,45 @@ class PartialCompletion(OMError):
     def __init__(self, model: str, finish_reason: str) -> None:
         self.model = model
         self.finish_reason = finish_reason
+        # The provider chose the reason: a short word, shown cut to one (the message reaches tenants).
         super().__init__(
             "MODEL_PARTIAL_COMPLETION",
-            f'{model} finished with finishReason "{finish_reason}" (partial reply)',
+            f'{model} finished with finishReason "{finish_reason[:40]}" (partial reply)',
         )
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (PartialCompletion, (self.model, self.finish_reason))
+
+
+class ModelCallFailed(OMError):
+    """A model call failed for a reason om did not raise itself (the provider answered an error, the
+    connection failed, litellm refused): its public form. The message names the model, the error's class
+    and the HTTP status, nothing the provider wrote; the original is the `__cause__` and its full text is
+    in the server's log."""
+
+    is_retryable = False
+
+    def __init__(self, model: str, error_type: str, status: int | None = None) -> None:
+        self.model = model
+        self.error_type = error_type
+        self.status = status
+        shown = f"{error_type} (HTTP {status})" if status is not None else error_type
+        super().__init__(
+            "MODEL_CALL_FAILED",
+            f"model {model} failed: {shown}; the provider's message is in the server's log",
+        )
+
+    @classmethod
+    def of(cls, model: str, error: BaseException) -> ModelCallFailed:
+        """The public form of `error`, after logging its full text (with any fallback notes) on the server."""
+        notes = "; ".join(getattr(error, "__notes__", ()))
+        log.warning(
+            "model %s failed: %s: %s%s", model, type(error).__name__, error, f" ({notes})" if notes else ""
+        )
+        return cls(model, type(error).__name__, http_status(error))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (ModelCallFailed, (self.model, self.error_type, self.status))
 
 
 @dataclass(frozen=True)
@@ -197,7 +233,9 @@ class ModelClient:
                     exc.add_note(
                         f"fallback {earlier_model} failed earlier: {type(earlier).__name__}: {earlier}"
                     )
-                raise
+                if isinstance(exc, OMError):
+                    raise
+                raise ModelCallFailed.of(routed.router_id, exc) from exc
             return _completion(response, routed.router_id, attempts)
         raise AssertionError("unreachable: the loop returns or raises")
 
@@ -244,7 +282,12 @@ class ModelClient:
                 )
             return vectors
 
-        result: list[list[float]] = self.retry.run(attempt, abort=abort)
+        try:
+            result: list[list[float]] = self.retry.run(attempt, abort=abort)
+        except Exception as exc:
+            if is_abort(exc) or isinstance(exc, OMError):
+                raise
+            raise ModelCallFailed.of(routed.router_id, exc) from exc
         return result
 
     def accepts_images(self, model: str) -> bool | None:
@@ -293,9 +336,11 @@ class ModelClient:
         try:
             response = litellm.completion(**kwargs)
         except litellm.ContextWindowExceededError as exc:
+            log.info("model %s: context window exceeded: %s", routed.router_id, exc)
             raise ContextWindowExceeded(routed.router_id, str(exc)) from exc
         except Exception as exc:
             if _is_credentials_error(exc):
+                log.warning("model %s refused the credentials: %s", routed.router_id, exc)
                 raise ModelCredentialsMissing(
                     routed.router_id, _env_vars_for(routed), detail=str(exc)[:300]
                 ) from exc

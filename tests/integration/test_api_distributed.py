@@ -83,7 +83,7 @@ def test_a_conversation_through_the_api_with_workers(
         assert max(t.status.windows.active.messages.tokens for t in turns) <= 1800 + 400
         assert [m.id for m in om.messages(thread, limit=500).messages] == [f"m{i}" for i in range(40)]
     assert check_thread(pg_engine, scoped_id(tenant, thread)).violations == []
-    metrics = httpx.get(distributed.base_url + "/metrics").text
+    metrics = distributed.metrics()
     assert 'om_queue_depth{queue="om.buffer"}' in metrics
     # Each process reports what it ran: the workers buffered, so this API counts no buffering run.
     assert 'om_memory_cycles_total{kind="buffering"' not in metrics

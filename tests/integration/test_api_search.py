@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-import httpx
 import pytest
 
 from om_api.client import OMBadRequest, OMClient, OMConflict, OMNotFound
@@ -97,6 +96,6 @@ def test_limits_and_refusals_say_what_to_fix(om: OMClient, api_server: ApiServer
 
 
 def test_metrics_report_the_index_lag(api_server: ApiServer) -> None:
-    text = httpx.get(api_server.base_url + "/metrics", timeout=30).text
+    text = api_server.metrics()
     lines = [line for line in text.splitlines() if line.startswith("om_search_index_lag_seconds")]
     assert len(lines) == 1 and float(lines[0].split()[-1]) >= 0.0

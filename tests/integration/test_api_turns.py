@@ -222,7 +222,7 @@ def test_metrics_report_requests_and_memory_cycles(
         thread,
         lambda got: any(e.type == "data-om-buffering-end" for e in got),
     )
-    text = httpx.get(api_server.base_url + "/metrics").text
+    text = api_server.metrics()
     assert 'om_http_requests_total{method="POST",route="/v1/threads/{thread_id}/turns",status="200"}' in text
     # An inline API ran the buffering itself, so it reports it (a celery-mode API leaves it to the workers).
     assert 'om_memory_cycles_total{kind="buffering",operation="observation",outcome="end"}' in text

@@ -30,7 +30,7 @@ from om_app.cli import app as om_cli
 from om_core import tenancy
 from om_core.store.db import make_engine
 from om_core.store.migrate import alembic_config, upgrade
-from tests.support.api_server import ApiServer, api_server, new_id
+from tests.support.api_server import METRICS_HEADERS, METRICS_TOKEN, ApiServer, api_server, new_id
 
 __all__ = ["api_server"]  # fixture used below
 
@@ -130,7 +130,7 @@ def test_plain_and_streamed_calls_are_counted_on_the_key_and_in_metrics(
     assert spent["cost_usd"] == pytest.approx(_price(prompt, completion), rel=1e-6)
     assert _usage(api_server, bystander)["calls"] == 0, "another key's calls are not this key's"
 
-    metrics = httpx.get(f"{api_server.base_url}/metrics", timeout=30).text
+    metrics = api_server.metrics()
     assert _actor_samples(metrics, tenant.key.tenant_id) == {
         "calls": 3,
         "input": prompt,
@@ -178,13 +178,15 @@ def open_client(postgres_url: str, pg_engine: Engine) -> Iterator[TestClient]:
         model="om-local/extractive",
         actor_models="om-actor/*",
         plugins="tests.support.fake_actor",
+        metrics_token=METRICS_TOKEN,
     )
     with TestClient(create_app(settings)) as client:
         yield client
 
 
 def test_without_auth_usage_is_labelled_and_there_is_no_key_to_read(open_client: TestClient) -> None:
-    before = _actor_samples(open_client.get("/metrics").text, NO_TENANT).get("calls", 0)
+    scrape = open_client.get("/metrics", headers=METRICS_HEADERS).text
+    before = _actor_samples(scrape, NO_TENANT).get("calls", 0)
     response = open_client.post(
         "/v1/chat/completions",
         json={"model": MODEL, "messages": QUESTION},
@@ -192,7 +194,7 @@ def test_without_auth_usage_is_labelled_and_there_is_no_key_to_read(open_client:
     )
     assert response.status_code == 200, response.text
     usage = response.json()["usage"]
-    after = _actor_samples(open_client.get("/metrics").text, NO_TENANT)
+    after = _actor_samples(open_client.get("/metrics", headers=METRICS_HEADERS).text, NO_TENANT)
     assert after["calls"] == before + 1
     assert after["input"] >= usage["prompt_tokens"] > 0
     refused = open_client.get("/v1/usage")

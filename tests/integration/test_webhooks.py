@@ -33,6 +33,7 @@ from om_core.engine import MAINTENANCE_QUEUE, WEBHOOK_QUEUE
 from om_core.scoped_ids import scoped_id
 from om_core.store.outbox import list_events
 from om_core.webhooks.signing import SIGNATURE_HEADER, verify
+from tests.support.api_server import METRICS_HEADERS, METRICS_TOKEN
 from tests.support.workers import WorkerCluster, wait_until, worker_cluster
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis]
@@ -200,6 +201,7 @@ def _api(engine: Engine, **settings: Any) -> Iterator[Api]:
         auth="keys",
         executor="inline",
         model="om-local/extractive",
+        metrics_token=METRICS_TOKEN,
         **settings,
     )
     with TestClient(create_app(api_settings)) as client:
@@ -289,7 +291,7 @@ def test_a_receiver_that_fails_three_times_then_recovers_gets_every_event_once_i
     info = api.ok(alice, "GET", f"/v1/webhooks/{endpoint['id']}")
     assert info["delivered_total"] == len(expected) and info["failed_total"] == 3
 
-    metrics = api.client.get("/metrics").text
+    metrics = api.client.get("/metrics", headers=METRICS_HEADERS).text
     delivered = next(
         float(line.split()[-1])
         for line in metrics.splitlines()
@@ -415,5 +417,5 @@ def test_a_thread_shows_what_oms_own_model_calls_used(engine: Engine) -> None:
         assert usage["cycles"] == len(reported)
         assert usage["input_tokens"] == sum(p["usage"]["inputTokens"] for p in reported) > 0
         assert usage["total_tokens"] == usage["input_tokens"] + usage["output_tokens"]
-        metrics = api.client.get("/metrics").text
+        metrics = api.client.get("/metrics", headers=METRICS_HEADERS).text
         assert f'om_memory_tenant_model_tokens_total{{direction="input",tenant="{who.name}"}}' in metrics

@@ -31,6 +31,9 @@ from om_api.schemas import OMEvent
 from om_core import tenancy
 
 REPO = Path(__file__).resolve().parents[2]
+#: The scrape token the test servers take (`OM_METRICS_TOKEN`): `/metrics` on the API port needs it.
+METRICS_TOKEN = "test-scrape-token-0123456789"
+METRICS_HEADERS = {"Authorization": f"Bearer {METRICS_TOKEN}"}
 
 
 def free_port() -> int:
@@ -47,6 +50,12 @@ class ApiServer:
 
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def metrics(self) -> str:
+        """The server's Prometheus text, read as the operator's scraper does (with the scrape token)."""
+        response = httpx.get(f"{self.base_url}/metrics", headers=METRICS_HEADERS, timeout=30)
+        response.raise_for_status()
+        return response.text
 
 
 def _wait_ready(server: ApiServer, probe: str, deadline_s: float) -> None:
@@ -109,6 +118,7 @@ def run_api_server(
         "OM_ACTOR_MODELS": "om-actor/*",
         "OM_SSE_HEARTBEAT_S": "0.5",  # dropped test clients are noticed quickly
         "OM_SSE_POLL_S": "0.25",
+        "OM_METRICS_TOKEN": METRICS_TOKEN,
         "LITELLM_LOCAL_MODEL_COST_MAP": "True",
         "PYTHONPATH": str(REPO),
         **(env or {}),

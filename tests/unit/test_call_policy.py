@@ -21,6 +21,7 @@ from om_api.settings import ApiSettings
 from om_app.preflight import check, needs
 from om_app.wiring import worker_adapters
 from om_core.models.call_policy import ModelCallPolicy, build_model_client
+from om_core.models.client import ModelCallFailed
 from om_core.models.rate_limit import LocalTokenBucket, RateLimit, RateLimitWaitTooLong
 from om_core.settings import Settings
 from om_workers.ratelimit import TokenBucket
@@ -133,13 +134,16 @@ def test_the_client_retries_as_configured_and_charges_every_attempt_in_process(
             return 0.0
 
     models = build_model_client(policy, Counting(), check_credentials=False)
-    with pytest.raises(litellm.RateLimitError, match="slow down"):
+    with pytest.raises(ModelCallFailed) as failed:
         models.complete(
             "openai/gpt-4o",
             system="You take notes.",
             user="hello",
             provider_options={"litellm": {"mock_response": rate_limited}},
         )
+    assert isinstance(failed.value.__cause__, litellm.RateLimitError), "the provider's error is chained"
+    assert "slow down" in str(failed.value.__cause__) and "slow down" not in str(failed.value)
+    assert "RateLimitError (HTTP 429)" in str(failed.value), "the public form names the class and status"
     assert charged == ["openai"] * 3, "the first request and both configured retries, each charged"
 
     default = build_model_client(policy, check_credentials=False)

@@ -29,6 +29,7 @@ from om_app.preflight import check_flower_auth
 from om_core.engine import MAINTENANCE_QUEUE
 from om_core.engine import QUEUES as TABLE_QUEUES
 from om_core.settings import Settings
+from om_workers.app import WorkerSettings
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -44,6 +45,16 @@ ISSUE_GROUPS = {frozenset({queue}) for queue in QUEUES - {MAINTENANCE}}
 
 EXECUTOR_VAR = "OM_EXECUTOR"
 KNOWN_OM_VARS = frozenset({f"OM_{name.upper()}" for name in Settings.model_fields} | {EXECUTOR_VAR})
+#: Settings only one kind of process reads, which a deployment passes to that process's containers alone:
+#: the API's (`ApiSettings`, e.g. its metrics listener) and the workers' (`WorkerSettings`, `OM_WORKER_`).
+PROCESS_SETTINGS: dict[str, tuple[type[Any], str]] = {
+    **{
+        f"OM_{name.upper()}": (ApiSettings, name)
+        for name in set(ApiSettings.model_fields) - set(Settings.model_fields)
+        if name != "executor"
+    },
+    **{f"OM_WORKER_{name.upper()}": (WorkerSettings, name) for name in WorkerSettings.model_fields},
+}
 PROVIDER_KEYS = ("GEMINI_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY")
 FLOWER_LOGIN = "FLOWER_BASIC_AUTH"
 # Postgres with pgvector (vector search, `retrieval.vector`).
@@ -152,16 +163,22 @@ def worker_queues(argv: list[str]) -> frozenset[str]:
 # ------------------------------------------------------------------------------------------- the settings
 
 
-def parse_setting(model: type[Settings], field: str, value: str) -> Any:
+def parse_setting(model: type[Any], field: str, value: str) -> Any:
     """`value` as the settings model reads it from the environment (a bad one raises ValidationError)."""
     values: dict[str, Any] = {field: value}
     return getattr(model(_env_file=None, **values), field)
 
 
-def assert_known_settings(env: Mapping[str, Any], where: str) -> None:
-    """Every OM_ name is a setting, and every literal value is one the settings model accepts."""
+def assert_known_settings(env: Mapping[str, Any], where: str, *, process: str | None = None) -> None:
+    """Every OM_ name is a setting, and every literal value is one the settings model accepts. `process`
+    ("api", "worker") also admits the settings only that process reads."""
     om_vars = {name: value for name, value in env.items() if name.startswith("OM_")}
-    unknown = sorted(set(om_vars) - KNOWN_OM_VARS)
+    own = {
+        name
+        for name, (model, _) in PROCESS_SETTINGS.items()
+        if (process, model) in {("api", ApiSettings), ("worker", WorkerSettings)}
+    }
+    unknown = sorted(set(om_vars) - KNOWN_OM_VARS - own)
     assert not unknown, f"{where} sets {unknown}, which om_core.settings.Settings does not know"
     for name, value in om_vars.items():
         if value is None or "${" in str(value):
@@ -169,8 +186,8 @@ def assert_known_settings(env: Mapping[str, Any], where: str) -> None:
         if name == EXECUTOR_VAR:
             assert value in {"celery", "inline"}, f"{where}: {name}={value!r}"
             continue
-        field = name.removeprefix("OM_").lower()
-        assert parse_setting(Settings, field, str(value)) is not None, f"{where}: {name}={value!r}"
+        model, field = PROCESS_SETTINGS.get(name, (Settings, name.removeprefix("OM_").lower()))
+        assert parse_setting(model, field, str(value)) is not None, f"{where}: {name}={value!r}"
 
 
 def container_env(container: Doc, k8s: list[Doc]) -> dict[str, Any]:
@@ -370,7 +387,7 @@ def test_compose_passes_only_known_settings(compose: Doc) -> None:
     envs = [without_flower_login(svc["environment"]) for svc in services.values()]
     assert all(env == envs[0] for env in envs), "every om service shares one environment"
     env = envs[0]
-    assert_known_settings(env, "compose")
+    assert_known_settings(env, "compose", process="api")  # the shared environment reaches the API too
     assert {"OM_DATABASE_URL", "OM_REDIS_URL", "OM_MODEL"} <= set(env)
     assert (env[EXECUTOR_VAR], env["OM_AUTH"]) == ("celery", "keys")
     assert env["OM_DATABASE_URL"].startswith("postgresql")
@@ -384,7 +401,8 @@ def test_k8s_passes_only_known_settings(k8s: list[Doc]) -> None:
         assert_known_settings({**doc.get("data", {}), **doc.get("stringData", {})}, f"Secret/{name_of(doc)}")
     for doc, container in containers(k8s):
         env = container_env(container, k8s)
-        assert_known_settings(env, f"{doc['kind']}/{name_of(doc)}")
+        process = {"serve": "api", "worker": "worker"}.get(container["args"][0])
+        assert_known_settings(env, f"{doc['kind']}/{name_of(doc)}", process=process)
         assert {"OM_DATABASE_URL", "OM_REDIS_URL", "OM_MODEL"} <= set(env), name_of(doc)
         assert (env[EXECUTOR_VAR], env["OM_AUTH"]) == ("celery", "keys"), name_of(doc)
 
@@ -731,22 +749,36 @@ def test_api_and_worker_pods_are_annotated_for_prometheus(k8s: list[Doc]) -> Non
     metrics_paths = {getattr(route, "path", None) for route in router.routes}
     ((api_doc, api),) = by_subcommand(k8s, "serve")
     scrape = scrape_annotations(api_doc)
+    api_env = container_env(api, k8s)
     assert scrape["scrape"] == "true"
-    assert int(scrape["port"]) == assert_om_command(api["args"])["port"]
     assert scrape["path"] in metrics_paths
-    from om_workers.app import WorkerSettings
-
+    assert int(scrape["port"]) == int(api_env["OM_METRICS_PORT"]) == container_port(api, "metrics"), (
+        "the API's own metrics listener"
+    )
+    assert int(scrape["port"]) != assert_om_command(api["args"])["port"], "never the public HTTP port"
+    assert api_env["OM_METRICS_HOST"] == "0.0.0.0", "the listener binds loopback unless told otherwise"
+    assert "OM_METRICS_TOKEN" not in api_env, "no token: /metrics on the HTTP port answers 404"
+    assert ApiSettings.model_fields["metrics_host"].default == "127.0.0.1"
     assert WorkerSettings.model_fields["metrics_port"].default == WORKER_METRICS_PORT, (
         "the port workers serve"
     )
+    assert WorkerSettings.model_fields["metrics_host"].default == "127.0.0.1"
     for doc, container in by_subcommand(k8s, "worker"):
         scrape = scrape_annotations(doc)
         assert scrape == {"scrape": "true", "port": str(WORKER_METRICS_PORT), "path": "/metrics"}, name_of(
             doc
         )
         assert container_port(container, "metrics") == WORKER_METRICS_PORT, name_of(doc)
+        assert container_env(container, k8s)["OM_WORKER_METRICS_HOST"] == "0.0.0.0", name_of(doc)
     for doc, _ in by_subcommand(k8s, "beat"):
         assert scrape_annotations(doc) == {}, "beat serves no metrics"
+
+
+def test_no_service_publishes_a_metrics_port(k8s: list[Doc]) -> None:
+    """Metrics name every tenant: Services publish the API's HTTP port and Flower's, never `metrics`."""
+    for service in of_kind(k8s, "Service"):
+        targets = {str(port.get("targetPort")) for port in service["spec"]["ports"]}
+        assert "metrics" not in targets and not targets & {"9807", "9808"}, name_of(service)
 
 
 def test_dockerfile_health_check_asks_the_api_without_curl() -> None:

@@ -222,4 +222,4 @@ def test_a_taken_port_leaves_the_worker_running_without_metrics(caplog: pytest.L
         server = MetricsServer(port)
         assert server.start() is False
     assert server.folder is None and MULTIPROC_ENV not in os.environ, "no multiprocess mode without a server"
-    assert f"port {port}" in caplog.text
+    assert f"127.0.0.1:{port}" in caplog.text, "the log names the address it could not bind"
