@@ -38,7 +38,8 @@ from om_api.routes import (
 )
 from om_api.runtime import Adapters, build_runtime
 from om_api.settings import ApiSettings
-from om_api.sse import listen_redis
+from om_api.sse import ThreadFeeds, listen_redis
+from om_api.stream_slots import StreamSlots
 from om_core import Settings
 
 log = logging.getLogger("om.api")
@@ -169,6 +170,10 @@ def create_app(settings: Settings | None = None, adapters: Adapters | None = Non
 
     app = FastAPI(title="om", version="0.1.0", description=DESCRIPTION, lifespan=lifespan)
     app.state.runtime = runtime
+    app.state.stream_slots = StreamSlots(
+        per_key=api_settings.sse_max_streams_per_key, total=api_settings.sse_max_streams
+    )
+    app.state.thread_feeds = ThreadFeeds(runtime.fanout, api_settings.sse_poll_s)
     errors.install(app)
     app.add_middleware(BodyLimit, limit=api_settings.max_request_bytes)
     app.add_middleware(RequestMetrics, metrics=runtime.metrics)
