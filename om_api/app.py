@@ -22,6 +22,7 @@ from starlette.exceptions import HTTPException
 
 from om_api import errors, proxy, ui
 from om_api.errors import error_body
+from om_api.loopback import LoopbackOnly
 from om_api.metrics import Metrics
 from om_api.routes import (
     dashboard,
@@ -148,7 +149,8 @@ def create_app(settings: Settings | None = None, adapters: Adapters | None = Non
         if api_settings.auth == "none":
             log.warning(
                 "AUTHENTICATION IS OFF (OM_AUTH=none): every caller can read and change every thread. "
-                "Use this only for the embedded, single-user mode."
+                "Use this only for the embedded, single-user mode. Only requests naming a loopback host "
+                "(localhost, 127.0.0.1, [::1]) from no other web origin are answered."
             )
         log.info("om api: executor=%s database=%s", api_settings.executor, runtime.db.url.render_as_string())
         to_thread.current_default_thread_limiter().total_tokens = api_settings.api_threads
@@ -177,6 +179,8 @@ def create_app(settings: Settings | None = None, adapters: Adapters | None = Non
     errors.install(app)
     app.add_middleware(BodyLimit, limit=api_settings.max_request_bytes)
     app.add_middleware(RequestMetrics, metrics=runtime.metrics)
+    if api_settings.auth == "none":  # last added runs first: a refused request reaches nothing else
+        app.add_middleware(LoopbackOnly)
     for router in (
         threads.router,
         recall.router,
