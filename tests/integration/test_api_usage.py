@@ -179,7 +179,7 @@ def open_client(postgres_url: str, pg_engine: Engine) -> Iterator[TestClient]:
         actor_models="om-actor/*",
         plugins="tests.support.fake_actor",
     )
-    with TestClient(create_app(settings)) as client:
+    with TestClient(create_app(settings), base_url="http://localhost") as client:
         yield client
 
 
