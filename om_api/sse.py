@@ -318,9 +318,14 @@ class ThreadFeeds:
                     feed.stop()
 
     def followed(self) -> int:
-        """How many threads have a poller now (for tests and metrics)."""
+        """How many threads have a poller now."""
         with self._guard:
             return len(self._feeds)
+
+    def followers(self) -> int:
+        """How many live streams share those pollers."""
+        with self._guard:
+            return sum(len(feed.members) for feed in self._feeds.values())
 
 
 async def stream(
