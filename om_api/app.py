@@ -22,6 +22,7 @@ from starlette.exceptions import HTTPException
 
 from om_api import errors, proxy, ui
 from om_api.errors import error_body
+from om_api.loopback import LoopbackOnly
 from om_api.metrics import Metrics, MetricsListener
 from om_api.routes import (
     dashboard,
@@ -38,7 +39,8 @@ from om_api.routes import (
 )
 from om_api.runtime import Adapters, build_runtime
 from om_api.settings import ApiSettings
-from om_api.sse import listen_redis
+from om_api.sse import ThreadFeeds, listen_redis
+from om_api.stream_slots import StreamSlots
 from om_core import Settings
 
 log = logging.getLogger("om.api")
@@ -147,7 +149,8 @@ def create_app(settings: Settings | None = None, adapters: Adapters | None = Non
         if api_settings.auth == "none":
             log.warning(
                 "AUTHENTICATION IS OFF (OM_AUTH=none): every caller can read and change every thread. "
-                "Use this only for the embedded, single-user mode."
+                "Use this only for the embedded, single-user mode. Only requests naming a loopback host "
+                "(localhost, 127.0.0.1, [::1]) from no other web origin are answered."
             )
         log.info("om api: executor=%s database=%s", api_settings.executor, runtime.db.url.render_as_string())
         to_thread.current_default_thread_limiter().total_tokens = api_settings.api_threads
@@ -179,9 +182,15 @@ def create_app(settings: Settings | None = None, adapters: Adapters | None = Non
 
     app = FastAPI(title="om", version="0.1.0", description=DESCRIPTION, lifespan=lifespan)
     app.state.runtime = runtime
+    app.state.stream_slots = StreamSlots(
+        per_key=api_settings.sse_max_streams_per_key, total=api_settings.sse_max_streams
+    )
+    app.state.thread_feeds = ThreadFeeds(runtime.fanout, api_settings.sse_poll_s)
     errors.install(app)
     app.add_middleware(BodyLimit, limit=api_settings.max_request_bytes)
     app.add_middleware(RequestMetrics, metrics=runtime.metrics)
+    if api_settings.auth == "none":  # last added runs first: a refused request reaches nothing else
+        app.add_middleware(LoopbackOnly)
     for router in (
         threads.router,
         recall.router,

@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from om_api.loopback import loopback_bind
 from om_api.settings import ApiSettings
 from om_core import tenancy
 from om_core.process.startup_heap import freeze_startup_heap
@@ -16,7 +17,22 @@ from om_core.store.db import make_engine
 if TYPE_CHECKING:
     from om_api.runtime import Adapters
 
-__all__ = ["keys_create", "keys_list", "keys_revoke", "serve"]
+__all__ = ["keys_create", "keys_list", "keys_revoke", "open_without_auth", "serve"]
+
+log = logging.getLogger("om.api")
+
+
+def open_without_auth(settings: ApiSettings, host: str, port: int, *, insecure_no_auth: bool) -> str | None:
+    """Why the API must not start: no authentication on an address other machines can reach, which the
+    operator did not ask for by name. Refused rather than logged (a log line is read after the port was
+    open). None when it may start."""
+    if settings.auth != "none" or loopback_bind(host) or insecure_no_auth:
+        return None
+    return (
+        f"OM_AUTH=none on {host}:{port} would let anyone who reaches that address read and change every "
+        "thread: set OM_AUTH=keys (create keys with `om keys create`), bind a loopback address "
+        "(--host 127.0.0.1), or pass --insecure-no-auth if every client that can reach it is trusted"
+    )
 
 
 def serve(
@@ -25,21 +41,35 @@ def serve(
     *,
     log_level: str = "info",
     adapters: Adapters | None = None,
+    insecure_no_auth: bool = False,
 ) -> None:
     """Run the API with uvicorn until interrupted (one process; scale out with more replicas). `adapters`
-    are the workers' (`om_app.wiring`, passed by `om serve`): celery mode needs them."""
+    are the workers' (`om_app.wiring`, passed by `om serve`): celery mode needs them. Without
+    authentication it binds only loopback addresses unless `insecure_no_auth` (ValueError otherwise)."""
     import uvicorn
 
     from om_api.app import create_app
 
     settings = ApiSettings()
+    host = host or settings.api_host
+    port = port or settings.api_port
+    problem = open_without_auth(settings, host, port, insecure_no_auth=insecure_no_auth)
+    if problem is not None:
+        raise ValueError(problem)
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if settings.auth == "none" and not loopback_bind(host):
+        log.warning(
+            "--insecure-no-auth: serving %s:%d without authentication; requests must still name a "
+            "loopback host (localhost, 127.0.0.1, [::1])",
+            host,
+            port,
+        )
     app = create_app(settings, adapters)
     freeze_startup_heap()
     uvicorn.run(
         app,
-        host=host or settings.api_host,
-        port=port or settings.api_port,
+        host=host,
+        port=port,
         log_level=log_level,
         proxy_headers=True,
         # Live event streams never end on their own; do not let them hold a shutdown forever.

@@ -40,6 +40,14 @@ class ApiSettings(Settings):
     # stream keeps re-reading the ids it sent for this long to find such an event. It must outlast the
     # longest gap between an event's insert and its commit: 2 s was exceeded on a loaded 2-core machine.
     sse_settle_s: float = Field(default=10.0, description="How long a stream re-reads recent outbox ids")
+    # A stream holds a connection and a task for as long as its client keeps it: bounded so one key
+    # cannot hold what every tenant shares. Counted per API process (N replicas: N times as many).
+    sse_max_streams_per_key: int = Field(
+        default=16, ge=1, description="Most event streams one API key may hold open on one API process (429)"
+    )
+    sse_max_streams: int = Field(
+        default=512, ge=1, description="Most event streams one API process holds open, all keys in all (429)"
+    )
     proxy_timeout_s: float = Field(default=600.0, description="Longest actor-model call of the proxy")
     proxy_tool_rounds: int = Field(
         default=4,

@@ -13,6 +13,13 @@ resume cursor rather than the event id: `<floor>` or `<floor>~<d1>,<d2>,...`, me
 `floor`, plus the events `floor + d1`, `floor + d2`, ...". A client that reconnects with it (browsers
 send it as `Last-Event-ID` on their own) gets every event it has not seen, once. A plain event id is a
 valid cursor too (it names a floor), only without that protection.
+
+Many clients may follow one thread (dashboards, tabs, replicas of a chat backend). The live tail of a
+thread is therefore read by ONE poller per process (`ThreadFeeds`), woken by the notifications and at
+least every `sse_poll_s`; its reads are shared by every stream of that thread, so K followers cost one
+outbox read per interval, not K. Each stream keeps its own cursor (`_Tail`) and takes from a shared read
+only what it has not sent; the poller reads after the lowest floor of its followers, so each read holds
+everything any of them still needs. Replays stay per stream: each starts from its own cursor, once.
 """
 
 from __future__ import annotations
@@ -22,11 +29,10 @@ import json
 import logging
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 from om_core import StoredEvent
 
@@ -187,49 +193,182 @@ class _Tail:
             del self.sent[event_id]
 
 
+#: Most rows one live read returns; a full page means there may be more (read again next interval).
+LIVE_PAGE = 2_000
+
+#: `read(after_id, limit)`: an awaitable outbox read of one thread, in id order.
+Read = Callable[[int, int], Awaitable[list[StoredEvent]]]
+
+
+@dataclass(frozen=True)
+class FeedRead:
+    """One shared outbox read of a thread: every row after `after_id`, up to `LIVE_PAGE` of them.
+    `generation` counts the reads of the feed; `failed` says the read raised (the poller logged why)."""
+
+    generation: int
+    after_id: int
+    rows: Sequence[StoredEvent]
+    failed: bool = False
+
+
+class FeedMember:
+    """One stream following a thread's feed. `floor` is what it still needs: everything after it."""
+
+    def __init__(self, feed: ThreadFeed, floor: int) -> None:
+        self.feed = feed
+        self.floor = floor
+        #: Reads up to this one started before the member joined: they may not cover its floor.
+        self.seen = feed.latest.generation
+
+    async def next_read(self, timeout_s: float) -> FeedRead | None:
+        """The newest read the member has not taken yet, or None when none came within `timeout_s`."""
+        read = await self.feed.newer_than(self.seen, timeout_s)
+        if read is not None:
+            self.seen = read.generation
+        return read
+
+
+class ThreadFeed:
+    """The one poller of a thread's outbox in this process (and event loop), shared by its streams.
+
+    It reads when a notification wakes it and at least every `poll_s`, after the lowest floor of its
+    members, and keeps only the newest read: a member that fell behind takes the newest, which holds
+    everything an older one did (floors only rise, rows are only added)."""
+
+    def __init__(self, thread_id: str, read: Read, fanout: EventFanout, poll_s: float) -> None:
+        self.thread_id = thread_id
+        self._read = read
+        self._fanout = fanout
+        self._poll_s = poll_s
+        self.members: set[FeedMember] = set()
+        self.latest = FeedRead(generation=0, after_id=0, rows=())
+        self._published = asyncio.Event()
+        self._failing = False
+        self._task = asyncio.get_running_loop().create_task(self._poll(), name=f"om-feed-{thread_id}")
+
+    def stop(self) -> None:
+        self._task.cancel()
+
+    async def newer_than(self, generation: int, timeout_s: float) -> FeedRead | None:
+        if self.latest.generation <= generation:
+            published = self._published  # replaced at each read: wait for the next one
+            with suppress(TimeoutError):
+                async with asyncio.timeout(timeout_s):
+                    await published.wait()
+        return self.latest if self.latest.generation > generation else None
+
+    async def _poll(self) -> None:
+        with self._fanout.subscribe(self.thread_id) as wake:
+            while True:
+                with suppress(TimeoutError):
+                    async with asyncio.timeout(self._poll_s):
+                        await wake.wait()
+                wake.clear()
+                if self.members:
+                    self._publish(await self._read_after(min(m.floor for m in self.members)))
+
+    async def _read_after(self, after_id: int) -> FeedRead:
+        generation = self.latest.generation + 1
+        try:
+            rows = await self._read(after_id, LIVE_PAGE)
+        except Exception as exc:
+            # The members keep their cursors and wait for the next read: an outage of the database
+            # does not end every stream at once (nor make all their clients reconnect together).
+            if not self._failing:
+                log.warning("reading the events of a followed thread failed (%s); retrying", exc)
+            self._failing = True
+            return FeedRead(generation, after_id, (), failed=True)
+        self._failing = False
+        return FeedRead(generation, after_id, rows)
+
+    def _publish(self, read: FeedRead) -> None:
+        self.latest = read
+        published, self._published = self._published, asyncio.Event()
+        published.set()
+
+
+class ThreadFeeds:
+    """The feeds of this process, one per followed thread and event loop, each stopped when its last
+    member leaves. Thread-safe: test clients run apps on loops of their own threads."""
+
+    def __init__(self, fanout: EventFanout, poll_s: float) -> None:
+        self.fanout = fanout
+        self.poll_s = poll_s
+        self._guard = threading.Lock()
+        self._feeds: dict[tuple[asyncio.AbstractEventLoop, str], ThreadFeed] = {}
+
+    @contextmanager
+    def follow(self, thread_id: str, read: Read, floor: int) -> Iterator[FeedMember]:
+        """Membership of the thread's feed from `floor` on. Leaving is synchronous, so a stream closed
+        by cancellation or by `aclose` leaves at once."""
+        key = (asyncio.get_running_loop(), thread_id)
+        with self._guard:
+            feed = self._feeds.get(key)
+            if feed is None:
+                feed = self._feeds[key] = ThreadFeed(thread_id, read, self.fanout, self.poll_s)
+            member = FeedMember(feed, floor)
+            feed.members.add(member)
+        try:
+            yield member
+        finally:
+            with self._guard:
+                feed.members.discard(member)
+                if not feed.members and self._feeds.get(key) is feed:
+                    del self._feeds[key]
+                    feed.stop()
+
+    def followed(self) -> int:
+        """How many threads have a poller now."""
+        with self._guard:
+            return len(self._feeds)
+
+    def followers(self) -> int:
+        """How many live streams share those pollers."""
+        with self._guard:
+            return sum(len(feed.members) for feed in self._feeds.values())
+
+
 async def stream(
     *,
     thread_id: str,
     cursor: str | None,
     follow: bool,
-    read: Callable[[int, int], Any],
-    fanout: EventFanout,
-    poll_s: float,
+    read: Read,
+    feeds: ThreadFeeds,
     heartbeat_s: float,
     settle_s: float,
-    is_disconnected: Callable[[], Any],
+    is_disconnected: Callable[[], Awaitable[bool]],
 ) -> AsyncIterator[str]:
-    """The SSE body: replay everything the cursor has not seen, then (if `follow`) the live tail.
-
-    `read(after_id, limit)` is an awaitable outbox read for this thread, in id order.
-    """
+    """The SSE body: replay everything the cursor has not seen (own reads), then, if `follow`, the live
+    tail from the thread's shared feed."""
     floor, delivered = parse_cursor(cursor)
     tail = _Tail(floor, delivered, settle_s)
-    with fanout.subscribe(thread_id) as wake:
-        yield "retry: 2000\n\n"
-        position = floor
-        while True:
-            page: list[StoredEvent] = await read(position, REPLAY_PAGE)
-            for event in page:
-                position = event.id
-                if tail.replayed(event):
-                    yield format_event(event, tail.cursor())
-            if len(page) < REPLAY_PAGE:
-                break
-        if not follow:
-            return
+    yield "retry: 2000\n\n"
+    position = floor
+    while True:
+        page = await read(position, REPLAY_PAGE)
+        for event in page:
+            position = event.id
+            if tail.replayed(event):
+                yield format_event(event, tail.cursor())
+        if len(page) < REPLAY_PAGE:
+            break
+    if not follow:
+        return
+    with feeds.follow(thread_id, read, tail.floor) as member:
         last_sent = time.monotonic()
         while True:
-            with suppress(TimeoutError):
-                await asyncio.wait_for(wake.wait(), timeout=poll_s)
-            wake.clear()
+            shared = await member.next_read(feeds.poll_s)
             if await is_disconnected():
                 return
-            rows: list[StoredEvent] = await read(tail.floor, 2_000)
-            for event in tail.fresh(rows, 2_000):
-                yield format_event(event, tail.delivered(event))
-                last_sent = time.monotonic()
+            # A read that started below this stream's floor holds all it needs; one that started above
+            # (before the stream joined) may not, and the next read will.
+            if shared is not None and not shared.failed and shared.after_id <= tail.floor:
+                for event in tail.fresh(shared.rows, LIVE_PAGE):
+                    yield format_event(event, tail.delivered(event))
+                    last_sent = time.monotonic()
             tail.settle()
+            member.floor = tail.floor
             if time.monotonic() - last_sent >= heartbeat_s:
                 yield ": keep-alive\n\n"
                 last_sent = time.monotonic()

@@ -157,6 +157,14 @@ def status(thread: Annotated[str, typer.Argument(help="Thread id")]) -> None:
 def serve(
     host: Annotated[str | None, typer.Option(help="Bind address (OM_API_HOST)")] = None,
     port: Annotated[int | None, typer.Option(help="Port (OM_API_PORT)")] = None,
+    insecure_no_auth: Annotated[
+        bool,
+        typer.Option(
+            "--insecure-no-auth",
+            help="With OM_AUTH=none, bind a non-loopback address anyway (anyone who reaches it controls "
+            "every thread); without it such a start is refused",
+        ),
+    ] = False,
 ) -> None:
     """Run the HTTP API (uvicorn). Reads OM_DATABASE_URL, OM_REDIS_URL, OM_AUTH, OM_EXECUTOR, ..."""
     from om_core.process.malloc_arenas import cap_malloc_arenas
@@ -164,14 +172,20 @@ def serve(
 
     cap_malloc_arenas()
     default_estimator().load()  # first, before the API's imports (see `TiktokenEstimator.load`)
+    from om_api.cli import open_without_auth
     from om_api.settings import ApiSettings
 
     settings = _settings(ApiSettings)
+    host, port = host or settings.api_host, port or settings.api_port
+    problem = open_without_auth(settings, host, port, insecure_no_auth=insecure_no_auth)
+    if problem is not None:
+        typer.echo(f"error: {problem}", err=True)
+        raise typer.Exit(2)
     _preflight("serve", settings, executor=settings.executor)
     from om_api.cli import serve as run
     from om_app.wiring import worker_adapters
 
-    run(host or settings.api_host, port or settings.api_port, adapters=worker_adapters())
+    run(host, port, adapters=worker_adapters(), insecure_no_auth=insecure_no_auth)
 
 
 @app.command("worker")

@@ -1,4 +1,5 @@
-"""Live events of a thread as Server-Sent Events (see `om_api.sse`)."""
+"""Live events of a thread as Server-Sent Events (see `om_api.sse`), each stream holding a slot of the
+key's and the process's caps (see `om_api.stream_slots`) until it ends."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ from starlette.concurrency import run_in_threadpool
 
 from om_api.auth import Caller, Runtime
 from om_api.routes.common import COMMON_ERRORS, ThreadId, require_thread
-from om_api.sse import CURSOR_PATTERN, stream
+from om_api.schemas import ErrorResponse
+from om_api.sse import CURSOR_PATTERN, ThreadFeeds, stream
+from om_api.stream_slots import SlotResponse, StreamSlots
 from om_core import StoredEvent
 from om_core.store.outbox import list_events
 
@@ -25,6 +28,13 @@ _SSE_DOC = {
         "content": {"text/event-stream": {"schema": {"type": "string"}}},
     },
     **COMMON_ERRORS,
+    429: {
+        "model": ErrorResponse,
+        "description": (
+            "Too many event streams open for this API key (OM_SSE_MAX_STREAMS_PER_KEY) or on this server "
+            "(OM_SSE_MAX_STREAMS); `Retry-After` says when to try again"
+        ),
+    },
 }
 
 
@@ -60,6 +70,9 @@ async def get_events(
 ) -> StreamingResponse:
     thread = await run_in_threadpool(require_thread, runtime, caller, thread_id)
     settings = runtime.settings
+    slots: StreamSlots = request.app.state.stream_slots
+    feeds: ThreadFeeds = request.app.state.thread_feeds
+    slot = slots.take(caller.key_id)
 
     async def read(after_id: int, limit: int) -> list[StoredEvent]:
         return await run_in_threadpool(
@@ -71,14 +84,14 @@ async def get_events(
         cursor=last_event_id or after,
         follow=follow,
         read=read,
-        fanout=runtime.fanout,
-        poll_s=settings.sse_poll_s,
+        feeds=feeds,
         heartbeat_s=settings.sse_heartbeat_s,
         settle_s=settings.sse_settle_s,
         is_disconnected=request.is_disconnected,
     )
-    return StreamingResponse(
+    return SlotResponse(
         body,
+        slot=slot,
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )

@@ -180,7 +180,7 @@ def open_client(postgres_url: str, pg_engine: Engine) -> Iterator[TestClient]:
         plugins="tests.support.fake_actor",
         metrics_token=METRICS_TOKEN,
     )
-    with TestClient(create_app(settings)) as client:
+    with TestClient(create_app(settings), base_url="http://localhost") as client:
         yield client
 
 

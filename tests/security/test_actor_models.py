@@ -109,7 +109,7 @@ def _client(tmp_path: Path, actor_models: str | None) -> TestClient:
         model="om-local/extractive",
         actor_models=actor_models,
     )
-    return TestClient(create_app(settings))
+    return TestClient(create_app(settings), base_url="http://localhost")
 
 
 def _ask(client: TestClient, model: str) -> tuple[int, dict[str, object]]:

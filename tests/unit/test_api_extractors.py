@@ -17,7 +17,7 @@ def test_a_bad_extractor_is_a_422_naming_the_entry_and_a_good_one_is_stored(
 ) -> None:
     # `sqlite_engine` migrated the database at this path.
     settings = ApiSettings(database_url=f"sqlite:///{tmp_path / 'om.db'}", auth="none")
-    with TestClient(create_app(settings)) as client:
+    with TestClient(create_app(settings), base_url="http://localhost") as client:
         bad = {
             "observation": {
                 "extract": [{"name": "ok", "instructions": "x"}, {"name": "Tool", "instructions": "x"}]

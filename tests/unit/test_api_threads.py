@@ -17,7 +17,7 @@ def _pool_size() -> int:
 
 def test_the_request_pool_has_the_configured_number_of_threads(tmp_path: Path) -> None:
     settings = ApiSettings(database_url=f"sqlite:///{tmp_path / 'om.db'}", auth="none", api_threads=3)
-    with TestClient(create_app(settings)) as client:
+    with TestClient(create_app(settings), base_url="http://localhost") as client:
         assert client.portal is not None
         assert client.portal.call(_pool_size) == 3
         assert client.get("/healthz").status_code == 200
