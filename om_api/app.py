@@ -39,6 +39,7 @@ from om_api.routes import (
 from om_api.runtime import Adapters, build_runtime
 from om_api.settings import ApiSettings
 from om_api.sse import listen_redis
+from om_api.tenant_rate_limit import TenantRateLimit
 from om_core import Settings
 
 log = logging.getLogger("om.api")
@@ -171,6 +172,7 @@ def create_app(settings: Settings | None = None, adapters: Adapters | None = Non
     app.state.runtime = runtime
     errors.install(app)
     app.add_middleware(BodyLimit, limit=api_settings.max_request_bytes)
+    app.add_middleware(TenantRateLimit, runtime=runtime)
     app.add_middleware(RequestMetrics, metrics=runtime.metrics)
     for router in (
         threads.router,
