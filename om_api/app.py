@@ -41,6 +41,7 @@ from om_api.runtime import Adapters, build_runtime
 from om_api.settings import ApiSettings
 from om_api.sse import ThreadFeeds, listen_redis
 from om_api.stream_slots import StreamSlots
+from om_api.tenant_rate_limit import TenantRateLimit
 from om_core import Settings
 
 log = logging.getLogger("om.api")
@@ -188,6 +189,7 @@ def create_app(settings: Settings | None = None, adapters: Adapters | None = Non
     app.state.thread_feeds = ThreadFeeds(runtime.fanout, api_settings.sse_poll_s)
     errors.install(app)
     app.add_middleware(BodyLimit, limit=api_settings.max_request_bytes)
+    app.add_middleware(TenantRateLimit, runtime=runtime)
     app.add_middleware(RequestMetrics, metrics=runtime.metrics)
     if api_settings.auth == "none":  # last added runs first: a refused request reaches nothing else
         app.add_middleware(LoopbackOnly)

@@ -1,4 +1,5 @@
-"""Plain functions behind `om serve` and `om keys create|revoke|list` (the `om` CLI wires them up).
+"""Plain functions behind `om serve`, `om keys create|revoke|list` and `om tenants limits|list` (the `om` CLI
+wires them up).
 
 Settings come from the environment (`OM_DATABASE_URL`, `OM_AUTH`, `OM_EXECUTOR`, ...).
 """
@@ -10,14 +11,23 @@ from typing import TYPE_CHECKING
 
 from om_api.loopback import loopback_bind
 from om_api.settings import ApiSettings
-from om_core import tenancy
+from om_core import tenancy, tenant_limits
 from om_core.process.startup_heap import freeze_startup_heap
 from om_core.store.db import make_engine
 
 if TYPE_CHECKING:
     from om_api.runtime import Adapters
 
-__all__ = ["keys_create", "keys_list", "keys_revoke", "open_without_auth", "serve"]
+__all__ = [
+    "keys_create",
+    "keys_list",
+    "keys_revoke",
+    "open_without_auth",
+    "serve",
+    "tenant_limits_clear",
+    "tenant_limits_list",
+    "tenant_limits_set",
+]
 
 log = logging.getLogger("om.api")
 
@@ -100,5 +110,32 @@ def keys_list(tenant: str | None = None) -> list[tenancy.ApiKey]:
     engine = make_engine(ApiSettings().database_url)
     try:
         return tenancy.list_keys(engine, tenant)
+    finally:
+        engine.dispose()
+
+
+def tenant_limits_set(tenant: str, limits: tenant_limits.TenantLimits) -> tenant_limits.TenantLimits:
+    """Set the given fields of the tenant's limits (the others keep their stored value); returns all."""
+    engine = make_engine(ApiSettings().database_url)
+    try:
+        return tenant_limits.set_tenant_limits(engine, tenant, limits)
+    finally:
+        engine.dispose()
+
+
+def tenant_limits_clear(tenant: str) -> bool:
+    """Drop the tenant's limits (the settings apply again); False when it had none."""
+    engine = make_engine(ApiSettings().database_url)
+    try:
+        return tenant_limits.clear_tenant_limits(engine, tenant)
+    finally:
+        engine.dispose()
+
+
+def tenant_limits_list() -> dict[str, tenant_limits.TenantLimits]:
+    """Every tenant the operator gave its own limits, by tenant id."""
+    engine = make_engine(ApiSettings().database_url)
+    try:
+        return tenant_limits.read_tenant_limits(engine)
     finally:
         engine.dispose()

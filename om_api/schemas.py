@@ -50,6 +50,7 @@ from om_client.models import Generation as Generation
 from om_client.models import HealthResponse as HealthResponse
 from om_client.models import Identifier as Identifier
 from om_client.models import KeyUsageResponse as KeyUsageResponse
+from om_client.models import MemoryBudget as MemoryBudget
 from om_client.models import MessagesResponse as MessagesResponse
 from om_client.models import ModelCard as ModelCard
 from om_client.models import ModelList as ModelList

@@ -65,6 +65,22 @@ class ApiSettings(Settings):
             "(`GET /v1/whoami`, `GET /v1/fleet`); unset: no link"
         ),
     )
+    tenant_rate_limit: float = Field(
+        default=200.0,
+        ge=0,
+        description=(
+            "Requests per second one tenant may make to one API process, its keys together (429 over it; "
+            "0: no limit; `om tenants limits` sets one tenant's). Each process counts its own requests"
+        ),
+    )
+    tenant_rate_burst: int = Field(
+        default=400, ge=1, description="Requests a tenant may make at once before its rate limit applies"
+    )
+    tenant_limits_refresh_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="How often an API process re-reads the per-tenant limits set with `om tenants limits`",
+    )
     api_threads: int = Field(
         default=40, ge=1, description="Requests served at once (a turn waiting on blocking work holds one)"
     )

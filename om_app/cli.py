@@ -11,13 +11,16 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Annotated, NoReturn, TypeVar
 
 import typer
 from pydantic_settings import BaseSettings
 
 from om_core import Settings
 from om_core.settings import env_help
+
+if TYPE_CHECKING:
+    from om_core.tenant_limits import TenantLimits
 
 SettingsT = TypeVar("SettingsT", bound=BaseSettings)
 
@@ -32,6 +35,10 @@ app = typer.Typer(
 )
 keys_app = typer.Typer(help="Create, revoke and list API keys (stored hashed, one tenant per key).")
 app.add_typer(keys_app, name="keys")
+tenants_app = typer.Typer(
+    help="Per-tenant limits over the server-wide settings: requests per second, daily memory-model budget."
+)
+app.add_typer(tenants_app, name="tenants")
 
 
 def _print_version(requested: bool) -> None:
@@ -320,6 +327,59 @@ def keys_list(tenant: Annotated[str | None, typer.Option(help="Only this tenant'
             f"{used.completion_tokens} completion tokens\t${used.cost_usd:.6f}"
         )
         typer.echo(f"{key.id}\t{key.tenant_id}\t{key.name}\t{revoked}\t{spent}")
+
+
+@tenants_app.command("limits")
+def tenants_limits(
+    tenant: Annotated[str, typer.Argument(help="Tenant id (as given to `om keys create`)")],
+    requests_per_s: Annotated[
+        float | None, typer.Option(help="Requests per second per API process (0: no limit)", min=0)
+    ] = None,
+    burst: Annotated[int | None, typer.Option(help="Requests at once before the rate applies", min=1)] = None,
+    daily_budget_usd: Annotated[
+        float | None, typer.Option(help="Memory-model spend per UTC day, USD (0: no budget)", min=0)
+    ] = None,
+    clear: Annotated[
+        bool, typer.Option("--clear", help="Drop the tenant's limits: the settings apply")
+    ] = False,
+) -> None:
+    """Set one tenant's limits (options not given keep their value; unset ones follow OM_TENANT_RATE_LIMIT,
+    OM_TENANT_RATE_BURST, OM_TENANT_DAILY_BUDGET_USD). API processes apply them within
+    OM_TENANT_LIMITS_REFRESH_S; the budget check within seconds."""
+    from om_api.cli import tenant_limits_clear, tenant_limits_set
+    from om_core.tenant_limits import TenantLimits
+
+    _preflight("keys", _settings(Settings))
+    if clear:
+        removed = tenant_limits_clear(tenant)
+        typer.echo(f"{tenant}: limits cleared" if removed else f"{tenant}: had no limits of its own")
+        return
+    try:
+        stored = tenant_limits_set(tenant, TenantLimits(requests_per_s, burst, daily_budget_usd))
+    except ValueError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    typer.echo(_limits_line(tenant, stored))
+
+
+@tenants_app.command("list")
+def tenants_list() -> None:
+    """List the tenants with limits of their own (a dash: the setting applies)."""
+    from om_api.cli import tenant_limits_list
+
+    _preflight("keys", _settings(Settings))
+    for tenant, limits in tenant_limits_list().items():
+        typer.echo(_limits_line(tenant, limits))
+
+
+def _limits_line(tenant: str, limits: TenantLimits) -> str:
+    def shown(value: float | int | None) -> str:
+        return "-" if value is None else f"{value:g}"
+
+    return (
+        f"{tenant}\trequests_per_s={shown(limits.requests_per_s)}\tburst={shown(limits.burst)}\t"
+        f"daily_budget_usd={shown(limits.daily_budget_usd)}"
+    )
 
 
 def main() -> None:

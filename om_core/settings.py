@@ -146,6 +146,12 @@ class Settings(BaseSettings):
         description="Comma-separated Python modules the API and the workers import at start (litellm "
         "providers, hooks, extractors and onExtracted callbacks: the only code a tenant's config can name)",
     )
+    tenant_daily_budget_usd: float | None = Field(
+        default=None,
+        ge=0,
+        description="Each tenant's memory-model spend per UTC day, in USD, after which its observation "
+        "pauses until the next UTC midnight (unset or 0: no budget; `om tenants limits` sets one tenant's)",
+    )
     webhook_allow_private: bool = Field(
         default=False,
         description="Let webhooks call loopback, private and link-local addresses (refused otherwise)",

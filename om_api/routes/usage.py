@@ -1,18 +1,22 @@
-"""`GET /v1/usage`: what the calling key spent on actor models through the proxy.
+"""`GET /v1/usage`: what the calling key spent on actor models through the proxy, and where its tenant
+stands against its daily memory-model budget.
 
-A tenant sees its own key's counters (the same ones `om keys list` shows the operator), so a chat backend
-can watch its spend without access to `/metrics`.
+A tenant sees its own key's counters (the same ones `om keys list` shows the operator) and its tenant's
+budget state (the one that pauses observation, `om_core.spend`), so a chat backend can watch its spend
+and learn why observation paused without access to `/metrics`.
 """
 
 from __future__ import annotations
+
+from datetime import UTC, datetime
 
 from fastapi import APIRouter
 
 from om_api.auth import Caller, Runtime
 from om_api.errors import ApiError
 from om_api.routes.common import errors
-from om_api.schemas import KeyUsageResponse
-from om_core import tenancy
+from om_api.schemas import KeyUsageResponse, MemoryBudget
+from om_core import spend, tenancy
 
 router = APIRouter(tags=["usage"])
 
@@ -21,7 +25,7 @@ router = APIRouter(tags=["usage"])
     "/v1/usage",
     response_model=KeyUsageResponse,
     responses=errors(401, 404, 503),
-    summary="The calling API key's actor-model usage through /v1/chat/completions",
+    summary="The calling API key's actor-model usage, and its tenant's memory-model budget today",
 )
 def get_usage(runtime: Runtime, caller: Caller) -> KeyUsageResponse:
     if caller.key_id is None or caller.tenant_id is None:
@@ -53,4 +57,23 @@ def key_usage(runtime: Runtime, caller: Caller) -> KeyUsageResponse | None:
         prompt_tokens=usage.prompt_tokens,
         completion_tokens=usage.completion_tokens,
         cost_usd=usage.cost_usd,
+        memory_budget=memory_budget(runtime, caller.tenant_id, datetime.now(UTC)),
+    )
+
+
+def memory_budget(runtime: Runtime, tenant_id: str, now: datetime) -> MemoryBudget:
+    """Read now, not from the process's memory: this is where a tenant looks when observation paused."""
+    state = spend.budget_state(
+        runtime.db,
+        tenant_id,
+        now,
+        default_budget_usd=runtime.settings.tenant_daily_budget_usd,
+        max_age_s=0,
+    )
+    return MemoryBudget(
+        daily_budget_usd=state.budget_usd,
+        spent_today_usd=state.spent_usd,
+        paused=state.paused,
+        day=state.day.isoformat(),
+        resets_at=state.resets_at,
     )

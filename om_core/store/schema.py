@@ -23,6 +23,7 @@ from sqlalchemy import (
     BigInteger,
     Boolean,
     Column,
+    Date,
     DateTime,
     Float,
     ForeignKey,
@@ -440,6 +441,36 @@ usage_tenant_deltas = Table(
     Column("output_tokens", BigInteger, nullable=False),
     Column("cost_usd", Float, nullable=False),
     Column("cycles", BigInteger, nullable=False),
+    # The UTC day of the event (`om_core.spend` reads a tenant's spend per day); NULL for deltas written
+    # before migration 0009, which count in the tenant's totals but in no day.
+    Column("day", Date, nullable=True),
+)
+
+#: A tenant's usage per UTC day, folded from `usage_tenant_deltas` by the same maintenance pass: what a
+#: daily spend budget (`om_core.spend`) is checked against, plus the deltas of that day not folded yet.
+usage_tenant_days = Table(
+    "om_usage_tenant_days",
+    metadata,
+    Column("tenant_id", String(255), primary_key=True),
+    Column("day", Date, primary_key=True),
+    Column("input_tokens", BigInteger, nullable=False, server_default=text("0")),
+    Column("output_tokens", BigInteger, nullable=False, server_default=text("0")),
+    Column("cost_usd", Float, nullable=False, server_default=text("0")),
+    Column("cycles", BigInteger, nullable=False, server_default=text("0")),
+    Column("updated_at", Timestamp, nullable=False),
+)
+
+#: Limits the operator set for one tenant (`om tenants limits`), over the server-wide settings; a NULL
+#: column means "the setting's value". Tenants exist only through their keys, so this is the only
+#: per-tenant row; read by every API process (cached) and by the budget check of the background cycle.
+tenant_limits = Table(
+    "om_tenant_limits",
+    metadata,
+    Column("tenant_id", String(255), primary_key=True),
+    Column("requests_per_s", Float, nullable=True),
+    Column("burst", Integer, nullable=True),
+    Column("daily_budget_usd", Float, nullable=True),
+    Column("updated_at", Timestamp, nullable=False),
 )
 
 
@@ -455,8 +486,10 @@ __all__ = [
     "records",
     "resources",
     "search_docs",
+    "tenant_limits",
     "threads",
     "triggers",
+    "usage_tenant_days",
     "usage_tenant_deltas",
     "usage_tenants",
     "usage_threads",

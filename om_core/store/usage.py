@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from typing import Any
 
 from sqlalchemy import Connection, Engine, Subquery, Table, bindparam, delete, func, insert, select, union_all
@@ -79,13 +79,31 @@ def _upsert(dialect: Any, table: Table, key: str) -> Any:
     )
 
 
+_COUNTS = ("input_tokens", "output_tokens", "cost_usd", "cycles")
 _UPSERT = {
     (name, table.name): _upsert(dialect, table, key)
     for name, dialect in (("postgresql", postgresql), ("sqlite", sqlite))
     for table, key in ((schema.usage_threads, "thread_id"), (schema.usage_tenants, "tenant_id"))
 }
+
+
+def _upsert_day(dialect: Any) -> Any:
+    """`_upsert` for `usage_tenant_days`, whose key is two columns (tenant, day)."""
+    table = schema.usage_tenant_days
+    insert = dialect.insert(table)
+    return insert.on_conflict_do_update(
+        index_elements=[table.c.tenant_id, table.c.day],
+        set_={
+            **{name: table.c[name] + insert.excluded[name] for name in _COUNTS},
+            "updated_at": insert.excluded.updated_at,
+        },
+    )
+
+
+_UPSERT_DAY = {
+    name: _upsert_day(dialect) for name, dialect in (("postgresql", postgresql), ("sqlite", sqlite))
+}
 _INSERT_DELTA = insert(schema.usage_tenant_deltas)
-_COUNTS = ("input_tokens", "output_tokens", "cost_usd", "cycles")
 
 
 def _thread_and_delta() -> Any:
@@ -96,7 +114,12 @@ def _thread_and_delta() -> Any:
     T, D = schema.usage_threads, schema.usage_tenant_deltas
     counts = {name: bindparam(f"u_{name}", type_=D.c[name].type) for name in _COUNTS}
     tenant = bindparam("u_tenant_id", type_=D.c.tenant_id.type)
-    delta = insert(D).from_select(["tenant_id", *_COUNTS], select(tenant, *counts.values())).cte("delta")
+    day = bindparam("u_day", type_=D.c.day.type)
+    delta = (
+        insert(D)
+        .from_select(["tenant_id", "day", *_COUNTS], select(tenant, day, *counts.values()))
+        .cte("delta")
+    )
     upsert = postgresql.insert(T).values(
         thread_id=bindparam("u_thread_id", type_=T.c.thread_id.type),
         updated_at=bindparam("u_updated_at", type_=T.c.updated_at.type),
@@ -125,24 +148,36 @@ def _bump(conn: Connection, table: Table, key: str, value: str, usage: UsageTota
     conn.execute(_UPSERT[(dialect, table.name)], {key: value, **_counts(usage), "updated_at": now})
 
 
+def utc_day(moment: datetime) -> date:
+    """The UTC calendar day of `moment`: the day a daily spend budget counts it in."""
+    return moment.astimezone(UTC).date()
+
+
 def count_usage(conn: Connection, stored: Sequence[StoredEvent]) -> None:
     """Add the usage of each written event to its thread's totals and its tenant's deltas (same
-    transaction)."""
+    transaction), each delta dated with the event's UTC day."""
     now = datetime.now(UTC)
     for event in stored:
         usage = usage_of(event.payload)
         if usage is None or event.thread_id is None:
             continue
         tenant = tenant_of(event.thread_id)
+        day = utc_day(event.created_at)
         if conn.dialect.name == "postgresql":
             counts = {f"u_{name}": value for name, value in _counts(usage).items()}
             conn.execute(
                 _THREAD_AND_DELTA,
-                {"u_thread_id": event.thread_id, "u_tenant_id": tenant, "u_updated_at": now, **counts},
+                {
+                    "u_thread_id": event.thread_id,
+                    "u_tenant_id": tenant,
+                    "u_day": day,
+                    "u_updated_at": now,
+                    **counts,
+                },
             )
             continue
         _bump(conn, schema.usage_threads, "thread_id", event.thread_id, usage, now)
-        conn.execute(_INSERT_DELTA, {"tenant_id": tenant, **_counts(usage)})
+        conn.execute(_INSERT_DELTA, {"tenant_id": tenant, "day": day, **_counts(usage)})
 
 
 def _summed(table: Table | Subquery) -> tuple[Any, ...]:
@@ -166,12 +201,31 @@ def fold_tenant_deltas(engine: Engine, *, limit: int = 50_000) -> int:
         if upto is None:
             return 0
         rows = conn.execute(
-            select(D.c.tenant_id, *_summed(D)).where(D.c.id <= upto).group_by(D.c.tenant_id)
+            select(D.c.tenant_id, D.c.day, *_summed(D)).where(D.c.id <= upto).group_by(D.c.tenant_id, D.c.day)
         ).all()
         now = datetime.now(UTC)
+        dialect = "postgresql" if conn.dialect.name == "postgresql" else "sqlite"
+        tenants: dict[str, UsageTotals] = {}
         for row in rows:
-            _bump(conn, schema.usage_tenants, "tenant_id", str(row.tenant_id), _totals(row), now)
+            tenant, totals = str(row.tenant_id), _totals(row)
+            tenants[tenant] = _added(tenants.get(tenant, UsageTotals()), totals)
+            if row.day is not None:  # deltas written before days were recorded count in no day
+                conn.execute(
+                    _UPSERT_DAY[dialect],
+                    {"tenant_id": tenant, "day": row.day, **_counts(totals), "updated_at": now},
+                )
+        for tenant, totals in tenants.items():
+            _bump(conn, schema.usage_tenants, "tenant_id", tenant, totals, now)
         return int(conn.execute(delete(D).where(D.c.id <= upto)).rowcount or 0)
+
+
+def _added(a: UsageTotals, b: UsageTotals) -> UsageTotals:
+    return UsageTotals(
+        a.input_tokens + b.input_tokens,
+        a.output_tokens + b.output_tokens,
+        a.cost_usd + b.cost_usd,
+        a.cycles + b.cycles,
+    )
 
 
 def _totals(row: Any) -> UsageTotals:
@@ -209,3 +263,18 @@ def tenant_usage(engine: Engine, limit: int = 10_000) -> dict[str, UsageTotals]:
     with read_only(engine) as conn:
         rows = conn.execute(query).all()
     return {str(row.tenant_id): _totals(row) for row in rows}
+
+
+def tenant_day_usage(engine: Engine, tenant: str, day: date) -> UsageTotals:
+    """The tenant's usage on one UTC day: the folded row plus the deltas not folded yet, in one statement
+    (one snapshot: a fold committing meanwhile is seen whole or not at all, never counted twice)."""
+    Y, D = schema.usage_tenant_days, schema.usage_tenant_deltas
+    both = union_all(
+        select(*(Y.c[name] for name in _COUNTS)).where(Y.c.tenant_id == tenant, Y.c.day == day),
+        select(*(D.c[name] for name in _COUNTS)).where(D.c.tenant_id == tenant, D.c.day == day),
+    ).subquery()
+    with read_only(engine) as conn:
+        row = conn.execute(select(*_summed(both))).first()
+    if row is None or row.cycles is None:
+        return UsageTotals()
+    return _totals(row)

@@ -458,8 +458,25 @@ class ReadinessResponse(_Response):
     checks: dict[str, CheckResult]
 
 
+class MemoryBudget(_Response):
+    """The tenant's spend on memory models (Observer, Reflector, ...) today, against its daily budget."""
+
+    daily_budget_usd: float | None = Field(
+        description="The tenant's memory-model budget per UTC day; null: no budget"
+    )
+    spent_today_usd: float = Field(
+        description="OM's model cost for the tenant's threads since the last UTC midnight"
+    )
+    paused: bool = Field(
+        description="Observation is paused (turns go on uncompressed) because the budget is spent"
+    )
+    day: str = Field(description="The UTC day counted, YYYY-MM-DD")
+    resets_at: JsonDateTime = Field(description="The next UTC midnight, when the day's spend starts from 0")
+
+
 class KeyUsageResponse(_Response):
-    """What the calling API key spent on actor models through `/v1/chat/completions`."""
+    """What the calling API key spent on actor models through `/v1/chat/completions`, and its tenant's
+    memory-model budget."""
 
     key_id: str = Field(description="The key's public id (`omk_...`)")
     tenant_id: str
@@ -467,6 +484,10 @@ class KeyUsageResponse(_Response):
     prompt_tokens: int
     completion_tokens: int
     cost_usd: float = Field(description="litellm's cost of those calls; 0 for models it has no price for")
+    memory_budget: MemoryBudget | None = Field(
+        default=None,
+        description="The tenant's memory-model spend today against its budget (null from older servers)",
+    )
 
 
 class FieldError(_Response):

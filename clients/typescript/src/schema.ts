@@ -392,7 +392,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The calling API key's actor-model usage through /v1/chat/completions */
+        /** The calling API key's actor-model usage, and its tenant's memory-model budget today */
         get: operations["get_usage_v1_usage_get"];
         put?: never;
         post?: never;
@@ -961,7 +961,8 @@ export interface components {
         };
         /**
          * KeyUsageResponse
-         * @description What the calling API key spent on actor models through `/v1/chat/completions`.
+         * @description What the calling API key spent on actor models through `/v1/chat/completions`, and its tenant's
+         *     memory-model budget.
          */
         KeyUsageResponse: {
             /**
@@ -985,6 +986,40 @@ export interface components {
              * @description litellm's cost of those calls; 0 for models it has no price for
              */
             cost_usd: number;
+            /** @description The tenant's memory-model spend today against its budget (null from older servers) */
+            memory_budget?: components["schemas"]["MemoryBudget"] | null;
+        };
+        /**
+         * MemoryBudget
+         * @description The tenant's spend on memory models (Observer, Reflector, ...) today, against its daily budget.
+         */
+        MemoryBudget: {
+            /**
+             * Daily Budget Usd
+             * @description The tenant's memory-model budget per UTC day; null: no budget
+             */
+            daily_budget_usd: number | null;
+            /**
+             * Spent Today Usd
+             * @description OM's model cost for the tenant's threads since the last UTC midnight
+             */
+            spent_today_usd: number;
+            /**
+             * Paused
+             * @description Observation is paused (turns go on uncompressed) because the budget is spent
+             */
+            paused: boolean;
+            /**
+             * Day
+             * @description The UTC day counted, YYYY-MM-DD
+             */
+            day: string;
+            /**
+             * Resets At
+             * Format: date-time
+             * @description The next UTC midnight, when the day's spend starts from 0
+             */
+            resets_at: string;
         };
         /**
          * MessagesResponse
