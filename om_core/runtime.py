@@ -27,6 +27,7 @@ def engine_settings(settings: Settings) -> EngineSettings:
         embedding_batch_size=settings.embedding_batch_size,
         index_interval_s=settings.index_interval_s,
         memory_policy=settings.memory_policy(),
+        tenant_daily_budget_usd=settings.tenant_daily_budget_usd,
         webhooks=WebhookPolicy(
             allow_private=settings.webhook_allow_private,
             retry_base_s=settings.webhook_retry_base_s,

@@ -128,7 +128,8 @@ def budget_state(
     max_age_s: float = SPEND_CACHE_S,
 ) -> BudgetState:
     """The tenant's budget and spend on `now`'s UTC day, at most `max_age_s` old (0: read now, and
-    remember that for the next caller). `tenant` is the stored tenant (`store.usage.tenant_of`)."""
+    remember that for the next caller). `tenant` is the stored tenant (`scoped_ids.tenant_of`, `''`
+    without tenancy)."""
     return _CACHE.state(db, tenant, now, default_budget_usd, max_age_s)
 
 

@@ -47,7 +47,9 @@ from om_core.models.client import ModelClient
 from om_core.models.selection import DEFAULT_MODEL, ModelByInputTokens, ModelSpec
 from om_core.observer import thread_title_update
 from om_core.recall.search_mode import Searcher
+from om_core.scoped_ids import tenant_of
 from om_core.search.embedder import Embedder, ModelEmbedder
+from om_core.spend import spend_refusal
 from om_core.store import history, records, schema
 from om_core.store.outbox import last_event_id, list_events, write_record_events
 from om_core.store.part_cache import PartCache
@@ -59,6 +61,9 @@ from om_core.tokens.memo import RememberedCounts
 log = logging.getLogger("om.engine")
 
 #: Events written during the current `ingest_turn` (inline background work included), returned to the caller.
+#: The tenant of the task the current thread runs (`EngineCore.run_task` sets it; `''` without tenancy):
+#: whose spend budget its model calls draw on. None outside a task.
+CURRENT_TENANT: ContextVar[str | None] = ContextVar("om_current_tenant", default=None)
 EVENT_SINK: ContextVar[list[StoredEvent] | None] = ContextVar("om_event_sink", default=None)
 
 
@@ -170,9 +175,11 @@ class EngineCore:
         """Run one task value: the single entry point executors (inline or Celery) call."""
         handler: Callable[[Any], bool] = getattr(self, kind_of(task).handler)
         token = CURRENT_TRIGGER.set(getattr(task, "trigger", None))
+        tenant = CURRENT_TENANT.set(tenant_of(task.thread_id) or "")
         try:
             return handler(task)
         finally:
+            CURRENT_TENANT.reset(tenant)
             CURRENT_TRIGGER.reset(token)
 
     # ---------------------------------------------------------------------------------- config
@@ -215,10 +222,18 @@ class EngineCore:
     ) -> Completion:
         """One memory-model call (Observer, Reflector, extraction) with `stage`'s settings: the one door
         from a thread's config to a provider. Refused before anything is sent when the config was refused
-        by the operator's policy (`ModelCallRefused`, handled by the caller like any failed call); the
+        by the operator's policy or when the task's tenant spent its daily budget (`ModelCallRefused`,
+        handled by the caller like any failed call: the failure policy applies, the turn goes on); the
         output bound by `OM_MEMORY_MAX_OUTPUT_TOKENS` whatever the config says."""
         if cfg.refused is not None:
             raise ModelCallRefused("CONFIG_REFUSED", cfg.refused)
+        tenant = CURRENT_TENANT.get()
+        if tenant is not None:
+            spent = spend_refusal(
+                self.db, tenant, self.clock(), default_budget_usd=self.settings.tenant_daily_budget_usd
+            )
+            if spent is not None:
+                raise ModelCallRefused("SPEND_BUDGET_EXCEEDED", spent)
         cap = self.settings.memory_policy.max_output_tokens
         return self.models.complete(
             model,

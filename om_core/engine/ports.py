@@ -96,6 +96,9 @@ class EngineSettings:
     webhooks: WebhookPolicy = field(default_factory=WebhookPolicy)
     #: The operator's bounds on tenant-written configs (`OM_MEMORY_*`, `om_core.config_trust`).
     memory_policy: MemoryPolicy = field(default_factory=MemoryPolicy)
+    #: Each tenant's memory-model spend per UTC day unless the operator set its own (`om tenants limits`);
+    #: None: no budget (`OM_TENANT_DAILY_BUDGET_USD`, `om_core.spend`).
+    tenant_daily_budget_usd: float | None = None
 
 
 class ObserverDegenerateError(OMError, RuntimeError):

@@ -19,7 +19,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, Subquery, Table, bindparam, delete, func, insert, select, union_all
 from sqlalchemy.dialects import postgresql, sqlite
 
-from om_core.scoped_ids import SCOPE_SEPARATOR
+from om_core.scoped_ids import tenant_of
 from om_core.store import schema
 from om_core.store.db import read_only
 from om_core.store.types import StoredEvent
@@ -37,11 +37,6 @@ class UsageTotals:
     @property
     def total_tokens(self) -> int:
         return self.input_tokens + self.output_tokens
-
-
-def tenant_of(stored_thread_id: str) -> str:
-    """The tenant part of a stored id (`''` for ids stored without tenancy)."""
-    return stored_thread_id.rpartition(SCOPE_SEPARATOR)[0]
 
 
 def usage_of(payload: Mapping[str, Any]) -> UsageTotals | None:
@@ -161,7 +156,7 @@ def count_usage(conn: Connection, stored: Sequence[StoredEvent]) -> None:
         usage = usage_of(event.payload)
         if usage is None or event.thread_id is None:
             continue
-        tenant = tenant_of(event.thread_id)
+        tenant = tenant_of(event.thread_id) or ""  # '' : ids stored without tenancy
         day = utc_day(event.created_at)
         if conn.dialect.name == "postgresql":
             counts = {f"u_{name}": value for name, value in _counts(usage).items()}

@@ -14,6 +14,7 @@ Before issue 28 nothing limited a tenant: every request was served and no budget
 
 from __future__ import annotations
 
+import json
 import math
 import time
 import uuid
@@ -35,6 +36,7 @@ from om_core.spend import SpendCache, spend_refusal
 from om_core.store.types import StoredEvent
 from om_core.store.usage import count_usage, fold_tenant_deltas
 from om_core.tenant_limits import TenantLimits, clear_tenant_limits, set_tenant_limits
+from tests.support.listener import listening
 
 pytestmark = [pytest.mark.postgres]
 
@@ -285,3 +287,50 @@ def test_usage_shows_the_tenants_budget_state(postgres_url: str, pg_engine: Engi
         "resets_at": f"{tomorrow}T00:00:00Z",
     }
     assert calm["paused"] is False and calm["spent_today_usd"] == 0 and calm["daily_budget_usd"] == 0.5
+
+
+def test_a_tenant_over_its_budget_calls_no_model_and_its_turns_go_on(
+    postgres_url: str, pg_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The budget pauses observation: the next memory-model call is refused before it reaches the provider
+    (the operator's own, a listener here), the failed event says why, the turn answers, and another
+    tenant's observation still calls the provider."""
+    spender, other = _tenant("spender"), _tenant("thrifty")
+    keys = {tenant: _key(pg_engine, tenant) for tenant in (spender, other)}
+    _spend(pg_engine, spender, 0.7, datetime.now(UTC))
+    long_text = " ".join(f"word{i}" for i in range(80))
+    with listening() as provider:
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-server")
+        operator = {
+            "model": "openai/gpt-4o-mini",
+            "observation": {
+                "messageTokens": 30,
+                "bufferTokens": False,
+                "providerOptions": {"litellm": {"api_base": provider.url + "/v1"}},
+            },
+        }
+        settings = _settings(
+            postgres_url,
+            config=json.dumps(operator),
+            model=None,
+            tenant_daily_budget_usd=0.5,
+            tenant_rate_limit=0,
+            model_retry_max_retries=0,
+        )
+        with TestClient(create_app(settings)) as client:
+            results = {}
+            for tenant in (spender, other):
+                turn = client.post(
+                    "/v1/threads/t1/turns",
+                    json={"messages": [{"role": "user", "text": long_text}], "context": "none"},
+                    headers=_auth(keys[tenant]),
+                )
+                assert turn.status_code == 200, turn.text
+                results[tenant] = client.post(
+                    "/v1/threads/t1/observe", json={"wait": True}, headers=_auth(keys[tenant])
+                ).json()
+                if tenant == spender:
+                    assert provider.received == [], "the spender's observation reached the provider"
+    refused = [e for e in results[spender]["events"] if e["type"] == "data-om-observation-failed"]
+    assert refused and "SPEND_BUDGET_EXCEEDED" in str(refused) and "0.5" in str(refused), results[spender]
+    assert provider.received, "the other tenant's observation still called the provider"
