@@ -13,7 +13,6 @@ tenant see that tenant's cycles only.
 
 from __future__ import annotations
 
-import ast
 import sys
 import textwrap
 import uuid
@@ -201,61 +200,6 @@ def attack(sqlite_engine: Engine, tmp_path: Path) -> Iterator[Attack]:
 def operated(sqlite_engine: Engine, tmp_path: Path) -> Iterator[Attack]:
     """The server with the operator's plugin module loaded through `OM_PLUGINS`."""
     yield from _serve(sqlite_engine, tmp_path, f"om_test_plugin_{_hex()}")
-
-
-#: Where the server imports a module by a name computed at run time, and why that name is not a tenant's.
-#: A new site fails `test_every_dynamic_import_of_the_server_is_an_operator_choice` until it is listed.
-OPERATOR_IMPORTS = {
-    ("om_core/__init__.py", "__getattr__"): "a public name of om_core, from the fixed `_HOMES` table",
-    ("om_core/store/db.py", "_optional"): "optional drivers named in the code (pysqlite3, sqlite-vec)",
-    ("om_core/store/db.py", "make_engine"): "the standard library's sqlite3",
-    ("om_api/runtime.py", "import_plugins"): "OM_PLUGINS, an operator setting",
-}
-#: Calls that import (and so run) a module whose name they are given.
-IMPORTING_CALLS = {"import_module", "__import__", "resolve_name", "locate", "run_module", "run_path"}
-ROOT = Path(__file__).resolve().parents[2]
-
-
-class _ImportingCalls(ast.NodeVisitor):
-    """Collects the enclosing function of every importing call of one file."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.functions: list[str] = ["<module>"]
-        self.found: set[tuple[str, str]] = set()
-
-    def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
-        self.functions.append(node.name)
-        self.generic_visit(node)
-        self.functions.pop()
-
-    visit_AsyncFunctionDef = visit_FunctionDef
-
-    def visit_Call(self, node: ast.Call) -> None:
-        callee = node.func
-        name = callee.attr if isinstance(callee, ast.Attribute) else getattr(callee, "id", "")
-        if name in IMPORTING_CALLS:
-            self.found.add((self.path, self.functions[-1]))
-        self.generic_visit(node)
-
-
-def _dynamic_imports() -> set[tuple[str, str]]:
-    """(file, enclosing function) of every importing call in the server's packages."""
-    found: set[tuple[str, str]] = set()
-    for package in ("om_core", "om_api", "om_workers", "om_app"):
-        for path in sorted((ROOT / package).rglob("*.py")):
-            visitor = _ImportingCalls(str(path.relative_to(ROOT)))
-            visitor.visit(ast.parse(path.read_text()))
-            found |= visitor.found
-    return found
-
-
-def test_every_dynamic_import_of_the_server_is_an_operator_choice() -> None:
-    """No code path imports a module named by data a tenant could write (`onExtracted` was one): every
-    importing call sits in a function listed above, with the reason its name is the operator's."""
-    sites = _dynamic_imports()
-    assert sites - set(OPERATOR_IMPORTS) == set(), "an importing call this test has not reviewed"
-    assert set(OPERATOR_IMPORTS) <= sites, "a reviewed site is gone: drop it from OPERATOR_IMPORTS"
 
 
 def _drink(on_extracted: str | None = None, name: str = "drink") -> dict[str, Any]:

@@ -1,9 +1,9 @@
 """Every place the server's code reaches a sink is listed here with what keeps tenant input out of it.
 
-A sink is a call that sends a model request (litellm), imports code by name, builds a JSON Schema
-validator, or opens an outbound connection. The test reads the source of every server package and finds
-each such call; a new one (or one that moved) fails the test until it is added to `SINKS` with the reason
-a tenant's input cannot choose where it goes, so no new door opens silently.
+A sink is a call that sends a model request (litellm), a call that imports code by a computed name, a
+module that builds JSON Schema validators, or a call that opens an outbound connection. The test reads the
+source of every server package and finds each; a new one (or one that moved) fails the test until it is
+added to `SINKS` with the reason a tenant's input cannot choose where it goes, so no door opens silently.
 """
 
 from __future__ import annotations
@@ -15,77 +15,85 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("om_core", "om_api", "om_workers", "om_app")
 
-#: Call names (the last attribute, or the bare name) of each kind of sink.
-KINDS: dict[str, frozenset[str]] = {
-    "model call": frozenset(
-        {"completion", "acompletion", "embedding", "aembedding", "responses", "aresponses", "text_completion"}
-    ),
-    "import by name": frozenset({"import_module", "__import__"}),
-    "schema validator": frozenset(
-        {"validate", "validator_for", "check_schema", "Draft202012Validator", "Draft7Validator", "Registry"}
-    ),
-    "outbound connection": frozenset(
-        {
-            "urlopen",
-            "create_connection",
-            "HTTPConnection",
-            "HTTPSConnection",
-            "Client",
-            "AsyncClient",
-            "HTTPTransport",
-            "AsyncHTTPTransport",
-            "get",
-            "post",
-            "put",
-            "request",
-            "stream",
-        }
-    ),
-}
-#: The object a model-call or validator name must be read from to count (a `completion` of anything
-#: else is not litellm's).
-OWNERS = {
-    "model call": ("litellm",),
-    "schema validator": ("jsonschema", "validator_for", "referencing", "Draft", "validators"),
-    "outbound connection": ("httpx.", "socket.", "urllib.", "http.client.", "requests."),
-}
-
-#: (file, enclosing function, kind) -> why tenant input cannot choose the destination.
-SINKS: dict[tuple[str, str, str], str] = {}
-
-
-#: Names too common to count when called bare (`get(...)` is rarely a request).
-_GENERIC = frozenset(
-    {"get", "post", "put", "request", "stream", "validate", "Client", "AsyncClient", "Registry"}
+#: litellm functions that send a request to a provider.
+MODEL_CALLS = frozenset(
+    {"completion", "acompletion", "embedding", "aembedding", "responses", "aresponses", "text_completion"}
 )
+#: Calls that import (and so run) a module whose name they are given.
+IMPORTING_CALLS = frozenset(
+    {"import_module", "__import__", "resolve_name", "locate", "run_module", "run_path"}
+)
+#: Modules whose import means the file builds or runs JSON Schema validators.
+VALIDATOR_MODULES = ("jsonschema", "referencing")
+#: Modules that open connections, and the calls of theirs that do.
+CONNECTING = {
+    "httpx": frozenset({"Client", "AsyncClient", "HTTPTransport", "get", "post", "put", "request", "stream"}),
+    "socket": frozenset({"create_connection", "socket", "getaddrinfo"}),
+    "urllib": frozenset({"urlopen"}),
+    "http": frozenset({"HTTPConnection", "HTTPSConnection"}),
+    "requests": frozenset({"get", "post", "put", "request", "Session"}),
+}
+
+#: (file, enclosing function, kind) -> why tenant input cannot choose where it goes.
+SINKS: dict[tuple[str, str, str], str] = {
+    ("om_core/models/client.py", "ModelClient._call_once", "model call"): (
+        "memory-model completions: the model and kwargs come from a config checked by om_core.config_trust "
+        "where written and used (EngineCore.complete); provider options only through routing's translations"
+    ),
+    ("om_core/models/client.py", "ModelClient.embed.attempt", "model call"): (
+        "embeddings with OM_EMBEDDING_MODEL, a server setting; no request or config names it"
+    ),
+    ("om_api/proxy.py", "_Loop._acompletion", "model call"): (
+        "the proxy's actor call: fields from FORWARDED_FIELDS only, the model allowed by OM_ACTOR_MODELS"
+    ),
+    (
+        "om_core/__init__.py",
+        "__getattr__",
+        "import by name",
+    ): "a public name of om_core, from its fixed table",
+    ("om_core/store/db.py", "_optional", "import by name"): "optional drivers named in the code",
+    ("om_core/store/db.py", "make_engine", "import by name"): "the standard library's sqlite3",
+    ("om_api/runtime.py", "import_plugins", "import by name"): "OM_PLUGINS, an operator setting",
+    ("om_core/tenant_schema.py", "<module>", "schema validator"): (
+        "the one module that validates tenant schemas: local references only, a registry that retrieves "
+        "nothing, RE2 patterns, bounded size and work"
+    ),
+    ("om_core/webhooks/delivery.py", "_client", "outbound connection"): (
+        "webhook deliveries: pinned to the address om_core.webhooks.targets checked (global only)"
+    ),
+    ("om_core/webhooks/targets.py", "resolve_host", "outbound connection"): (
+        "the one DNS lookup of a webhook's host, whose every address is then checked"
+    ),
+    ("om_app/embedded.py", "wait_for_port", "outbound connection"): "the embedded stack's own loopback ports",
+    ("om_app/embedded.py", "api_ready", "outbound connection"): "the embedded stack's own API, on loopback",
+    ("om_app/embedded.py", "free_port", "outbound connection"): "binds a loopback socket to find a free port",
+    ("om_app/up.py", "_port_free", "outbound connection"): "binds a loopback socket to test a port",
+}
 
 
-def _name(node: ast.expr) -> str:
+def _dotted(node: ast.expr) -> str:
     if isinstance(node, ast.Attribute):
-        return f"{_name(node.value)}.{node.attr}"
+        return f"{_dotted(node.value)}.{node.attr}"
     if isinstance(node, ast.Name):
         return node.id
     if isinstance(node, ast.Call):
-        return f"{_name(node.func)}()"
+        return f"{_dotted(node.func)}()"
     return "?"
 
 
-def _kind(call: ast.Call) -> str | None:
-    dotted = _name(call.func)
-    last = dotted.rsplit(".", 1)[-1]
-    for kind, names in KINDS.items():
-        if last not in names:
-            continue
-        owners = OWNERS.get(kind)
-        if owners is None or any(owner in dotted for owner in owners):
-            return kind
-        if dotted == last and last not in _GENERIC:
-            return kind
+def _call_kind(call: ast.Call) -> str | None:
+    dotted = _dotted(call.func)
+    root, last = dotted.split(".", 1)[0], dotted.rsplit(".", 1)[-1]
+    if last in MODEL_CALLS and "litellm" in dotted:
+        return "model call"
+    if last in IMPORTING_CALLS:
+        return "import by name"
+    if "." in dotted and last in CONNECTING.get(root, frozenset()):
+        return "outbound connection"
     return None
 
 
 def _sinks_in(path: Path) -> Iterator[tuple[str, str, str]]:
-    tree = ast.parse(path.read_text(), filename=str(path))
     where = str(path.relative_to(ROOT))
 
     def visit(node: ast.AST, scope: str) -> Iterator[tuple[str, str, str]]:
@@ -93,22 +101,24 @@ def _sinks_in(path: Path) -> Iterator[tuple[str, str, str]]:
             inner = scope
             if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
                 inner = f"{scope}.{child.name}" if scope else child.name
-            if isinstance(child, ast.Call):
-                kind = _kind(child)
-                if kind is not None:
-                    yield where, scope or "<module>", kind
+            if isinstance(child, ast.Call) and (kind := _call_kind(child)) is not None:
+                yield where, scope or "<module>", kind
+            if isinstance(child, ast.Import | ast.ImportFrom):
+                names = (
+                    [child.module or ""]
+                    if isinstance(child, ast.ImportFrom)
+                    else [a.name for a in child.names]
+                )
+                if any(name.split(".")[0] in VALIDATOR_MODULES for name in names):
+                    yield where, "<module>", "schema validator"
             yield from visit(child, inner)
 
-    yield from visit(tree, "")
+    yield from visit(ast.parse(path.read_text(), filename=str(path)), "")
 
 
 def found() -> set[tuple[str, str, str]]:
-    return {
-        sink
-        for package in PACKAGES
-        for path in sorted((ROOT / package).rglob("*.py"))
-        for sink in _sinks_in(path)
-    }
+    paths = [path for package in PACKAGES for path in sorted((ROOT / package).rglob("*.py"))]
+    return {sink for path in paths for sink in _sinks_in(path)}
 
 
 def test_every_sink_is_listed_with_its_reason() -> None:
@@ -116,3 +126,23 @@ def test_every_sink_is_listed_with_its_reason() -> None:
     assert ("om_core/models/client.py", "ModelClient._call_once", "model call") in sinks, "the scan works"
     assert sinks - set(SINKS) == set(), "new sinks: add each to SINKS with what keeps tenant input out"
     assert set(SINKS) - sinks == set(), "these sinks are gone: remove them from SINKS"
+
+
+def test_the_scan_finds_each_kind_of_sink() -> None:
+    """Planted sinks of each kind are found, so an empty difference above means something."""
+    planted = ROOT / "om_core" / "_planted_sink_for_test.py"
+    planted.write_text(
+        "import importlib\nimport httpx\nimport jsonschema\nimport litellm\n\n"
+        "def door(name: str) -> None:\n"
+        "    importlib.import_module(name)\n    httpx.post(name)\n    litellm.completion(model=name)\n"
+    )
+    try:
+        sinks = {s for s in found() if s[0].endswith("_planted_sink_for_test.py")}
+    finally:
+        planted.unlink()
+    assert {kind for _, _, kind in sinks} == {
+        "model call",
+        "import by name",
+        "outbound connection",
+        "schema validator",
+    }
