@@ -61,8 +61,8 @@ from om_core.tokens.memo import RememberedCounts
 log = logging.getLogger("om.engine")
 
 #: Events written during the current `ingest_turn` (inline background work included), returned to the caller.
-#: The tenant of the task the current thread runs (`EngineCore.run_task` sets it; `''` without tenancy):
-#: whose spend budget its model calls draw on. None outside a task.
+#: The tenant of the task the current thread runs (`EngineCore.run_task` sets it): whose spend budget its
+#: model calls draw on. None outside a task and for ids stored without a tenant (no auth: no budgets).
 CURRENT_TENANT: ContextVar[str | None] = ContextVar("om_current_tenant", default=None)
 EVENT_SINK: ContextVar[list[StoredEvent] | None] = ContextVar("om_event_sink", default=None)
 
@@ -175,7 +175,7 @@ class EngineCore:
         """Run one task value: the single entry point executors (inline or Celery) call."""
         handler: Callable[[Any], bool] = getattr(self, kind_of(task).handler)
         token = CURRENT_TRIGGER.set(getattr(task, "trigger", None))
-        tenant = CURRENT_TENANT.set(tenant_of(task.thread_id) or "")
+        tenant = CURRENT_TENANT.set(tenant_of(task.thread_id) if task.thread_id else None)
         try:
             return handler(task)
         finally:

@@ -3218,6 +3218,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
+            /** @description Too many event streams open for this API key (OM_SSE_MAX_STREAMS_PER_KEY) or on this server (OM_SSE_MAX_STREAMS); `Retry-After` says when to try again */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
             /** @description The database or the broker is unreachable; retry with the same message ids */
             503: {
                 headers: {
