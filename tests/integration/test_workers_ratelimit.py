@@ -11,6 +11,7 @@ import litellm
 import pytest
 import redis
 
+from om_core.models.client import ModelCallFailed
 from om_core.models.retry import RetryPolicy
 from om_workers.ratelimit import (
     RateLimit,
@@ -124,13 +125,14 @@ def test_every_request_sent_is_charged_retries_and_fallbacks_to_their_own_models
         check_credentials=False,
     )
     rate_limited = litellm.RateLimitError("slow down", llm_provider="openai", model="gpt-4o")
-    with pytest.raises(litellm.RateLimitError):
+    with pytest.raises(ModelCallFailed) as failed:
         models.complete(
             "openai/gpt-4o",
             system="You take notes.",
             user="hello",
             provider_options={"litellm": {"mock_response": rate_limited}},
         )
+    assert isinstance(failed.value.__cause__, litellm.RateLimitError), "the provider's error, chained"
     assert charged == ["openai/gpt-4o"] * 3, "the first request and both retries were charged"
 
     charged.clear()
