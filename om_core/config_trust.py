@@ -36,7 +36,6 @@ __all__ = [
 
 #: How an option may be set by a tenant key:
 #: - `tenant`: any value the configuration model accepts;
-#: - `operator`: only as the operator's configuration has it;
 #: - `model`: a model `OM_MEMORY_MODELS` allows (self-hosted providers only when named);
 #: - `floor`: at least `OM_MEMORY_MIN_TOKENS` (a trigger or batch size: lower means more model calls);
 #: - `buffer-floor`: the buffering interval it resolves to is at least `OM_MEMORY_MIN_BUFFER_TOKENS`;
@@ -47,7 +46,7 @@ __all__ = [
 #:   registered (`om_core.extractors.registry`), never an import path, and whose schemas are data;
 #: - `schema`: a JSON Schema, checked as data (local references only, linear-time patterns, bounded).
 Rule = Literal[
-    "tenant", "operator", "model", "floor", "buffer-floor", "cap", "provider-options", "code-names", "schema"
+    "tenant", "model", "floor", "buffer-floor", "cap", "provider-options", "code-names", "schema"
 ]
 
 _PHASE_RULES: dict[str, Rule] = {
@@ -151,10 +150,6 @@ def refusal(
 def _check_operator_only(
     config: ObservationalMemoryConfig, base: ObservationalMemoryConfig, policy: MemoryPolicy
 ) -> None:
-    given, own = config.to_public_dict(), base.to_public_dict()
-    for path, rule in OPTION_RULES.items():
-        if rule == "operator" and _at(given, path) != _at(own, path):
-            raise OMConfigError("OPERATOR_ONLY_OPTION", path, "only the server's operator sets this option")
     if policy.tenant_passthrough:
         return
     tenant, operator = config.resolve(), base.resolve()
@@ -259,10 +254,6 @@ def models_of(spec: ModelSpec) -> Iterator[str]:
 
 def _low(tokens: int | TokenRange) -> int:
     return tokens.min if isinstance(tokens, TokenRange) else tokens
-
-
-def _at(tree: Mapping[str, Any], path: str) -> Any:
-    return _dig(tree, tuple(path.split(".")))
 
 
 def _dig(tree: Any, keys: tuple[str, ...]) -> Any:
