@@ -111,6 +111,13 @@ class _Publishers:
             except Exception:
                 log.exception("publishing %d events with %s failed", len(events), type(publisher).__name__)
 
+    def close(self) -> None:
+        """Let publishers that send in the background send what they hold."""
+        for publisher in self.publishers:
+            closer = getattr(publisher, "close", None)
+            if callable(closer):
+                closer()
+
 
 @dataclass
 class ApiRuntime:
@@ -137,11 +144,22 @@ class ApiRuntime:
     def distributed(self) -> bool:
         return self.settings.executor == "celery"
 
-    def require_broker(self) -> None:
+    def require_broker(self, *, fresh: bool = False) -> None:
         """Fail fast (503, nothing written) when the broker is down, instead of storing the messages and
-        then failing to enqueue their background work."""
-        if self.broker is not None:
+        then failing to enqueue their background work.
+
+        A turn asks this every time, so it costs no round trip: taking an idle connection from the pool
+        checks its socket locally, and a server that stopped or restarted has closed it (the pool then
+        reconnects, which fails while the server is down). A broker cut off without closing the
+        connection is noticed by the first command that needs it (a 503 too). `fresh` (readiness) sends
+        a PING."""
+        if self.broker is None:
+            return
+        if fresh:
             self.broker.ping()
+            return
+        pool = self.broker.connection_pool
+        pool.release(pool.get_connection())
 
     def queue_depths(self) -> dict[str, int]:
         if self.broker is None:
@@ -168,9 +186,10 @@ class ApiRuntime:
     def close(self) -> None:
         if self.background is not None:
             self.background.shutdown()
-        closer = getattr(self.engine.coordination, "close", None)
-        if callable(closer):
-            closer()
+        for part in (self.engine.publisher, self.engine.coordination):
+            closer = getattr(part, "close", None)
+            if callable(closer):
+                closer()
         self.engine.db.dispose()
         for client in (self.broker, self.rate_limit_redis):
             if client is not None:

@@ -44,7 +44,7 @@ def _database(runtime: ApiRuntime) -> CheckResult:
 
 def _broker(runtime: ApiRuntime) -> CheckResult:
     try:
-        runtime.require_broker()
+        runtime.require_broker(fresh=True)
     except Exception as exc:
         return CheckResult(ok=False, detail=f"unreachable: {type(exc).__name__}")
     return CheckResult(ok=True)

@@ -102,6 +102,18 @@ def buffering_boundary(record: Record, view: Peek) -> int:
     return max(record.last_buffered_at_tokens or 0, shared)
 
 
+def _peek_names(keys: Sequence[str]) -> tuple[list[str], list[str]]:
+    """The lock and value names a turn's peek reads for each distinct key."""
+    unique = list(dict.fromkeys(keys))
+    locks = [
+        name
+        for key in unique
+        for name in (Keys.buffer_lock(key), Keys.buffered_reflection_lock(key), Keys.reflect_lock(key))
+    ]
+    values = [name for key in unique for name in (Keys.buffer_boundary(key), Keys.reflection_boundary(key))]
+    return locks, values
+
+
 @dataclass(frozen=True)
 class Activity:
     """What early activation needs about the thread, read once per turn before new messages land."""
@@ -278,19 +290,24 @@ class EngineCore:
     def peek(self, *keys: str) -> Peek:
         """The coordination state a turn's decisions read (status and reflection), in one round trip: of
         its thread's key, and of its log's when that is another (resource scope)."""
-        unique = list(dict.fromkeys(keys))
-        return self.coordination.peek(
-            [
-                name
-                for key in unique
-                for name in (
-                    Keys.buffer_lock(key),
-                    Keys.buffered_reflection_lock(key),
-                    Keys.reflect_lock(key),
-                )
-            ],
-            [name for key in unique for name in (Keys.buffer_boundary(key), Keys.reflection_boundary(key))],
-        )
+        locks, values = _peek_names(keys)
+        return self.coordination.peek(locks, values)
+
+    def recorded_view(self, head: Record, log: Record) -> Peek:
+        """The coordination state as the records themselves show it, with no round trip: the running flags
+        the workers write on the records stand for the locks, and no boundary is known beyond the one
+        stored on the record.
+
+        Locks and boundaries only ever hold work back (a cycle already running, an interval already
+        launched), so a turn that finds nothing due under this view would find nothing due under the
+        shared one either: `turn.coordination_view` asks for the round trip only when something is."""
+        locks, values = _peek_names((head.lookup_key, log.lookup_key))
+        running = {
+            Keys.buffer_lock(head.lookup_key): head.is_buffering_observation,
+            Keys.buffered_reflection_lock(log.lookup_key): log.is_buffering_reflection,
+            Keys.reflect_lock(log.lookup_key): log.is_reflecting,
+        }
+        return Peek({name: running.get(name, False) for name in locks}, dict.fromkeys(values))
 
     def status_of(
         self,

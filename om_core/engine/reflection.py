@@ -55,21 +55,7 @@ def maybe_reflect(
     if head is None:
         return False, None
     now = now or core.clock()
-    trigger, details = early_trigger(cfg, activity or Activity(), now, reflection=True)
-    view = view or core.peek(key)
-    decision = policy.reflection_action(
-        obs=head.observation_token_count,
-        R=cfg.reflection.observation_tokens,
-        a=cfg.reflection.buffer_activation,
-        RB=cfg.reflection.block_after,
-        async_enabled=cfg.async_reflection_enabled,
-        has_buffered_reflection=bool(head.buffered_reflection),
-        reflection_in_flight=view.is_locked(Keys.buffered_reflection_lock(key)),
-        boundary_recorded=view.get_int(Keys.reflection_boundary(key)) is not None,
-        ttl_expired=trigger == "ttl",
-        provider_changed=trigger == "provider_change",
-        reflection_live=view.is_locked(Keys.reflect_lock(key)),
-    )
+    decision, details = decide(cfg, head, activity or Activity(), now, view or core.peek(key))
     if decision.start_buffered:
         start_buffered_reflection(core, thread_id, head)
     if decision.triggered_by is None:
@@ -94,6 +80,34 @@ def maybe_reflect(
         task = Reflect(thread_id, new_cycle_id("reflect"), key=_shared_key(thread_id, key))
         return True, core.run_blocking(task, thread_id)
     return False, None
+
+
+def decide(
+    cfg: ResolvedConfig, head: Record, activity: Activity, now: datetime, view: Peek
+) -> tuple[policy.ReflectionDecision, dict[str, Any]]:
+    """What reflection work the log needs as `view` shows the coordination state, with the details of an
+    early trigger (idle TTL, provider change) for its event."""
+    key = head.lookup_key
+    trigger, details = early_trigger(cfg, activity, now, reflection=True)
+    decision = policy.reflection_action(
+        obs=head.observation_token_count,
+        R=cfg.reflection.observation_tokens,
+        a=cfg.reflection.buffer_activation,
+        RB=cfg.reflection.block_after,
+        async_enabled=cfg.async_reflection_enabled,
+        has_buffered_reflection=bool(head.buffered_reflection),
+        reflection_in_flight=view.is_locked(Keys.buffered_reflection_lock(key)),
+        boundary_recorded=view.get_int(Keys.reflection_boundary(key)) is not None,
+        ttl_expired=trigger == "ttl",
+        provider_changed=trigger == "provider_change",
+        reflection_live=view.is_locked(Keys.reflect_lock(key)),
+    )
+    return decision, details
+
+
+def is_due(decision: policy.ReflectionDecision) -> bool:
+    """Whether the decision does anything at all."""
+    return decision.start_buffered or decision.triggered_by is not None
 
 
 def start_buffered_reflection(core: EngineCore, thread_id: str, head: Record) -> None:

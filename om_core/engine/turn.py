@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
 from sqlalchemy import Connection
@@ -18,6 +18,7 @@ from sqlalchemy import Connection
 from om_core import policy, tenancy, triggers, working_memory
 from om_core.config import ResolvedConfig, message_threshold_max
 from om_core.context import ActorContext, build_actor_context
+from om_core.coordination import Peek
 from om_core.early_activation import resolve_ttl_ms
 from om_core.engine import (
     activation,
@@ -154,7 +155,7 @@ def _ingest(core: EngineCore, turn: TurnInput, sink: list[StoredEvent]) -> TurnR
         activated = activation.step_zero_activation(core, thread_id, cfg, head, window, activity, now)
         if activated is not head:
             head, window = activated, core.window(thread_id, activated.last_observed_seq)
-    view = core.peek(head.lookup_key, shared.log.lookup_key)
+    view = coordination_view(core, head, window, cfg, shared, activity, now)
     status = first_status = shared_view.status_with(core, head, window, cfg, shared, view)
     if status.should_observe:
         head, window, status = activation.threshold_activation(
@@ -227,6 +228,31 @@ def _ingest(core: EngineCore, turn: TurnInput, sink: list[StoredEvent]) -> TurnR
     if in_backlog and turn.with_context:
         result = backlog.bounded_view(core, cfg, thread_id, result)
     return reminders.with_reminder_events(result, stored.reminders)
+
+
+def coordination_view(
+    core: EngineCore,
+    head: Record,
+    window: Window,
+    cfg: ResolvedConfig,
+    shared: shared_view.SharedView,
+    activity: Activity,
+    now: datetime,
+) -> Peek:
+    """The locks and boundaries this turn's decisions read, fetched from the shared coordination store
+    only when the records say some background work could be due.
+
+    Those values only hold work back, so the turn first decides with every lock free and only the stored
+    boundaries: when that launches nothing (most turns: between two buffering intervals, below the
+    reflection threshold), the shared state could launch nothing either, and the records' own running
+    flags serve the status it reports. The common turn thus makes no round trip to Redis."""
+    recorded = core.recorded_view(head, shared.log)
+    free = Peek(dict.fromkeys(recorded.locks, False), recorded.values)
+    status = shared_view.status_with(core, head, window, cfg, shared, free)
+    decision, _ = reflection.decide(cfg, shared.log, activity, now, free)
+    if status.should_buffer or reflection.is_due(decision):
+        return core.peek(head.lookup_key, shared.log.lookup_key)
+    return recorded
 
 
 def _blocking_observation(core: EngineCore, thread: history.ThreadRow, cfg: ResolvedConfig) -> list[Task]:
