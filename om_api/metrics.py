@@ -13,6 +13,10 @@ series, `om_workers.metrics`):
 - Actor model usage and cost through the proxy, per tenant, from litellm's responses to the calls this
   process made (the same numbers are kept per API key in the database, `GET /v1/usage`). A server without
   auth reports its calls under `tenant="(auth off)"`.
+- On SQLite, the write transactions of this process and how long they queued for the write lock in it
+  (`om_sqlite_write_transactions_total`, `om_sqlite_writer_waits_total`,
+  `om_sqlite_writer_wait_seconds_total`; `om_core.store.db.writer_queue_stats`): the share of a turn spent
+  waiting for other writers, which latency alone does not separate from work.
 - `process_*`, `python_gc_*`, `python_info`: prometheus_client's default collectors for this process.
 
 Who may read it: the series name every tenant with its tokens and cost, so they are never on the API's
@@ -50,6 +54,7 @@ from om_api.errors import ApiError
 from om_api.settings import ApiSettings
 from om_core import queries
 from om_core.metering import MemoryWorkMetrics
+from om_core.store.db import writer_queue_stats
 from om_core.store.usage import tenant_usage
 from om_core.webhooks import store as webhook_store
 
@@ -156,6 +161,34 @@ class _Webhooks(Collector):
         yield from (attempts, endpoints)
 
 
+class _SqliteWriters(Collector):
+    """The writer queue's counters of this process's SQLite engine, read at each scrape (the queue keeps
+    them; nothing is copied per transaction). Nothing on Postgres, which has no such queue."""
+
+    def __init__(self, db: Engine) -> None:
+        self.db = db
+
+    def collect(self) -> Iterable[Metric]:
+        stats = writer_queue_stats(self.db)
+        if stats is None:
+            return
+        yield CounterMetricFamily(
+            "om_sqlite_write_transactions",
+            "SQLite write transactions this process began (each queues for the write lock in the process)",
+            value=stats.transactions,
+        )
+        yield CounterMetricFamily(
+            "om_sqlite_writer_waits",
+            "SQLite write transactions of this process that found another writer of it holding the lock",
+            value=stats.waits,
+        )
+        yield CounterMetricFamily(
+            "om_sqlite_writer_wait_seconds",
+            "Time SQLite write transactions of this process waited for another writer of it",
+            value=stats.wait_s,
+        )
+
+
 class Metrics:
     """One registry per app, so several apps in one process (tests) do not collide."""
 
@@ -201,6 +234,7 @@ class Metrics:
         self.registry.register(_IndexLag(db))
         self.registry.register(_TenantUsage(db))
         self.registry.register(_Webhooks(db))
+        self.registry.register(_SqliteWriters(db))
 
     # ------------------------------------------------------------------------------------------ HTTP
 

@@ -28,8 +28,10 @@ import os
 import select
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
@@ -270,6 +272,7 @@ def _configure_sqlite(engine: Engine) -> None:
             writer.conn = None
 
     queue = _WriterQueue()
+    _QUEUES[engine] = queue
     # The queue is left once the transaction really ended: after the driver's COMMIT or ROLLBACK (also the
     # pool's rollback of a connection returned inside a transaction), or when the connection is closed or
     # invalidated whatever it was doing.
@@ -284,6 +287,17 @@ def _configure_sqlite(engine: Engine) -> None:
 WRITERS_QUEUE_IN_PROCESS = True
 
 
+@dataclass(frozen=True)
+class WriterQueueStats:
+    """What the write transactions of one SQLite engine cost in waiting, since the engine was made: the
+    turn path's share of the write lock is a figure of its own (issue 29), not something to infer from
+    latency. `wait_s` and `waits` count only writers that found the queue taken."""
+
+    wait_s: float = 0.0
+    waits: int = 0
+    transactions: int = 0
+
+
 class _WriterQueue:
     """The write transactions of one SQLite engine, one at a time, in this process.
 
@@ -292,27 +306,57 @@ class _WriterQueue:
     was freed (a p95 of tens of ms for a lock held for one). Writers of the same process wait here instead,
     on a lock that wakes the next one as soon as the holder's transaction ended; only writers of other
     processes (API and worker of `om up`) still meet the busy handler. Waiting is bounded like SQLite's
-    busy timeout, and ends in the same error."""
+    busy timeout, and ends in the same error.
+
+    The counters (`stats`) cost an uncontended writer one increment, made while it holds the queue: the
+    clock is read only around a wait, and a wait is added under a lock of its own (a waiter that timed
+    out does not hold the queue), so no update is lost; a reader may see one transaction half counted."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._holder: Any = None
+        self._counting = threading.Lock()
+        self._wait_s = 0.0
+        self._waits = 0
+        self._transactions = 0
+
+    @property
+    def stats(self) -> WriterQueueStats:
+        return WriterQueueStats(self._wait_s, self._waits, self._transactions)
 
     def enter(self, dbapi_connection: Any) -> None:
-        if not self._lock.acquire(timeout=BUSY_TIMEOUT_S):
-            raise OperationalError(
-                "BEGIN IMMEDIATE",
-                None,
-                RuntimeError(
-                    f"database is locked: no write turn within {BUSY_TIMEOUT_S:.0f}s in this process"
-                ),
-            )
+        if not self._lock.acquire(blocking=False):
+            started = time.perf_counter()
+            turn = self._lock.acquire(timeout=BUSY_TIMEOUT_S)
+            with self._counting:
+                self._wait_s += time.perf_counter() - started
+                self._waits += 1
+            if not turn:
+                raise OperationalError(
+                    "BEGIN IMMEDIATE",
+                    None,
+                    RuntimeError(
+                        f"database is locked: no write turn within {BUSY_TIMEOUT_S:.0f}s in this process"
+                    ),
+                )
+        self._transactions += 1
         self._holder = dbapi_connection
 
     def leave(self, dbapi_connection: Any) -> None:
         if dbapi_connection is not None and self._holder is dbapi_connection:
             self._holder = None
             self._lock.release()
+
+
+#: Each SQLite engine's queue, for `writer_queue_stats`; an engine that is gone takes its queue with it.
+_QUEUES: weakref.WeakKeyDictionary[Engine, _WriterQueue] = weakref.WeakKeyDictionary()
+
+
+def writer_queue_stats(engine: Engine) -> WriterQueueStats | None:
+    """The writer queue's counters of a SQLite engine made by `make_engine`; None for any other engine
+    (Postgres has no queue: its writers wait on row locks in the server)."""
+    queue = _QUEUES.get(engine)
+    return None if queue is None else queue.stats
 
 
 def _then_leave(method: Any, queue: _WriterQueue) -> Any:

@@ -87,10 +87,25 @@ class Figure:
     details: dict[str, Any] = field(default_factory=dict)
     #: Values recorded for this figure before, oldest first (`history.attach`): `history.json` entries.
     history: list[dict[str, Any]] = field(default_factory=list)
+    #: The value of each run when the figure is the median of several (`value`); shown as their range.
+    runs: list[float] = field(default_factory=list)
+
+    def spread(self) -> tuple[float, float, int] | None:
+        """(lowest, highest, how many) of the runs that measured something, when more than one did."""
+        measured = [v for v in self.runs if math.isfinite(v)]
+        return (min(measured), max(measured), len(measured)) if len(measured) > 1 else None
 
     def shown_value(self) -> str:
+        """The value with its unit, and the range of the runs when it is the median of several."""
         text = shown_number(self.value)
-        return text if text == "n/a" else f"{text} {self.unit}".strip()
+        if text == "n/a":
+            return text
+        text = f"{text} {self.unit}".strip()
+        spread = self.spread()
+        if spread is None:
+            return text
+        low, high, count = spread
+        return f"{text} ({shown_number(low)}-{shown_number(high)}, {count} runs)"
 
 
 @dataclass
@@ -114,10 +129,12 @@ class Results:
         why: Callable[[], str] | str | None = None,
         note: str | None = None,
         produced_by: str | None = None,
+        runs: Sequence[float] = (),
         **details: Any,
     ) -> Figure:
         """Record a figure. `why` is asked for only when the target is missed; `produced_by` names the
-        runnable section when it differs from the figure's group (flatness comes from `long_thread`)."""
+        runnable section when it differs from the figure's group (flatness comes from `long_thread`);
+        `runs` are the values of the runs `value` summarises (their median), shown as a range."""
         met = None
         if target is not None and not (isinstance(value, float) and math.isnan(value)):
             met = bool(target.check(value))
@@ -135,6 +152,7 @@ class Results:
             note=note,
             command=section_command(produced_by or section, self.mode),
             details=details,
+            runs=[float(v) for v in runs],
         )
         self.figures.append(figure)
         return figure

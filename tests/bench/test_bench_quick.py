@@ -18,7 +18,7 @@ from tests.bench import run
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow, pytest.mark.timeout(1200)]
 
-#: Every figure of issues 7 and 18, by the start of its name; the quick suite must produce each one. The
+#: Every figure of issues 7, 18 and 29, by the start of its name; the quick suite must produce each one. The
 #: original's figures (peer section) are produced too but may be n/a: it needs Node and npm, and skips
 #: with its reason where they are missing.
 EXPECTED = (
@@ -37,6 +37,8 @@ EXPECTED = (
     "om turn p95, 5 threads (embedded",
     "om messages lost, 5 threads",
     "API CPU per exchange, SQLite",
+    "Redis commands per /turns call, embedded API",
+    "SQLite writer queue wait per turn, API",
     "flatness, median turn",
     "largest actor context over",
     "blocked turns at default settings",

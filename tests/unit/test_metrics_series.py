@@ -21,11 +21,12 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.gc_collector import GCCollector
 from prometheus_client.platform_collector import PlatformCollector
-from sqlalchemy import create_engine
+from sqlalchemy import create_engine, text
 
 from om_api.metrics import Metrics
 from om_core.engine import events as ev
 from om_core.metering import MemoryWorkMetrics, cycle_report, cycle_reports
+from om_core.store.db import make_engine, writer_queue_stats
 from om_core.store.types import StoredEvent
 from om_workers.metrics import MULTIPROC_ENV, MetricsServer, ProcessTreeCollector, WorkerMetrics, lock_kind
 
@@ -143,6 +144,39 @@ def test_both_registries_keep_process_and_gc_metrics() -> None:
         assert "\nprocess_cpu_seconds_total " in text
         assert "\nprocess_resident_memory_bytes " in text
         assert "python_gc_objects_collected_total{" in text
+
+
+def test_the_api_exports_its_sqlite_writer_counters_and_nothing_of_them_on_postgres(tmp_path: Path) -> None:
+    """The series are the writer queue's own counters, read at the scrape: a write moves them. (The
+    scrape's cluster-state reads are write transactions of their own on SQLite, counted like any other.)"""
+    engine = make_engine(f"sqlite:///{tmp_path / 'om.db'}")
+    try:
+        metrics = Metrics()
+        metrics.bind(engine, lambda: {})
+        names = ("transactions", "waits", "wait_s")
+        series = ("write_transactions", "writer_waits", "writer_wait_seconds")
+
+        def exported() -> tuple[float, ...]:
+            """One scrape's values."""
+            samples = {s.name: s.value for family in metrics.registry.collect() for s in family.samples}
+            return tuple(float(samples[f"om_sqlite_{name}_total"]) for name in series)
+
+        def counted() -> tuple[float, ...]:
+            stats = writer_queue_stats(engine)
+            assert stats is not None
+            return tuple(float(getattr(stats, name)) for name in names)
+
+        with engine.begin() as conn:
+            conn.execute(text("CREATE TABLE t (x INTEGER)"))
+        first = exported()
+        assert first == counted() and first[0] >= 1
+        with engine.begin() as conn:
+            conn.execute(text("INSERT INTO t VALUES (1)"))
+        assert exported() == counted() and counted()[0] > first[0]
+    finally:
+        engine.dispose()
+    names_on_postgres = series_names(api_registry())  # an engine without the queue, as on Postgres
+    assert not {n for n in names_on_postgres if n.startswith("om_sqlite_")}
 
 
 def _event(event_type: str, payload: dict[str, Any]) -> StoredEvent:

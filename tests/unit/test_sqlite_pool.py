@@ -7,20 +7,24 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-from sqlalchemy import Engine, event, text
+from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.exc import OperationalError
 
 from om_core.store import db as db_module
 from om_core.store.db import (
     _SQLITE_MODULE,
     SQLITE_POOL_SIZE,
+    WriterQueueStats,
     make_engine,
     read_only,
     sqlite_vectors_available,
+    writer_queue_stats,
 )
 
 
@@ -290,3 +294,110 @@ def test_a_writer_that_found_the_database_locked_gives_its_turn_back(
         assert rows(engine) == [2]
     finally:
         engine.dispose()
+
+
+class _ObservedLock:
+    """The writer queue's lock, saying when a writer starts to wait on it (after finding it taken), so a
+    test can let the holder go only once the other writer is certainly waiting."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.waiting = threading.Event()
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        if blocking:
+            self.waiting.set()
+        return bool(self.inner.acquire(blocking, timeout))
+
+    def release(self) -> None:
+        self.inner.release()
+
+
+def _stats(engine: Engine) -> WriterQueueStats:
+    stats = writer_queue_stats(engine)
+    assert stats is not None
+    return stats
+
+
+def test_the_writer_queue_counts_transactions_and_the_writer_that_waited(db: Engine) -> None:
+    """Two threads write to one SQLite file at once: both transactions are counted, the one that found
+    the other holding the queue is counted as a wait of at most its own time, the holder is not."""
+    queue = db_module._QUEUES[db]
+    observed = _ObservedLock(queue._lock)
+    queue._lock = observed  # type: ignore[assignment]
+    before = _stats(db)
+    holding, release = threading.Event(), threading.Event()
+    waited: list[float] = []
+    errors: list[BaseException] = []
+
+    def holder() -> None:
+        try:
+            with db.begin() as conn:
+                conn.execute(text("INSERT INTO t VALUES (1)"))
+                holding.set()
+                assert release.wait(30), "never let go"
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    def waiter() -> None:
+        started = time.perf_counter()
+        try:
+            with db.begin() as conn:
+                conn.execute(text("INSERT INTO t VALUES (2)"))
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+        waited.append(time.perf_counter() - started)
+
+    first = threading.Thread(target=holder, daemon=True)
+    first.start()
+    assert holding.wait(30), "the first writer did not begin"
+    second = threading.Thread(target=waiter, daemon=True)
+    second.start()
+    assert observed.waiting.wait(30), "the second writer never waited"
+    release.set()
+    first.join(30)
+    second.join(30)
+    assert not first.is_alive() and not second.is_alive() and errors == []
+
+    after = _stats(db)
+    assert after.transactions - before.transactions == 2
+    assert after.waits - before.waits == 1
+    assert 0 < after.wait_s - before.wait_s <= waited[0]
+    assert rows(db) == [1, 2]
+    with db.begin() as conn:  # alone: a transaction, no wait
+        conn.execute(text("INSERT INTO t VALUES (3)"))
+    assert (_stats(db).transactions, _stats(db).waits) == (after.transactions + 1, after.waits)
+
+
+def test_a_writer_that_timed_out_waiting_is_counted(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A wait that ends in "database is locked" was still a wait, of the whole timeout."""
+    monkeypatch.setattr(db_module, "BUSY_TIMEOUT_S", 0.2)
+    engine = make_engine(f"sqlite:///{path}")
+    try:
+        with engine.begin() as conn:
+            conn.execute(text("CREATE TABLE t (x INTEGER)"))
+        before = _stats(engine)
+        failed: list[BaseException] = []
+
+        def late() -> None:
+            try:
+                with engine.begin() as conn:
+                    conn.execute(text("INSERT INTO t VALUES (2)"))
+            except OperationalError as exc:
+                failed.append(exc)
+
+        with engine.begin() as conn:
+            conn.execute(text("INSERT INTO t VALUES (1)"))
+            other = threading.Thread(target=late, daemon=True)
+            other.start()
+            other.join(30)
+        assert len(failed) == 1 and "locked" in str(failed[0])
+        after = _stats(engine)
+        assert after.waits - before.waits == 1 and after.transactions - before.transactions == 1
+        assert after.wait_s - before.wait_s >= 0.2
+    finally:
+        engine.dispose()
+
+
+def test_only_sqlite_engines_made_here_have_writer_counters() -> None:
+    assert writer_queue_stats(create_engine("sqlite://")) is None
