@@ -8,7 +8,7 @@ conversation is past `blockAfter`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
@@ -45,6 +45,7 @@ from om_core.store import history, records
 from om_core.store.db import is_postgres, read_only, single_write
 from om_core.store.outbox import write_events
 from om_core.store.types import NewEvent, Record, StoredEvent
+from om_core.temporal import is_temporal_marker
 
 #: Parts read per page when looking for the start of the recent history (OM off); a page is ~30 KB of rows.
 _RECENT_PAGE = 512
@@ -270,12 +271,13 @@ def store_and_read(core: EngineCore, turn: TurnInput) -> _Stored:
     messages, bodies coming from the part cache where it has them.
 
     On Postgres everything is one transaction: it locks rows only. SQLite has one write lock for the whole
-    database, held from `BEGIN IMMEDIATE` to commit, so there the window is read after the commit, in a
-    reader that neither takes nor waits for that lock: every other writer (the worker's cycles, the other
-    turns) waits only for the writes. The reader sees this turn's commit or later, as one snapshot, and
+    database, held from `BEGIN IMMEDIATE` to commit, so there the head and the window are read after the
+    commit, in a reader that neither takes nor waits for that lock, and the parts are counted before the
+    transaction: every other writer (the worker's cycles, the other turns) waits only for the writes. The reader sees this turn's commit or later, as one snapshot, and
     takes the head as it finds it (work that moved the cursor meanwhile is then already shown)."""
     thread_id, incoming = turn.thread_id, turn.messages
     key = lookup_key(thread_id)
+    count_part = _precounted(incoming, _count_part(core, turn.actor_model))  # outside the write lock
     with core.db.begin() as conn:
         before = history.lock_thread(conn, thread_id)
         thread = before or tenancy.create_thread_for(
@@ -286,28 +288,27 @@ def store_and_read(core: EngineCore, turn: TurnInput) -> _Stored:
         if cfg.temporal_markers:  # never with OM off: markers are OM's own messages
             incoming = reminders.with_markers(conn, thread, incoming, core.settings.timezone)
         fresh = history.append_to_locked(
-            conn,
-            thread,
-            incoming,
-            count_part=_count_part(core, turn.actor_model),
-            actor_model=turn.actor_model,
+            conn, thread, incoming, count_part=count_part, actor_model=turn.actor_model
         )
-        head = records.read_head(conn, key) or records.initialize(
-            conn,
-            lookup_key=key,
-            scope="thread",
-            thread_id=thread_id,
-            resource_id=thread.resource_id,
-            config=core.base_config.to_public_dict(),
-            observed_timezone=core.settings.timezone,
-        )
-        reminder_events = reminders.write_reminders(conn, thread_id, head, fresh)
+        postgres = is_postgres(conn)
+        # SQLite holds its one write lock until the commit: there the head is read after it, unless this
+        # transaction must write it (a new thread's first generation) or write under it (reminders).
+        head: Record | None = None
+        if postgres or before is None or any(is_temporal_marker(m) for m in fresh):
+            head = _head_or_first(core, conn, thread)
+        reminder_events = reminders.write_reminders(conn, thread_id, head, fresh) if head else []
         if cfg.enabled and resource.is_shared(cfg):
             resource.read_log(conn, core, thread.resource_id)  # created by the writer, read below
         fresh_parts = {part.seq: part for message in fresh for part in message.parts}
         read = _WindowRead(core, thread, cfg, fresh_parts, turn.with_context)
-        seen = read(conn, head) if is_postgres(conn) else None
+        seen = read(conn, head) if postgres and head is not None else None
     if seen is None:
+        with read_only(core.db) as conn:
+            current = records.read_head(conn, key) or head
+            seen = read(conn, current) if current is not None else None
+    if seen is None:  # a thread stored before its first turn (its config written first) has no head yet
+        with core.db.begin() as conn:
+            head = _head_or_first(core, conn, thread)
         with read_only(core.db) as conn:
             seen = read(conn, records.read_head(conn, key) or head)
     head, unobserved, shared = seen
@@ -467,6 +468,28 @@ def _schedule_idle_trigger(
             due_at=thread.last_activity_at + timedelta(milliseconds=min(ttls)),
             payload={"actorModel": actor_model, "providerOptions": dict(options) if options else None},
         )
+
+
+def _head_or_first(core: EngineCore, conn: Connection, thread: history.ThreadRow) -> Record:
+    """The thread's head, created (generation 0) when it has none yet."""
+    key = lookup_key(thread.id)
+    return records.read_head(conn, key) or records.initialize(
+        conn,
+        lookup_key=key,
+        scope="thread",
+        thread_id=thread.id,
+        resource_id=thread.resource_id,
+        config=core.base_config.to_public_dict(),
+        observed_timezone=core.settings.timezone,
+    )
+
+
+def _precounted(messages: Sequence[Message], count: history.PartCounter) -> history.PartCounter:
+    """`count` with the incoming parts counted now, before the write transaction that stores them, so the
+    tokenizer does not run under SQLite's write lock; parts added inside it (temporal markers) are
+    counted there."""
+    counted = {id(part): count(part) for message in messages for part in message.parts}
+    return lambda part: counted.get(id(part)) or count(part)
 
 
 def _count_part(core: EngineCore, actor_model: str | None) -> Callable[[Any], tuple[float, float, int]]:

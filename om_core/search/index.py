@@ -30,7 +30,7 @@ from om_core.search import vectors
 from om_core.search.documents import message_text
 from om_core.search.embedder import Embedder
 from om_core.store import schema
-from om_core.store.db import is_postgres
+from om_core.store.db import is_postgres, read_only
 
 D = schema.search_docs
 S = schema.index_state
@@ -377,7 +377,7 @@ def index_lag_seconds(db: Engine, now: datetime | None = None) -> float:
     grew counts from the thread's last write. A thread never indexed yet is not counted."""
     now = now or _now()
     oldest: list[datetime] = []
-    with db.connect() as conn:
+    with read_only(db) as conn:
         newest_unindexed = (
             select(func.min(M.c.created_at))
             .where(M.c.thread_id == S.c.thread_id, M.c.first_seq > S.c.message_seq)

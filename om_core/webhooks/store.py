@@ -16,6 +16,7 @@ from sqlalchemy import Connection, Engine, delete, func, insert, select, update
 
 from om_core.scoped_ids import SCOPE_SEPARATOR
 from om_core.store import schema
+from om_core.store.db import read_only
 from om_core.store.types import StoredEvent
 from om_core.webhooks.signing import new_secret
 
@@ -371,7 +372,7 @@ def due(db: Engine, now: datetime, limit: int) -> list[Endpoint]:
 def totals(db: Engine) -> dict[str, Any]:
     """What `/metrics` reports: attempts by outcome, endpoints by state, summed over every endpoint."""
     W = schema.webhook_endpoints
-    with db.connect() as conn:
+    with read_only(db) as conn:
         sums = conn.execute(select(func.sum(W.c.delivered_total), func.sum(W.c.failed_total))).first()
         states = conn.execute(select(W.c.state, func.count()).group_by(W.c.state)).all()
     return {

@@ -27,6 +27,7 @@ from om_api.metrics import Metrics
 from om_core.engine import events as ev
 from om_core.metering import MemoryWorkMetrics, cycle_report, cycle_reports
 from om_core.store.db import make_engine, writer_queue_stats
+from om_core.store.migrate import upgrade
 from om_core.store.types import StoredEvent
 from om_workers.metrics import MULTIPROC_ENV, MetricsServer, ProcessTreeCollector, WorkerMetrics, lock_kind
 
@@ -147,8 +148,7 @@ def test_both_registries_keep_process_and_gc_metrics() -> None:
 
 
 def test_the_api_exports_its_sqlite_writer_counters_and_nothing_of_them_on_postgres(tmp_path: Path) -> None:
-    """The series are the writer queue's own counters, read at the scrape: a write moves them. (The
-    scrape's cluster-state reads are write transactions of their own on SQLite, counted like any other.)"""
+    """The series are the writer queue's own counters, read at the scrape: a write moves them."""
     engine = make_engine(f"sqlite:///{tmp_path / 'om.db'}")
     try:
         metrics = Metrics()
@@ -177,6 +177,25 @@ def test_the_api_exports_its_sqlite_writer_counters_and_nothing_of_them_on_postg
         engine.dispose()
     names_on_postgres = series_names(api_registry())  # an engine without the queue, as on Postgres
     assert not {n for n in names_on_postgres if n.startswith("om_sqlite_")}
+
+
+def test_a_scrape_on_sqlite_takes_no_write_transaction(tmp_path: Path) -> None:
+    """The scrape's reads of the stored state (index lag, tenant usage, webhook totals) run as reads: on
+    SQLite any other transaction takes the database's one write lock, which every turn then waits for."""
+    engine = make_engine(f"sqlite:///{tmp_path / 'om.db'}")
+    try:
+        upgrade(engine)
+        metrics = Metrics()
+        metrics.bind(engine, lambda: {})
+        stats = writer_queue_stats(engine)
+        assert stats is not None
+        before = stats.transactions
+        for _ in range(3):
+            names = {family.name for family in metrics.registry.collect()}
+        assert {"om_search_index_lag_seconds", "om_sqlite_write_transactions"} <= names
+        assert stats.transactions == before
+    finally:
+        engine.dispose()
 
 
 def _event(event_type: str, payload: dict[str, Any]) -> StoredEvent:
