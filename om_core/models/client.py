@@ -14,11 +14,13 @@ behind `ModelClient.complete` and turns litellm's many failure shapes into the f
 
 A reply whose finish reason is not a normal stop (e.g. "other"/"unknown") is a truncated stream and is
 raised as a retryable `PartialCompletion` (§5.1). litellm's own retries are switched off: exactly one
-retry layer exists.
+retry layer exists. So is litellm's success logging (`_unlogged`): om reads a reply's usage and cost from
+the response itself and reports them in its own events.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -261,13 +263,14 @@ class ModelClient:
                 register_local_models()
             litellm = _litellm()
             try:
-                response = litellm.embedding(
-                    model=routed.litellm_model,
-                    input=list(inputs),
-                    timeout=timeout_s,
-                    num_retries=0,
-                    max_retries=0,
-                )
+                with _unlogged():
+                    response = litellm.embedding(
+                        model=routed.litellm_model,
+                        input=list(inputs),
+                        timeout=timeout_s,
+                        num_retries=0,
+                        max_retries=0,
+                    )
             except Exception as exc:
                 if _is_credentials_error(exc):
                     raise ModelCredentialsMissing(
@@ -334,7 +337,8 @@ class ModelClient:
         kwargs.update(litellm_params_for(routed, provider_options))
         litellm = _litellm()
         try:
-            response = litellm.completion(**kwargs)
+            with _unlogged():
+                response = litellm.completion(**kwargs)
         except litellm.ContextWindowExceededError as exc:
             log.info("model %s: context window exceeded: %s", routed.router_id, exc)
             raise ContextWindowExceeded(routed.router_id, str(exc)) from exc
@@ -385,6 +389,31 @@ def _litellm() -> Any:
     import litellm
 
     return litellm
+
+
+def _unlogged() -> contextlib.AbstractContextManager[None]:
+    """Around one litellm call: litellm does not hand the reply to its success logging.
+
+    After a successful call litellm queues its logging on a background thread, where it builds the
+    `StandardLoggingPayload`, re-reads the reply's cost (rerunning its zero-cost diagnostic on every call of
+    a zero-priced model such as `om-local/extractive`) and runs the success callbacks: CPU the worker pays
+    on each model call, for output nobody in om reads. om registers no litellm callback; the usage and the
+    cost it records come from the response (`_completion`), which litellm prices inline, before the
+    logging (`_hidden_params["response_cost"]`).
+
+    litellm 1.110 has no setting for this: `turn_off_message_logging`, `no-log` and the callback lists
+    change what the payload holds or who receives it, and it is built regardless. The switch is the
+    context litellm runs its own nested calls under, whose success their parent logs (`internal_sub_call`:
+    its sync wrapper then queues no success logging); on the SDK path nothing else reads it but litellm's
+    response cache, which om does not use (litellm's own proxy server reads it too; om does not run it).
+    The module is private, so `tests/unit/test_model_call_logging.py` holds the behaviour: a real call
+    through om queues no success logging where a plain litellm call does, and the usage and cost om
+    records are still litellm's. Failures are untouched: litellm's failure handler runs inline, before the
+    error reaches the retry layer.
+    """
+    from litellm._internal_context import internal_sub_call
+
+    return internal_sub_call()
 
 
 def _is_credentials_error(exc: Exception) -> bool:

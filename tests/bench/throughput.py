@@ -232,8 +232,8 @@ class _ModelCpu:
 
 def profile_observation(bench: Bench, count: int = 8) -> dict[str, Any]:
     """One buffered observation's own cost, in this process with an instant fake model: wall time, CPU
-    (the process's, so litellm's logging thread counts), the model call's share of it, and what it asks
-    of Postgres (the work a worker thread does around the model call)."""
+    (the process's, so work litellm leaves to a background thread counts), the model call's share of it,
+    and what it asks of Postgres (the work a worker thread does around the model call)."""
     importlib.import_module(FAKE_MODEL_MODULE)  # registers the provider here (`run` may have preloaded it)
     config = ObservationalMemoryConfig.parse({"model": model_for(0)})
     db = make_engine(bench.services.database_url)
