@@ -138,13 +138,15 @@ class TurnRequest(_Request):
     turn_end: StrictBool | None = Field(
         default=None, description="Whether the turn is finished; defaults to 'the last message is the reply'"
     )
-    context: ContextForm = Field(
-        default="full",
+    context: ContextForm | None = Field(
+        default=None,
         description=(
-            "What to answer with: `full` (the context as stored messages and as chat-completions messages), "
-            "`messages` or `openai` (only that form; the other list is empty), or `none` (no context: "
-            "`context` is null, for a call whose answer the caller will not send to its model, such as "
-            "posting the assistant's reply). Status, events and blocking are the same in every form"
+            "What to answer with: `openai` (the context as chat-completions messages), `messages` (as "
+            "stored messages), `full` (both), or `none` (no context: `context` is null, for a call whose "
+            "answer the caller will not send to its model, such as posting the assistant's reply); with "
+            "one form the other list is empty. Omitted: `none` for a call that ends the turn (`turn_end`, "
+            "by default when the last message is the assistant's), else `openai`. Status, events and "
+            "blocking are the same in every form"
         ),
     )
     actor_provider_options: dict[ProviderName, dict[str, Any]] | None = Field(
@@ -156,6 +158,19 @@ class TurnRequest(_Request):
             "know how long the actor's prompt cache stays warm"
         ),
     )
+
+    def context_form(self) -> ContextForm:
+        """The form asked for, else the cheap one the call needs: a call that ends the turn (the reply)
+        goes to no model, any other's answer goes to a chat-completions call. `full` built both forms on
+        every turn of a backend that never asked, most of them unread."""
+        if self.context is not None:
+            return self.context
+        ends_turn = (
+            self.turn_end
+            if self.turn_end is not None
+            else bool(self.messages and self.messages[-1].role == "assistant")
+        )
+        return "none" if ends_turn else "openai"
 
     @field_validator("actor_provider_options")
     @classmethod

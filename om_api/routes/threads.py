@@ -168,6 +168,7 @@ def ingest(
 )
 def post_turn(thread_id: ThreadId, body: TurnRequest, runtime: Runtime, caller: Caller) -> Response:
     _check_limits(body, runtime.settings)
+    form = body.context_form()
     result, resource = ingest(
         runtime,
         caller.tenant_id,
@@ -178,10 +179,10 @@ def post_turn(thread_id: ThreadId, body: TurnRequest, runtime: Runtime, caller: 
         step_number=body.step_number,
         turn_end=body.turn_end,
         provider_options=body.actor_provider_options,
-        with_context=body.context != "none",
+        with_context=form != "none",
     )
     # Serialised here, in one pass; `TurnResponse` (response_model) documents the same body.
-    return turn_json_response(result, resource, body.context)
+    return turn_json_response(result, resource, form)
 
 
 # ---------------------------------------------------------------------------------------- reading

@@ -175,7 +175,7 @@ class Player:
 
     async def _post(self, messages: list[Message]) -> Call:
         call = await self.poster.post(
-            self.thread_id, turn_payload([message_body(m) for m in messages], self.resource_id)
+            self.thread_id, turn_payload([message_body(m) for m in messages], self.resource_id, "full")
         )
         self.posted_messages.extend(messages)
         return call

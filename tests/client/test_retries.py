@@ -13,6 +13,7 @@ import pytest
 
 from om_client import (
     AsyncOMClient,
+    OMBadRequest,
     OMClient,
     OMRateLimited,
     OMRetriesExhausted,
@@ -124,3 +125,18 @@ def test_the_backoff_doubles_with_jitter_and_never_undercuts_retry_after() -> No
         assert all(ceiling * 0.5 <= w <= ceiling for w in waits), (retry, min(waits), max(waits))
         assert len(set(waits)) > 1, "jitter spreads the waits"
     assert all(policy.wait_s(1, retry_after_s=7.0) >= 7.0 for _ in range(50))
+
+
+def test_a_turn_sends_the_context_form_only_when_one_is_asked_for() -> None:
+    """Omitted, the server picks the cheap form for the call; `full` (no longer the server's default) is
+    sent like any other form."""
+    refused = Answer(400, {"error": {"code": "invalid_request", "message": "no"}})
+    hello = [{"id": "m1", "role": "user", "text": "hello"}]
+    with scripted([refused]) as server:
+        with OMClient(server.base_url, "omk_test", retry=QUICK) as om:
+            for form in (None, "full", "none"):
+                with pytest.raises(OMBadRequest):
+                    om.post_turn("t-1", hello, context=form)
+        bodies = [s.body for s in server.seen]
+    assert ["context" in body for body in bodies] == [False, True, True]
+    assert [body.get("context") for body in bodies] == [None, "full", "none"]

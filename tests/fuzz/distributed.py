@@ -641,6 +641,7 @@ class SeedRun:
             messages,
             resource_id=conversation.resource_id,
             actor_model=actor_model,
+            context="full",  # the view checks read the stored messages and the memory
         )
         own = frozenset(m for message in messages for part in message.parts for m in markers_in(part.text))
         view = view_of_response(

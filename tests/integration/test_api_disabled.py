@@ -51,7 +51,7 @@ def test_a_thread_with_memory_off_gets_its_history_and_observes_it_once_switched
     thread = new_id("off")
     stored = scoped_id(tenant, thread)
     om.set_config(thread, {**CYCLE, "enabled": False}, resource_id=thread)
-    turns = [om.post_turn(thread, [message(i, 20)]) for i in range(40)]
+    turns = [om.post_turn(thread, [message(i, 20)], context="full") for i in range(40)]
 
     for n, turn in enumerate(turns, start=1):
         assert [m.id for m in turn.context.messages] == [f"m{i}" for i in range(n)], "the plain history"
@@ -75,7 +75,7 @@ def test_a_thread_with_memory_off_gets_its_history_and_observes_it_once_switched
 
     om.set_config(thread, CYCLE)
     backlog_end = last_seq_of(pg_engine, stored, "m39")
-    later = [om.post_turn(thread, [message(i, 70)]) for i in range(40, 70)]
+    later = [om.post_turn(thread, [message(i, 70)], context="full") for i in range(40, 70)]
     wait_until(
         lambda: cursor(pg_engine, stored) >= backlog_end,
         deadline_s=60,

@@ -67,7 +67,8 @@ def test_a_conversation_through_the_api_with_workers(
             for i in range(40):
                 role = "user" if i % 2 == 0 else "assistant"
                 text = f"Turn {i}: " + " ".join(f"topic{(i * 13 + k) % 89}" for k in range(70))
-                turns.append(om.post_turn(thread, [{"id": f"m{i}", "role": role, "text": text}]))
+                message = {"id": f"m{i}", "role": role, "text": text}
+                turns.append(om.post_turn(thread, [message], context="full"))
             seen = follower.wait_for(
                 lambda got: (
                     any(e.type == "data-om-activation" for e in got)

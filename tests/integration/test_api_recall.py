@@ -239,7 +239,9 @@ def test_a_scripted_actor_finds_an_observed_detail_through_the_turns_tool(om: OM
             )
         )
         turns.append(
-            om.post_turn(thread, [{"id": f"m{i}", "role": role, "text": said}], resource_id=resource)
+            om.post_turn(
+                thread, [{"id": f"m{i}", "role": role, "text": said}], resource_id=resource, context="full"
+            )
         )
     last = turns[-1]
     assert RANGE.search("\n".join(last.context.system_messages)), "observations were grouped with ranges"
@@ -270,7 +272,8 @@ def test_after_reflection_the_condensed_groups_range_still_leads_to_the_exact_va
                 + " ".join(f"item{i}x{k}" for k in range(40))
             )
         )
-        last = om.post_turn(thread, [{"id": f"m{i}", "role": role, "text": said}], resource_id=resource)
+        message = {"id": f"m{i}", "role": role, "text": said}
+        last = om.post_turn(thread, [message], resource_id=resource, context="full")
     assert last is not None
     view = om.observations(thread)
     assert view.active is not None and view.active.generation_count >= 1, "the log was reflected"

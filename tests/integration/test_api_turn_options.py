@@ -39,7 +39,9 @@ def test_a_turn_after_a_pause_reports_a_system_reminder_in_its_events_and_on_the
     om.set_config(thread, {"temporalMarkers": True}, resource_id=thread)
     om.post_turn(thread, [message("u0", "user", "Book a table for two", T0)])
     om.post_turn(thread, [message("a0", "assistant", "Which evening?", T0 + timedelta(minutes=1))])
-    turn = om.post_turn(thread, [message("u1", "user", "Saturday", T0 + timedelta(days=2, hours=1))])
+    turn = om.post_turn(
+        thread, [message("u1", "user", "Saturday", T0 + timedelta(days=2, hours=1))], context="messages"
+    )
 
     [reminder] = [e for e in turn.events if e.type == "data-system-reminder"]
     assert reminder.data["gapText"] == "2 days later"
@@ -97,3 +99,37 @@ def test_invalid_provider_options_are_refused_and_nothing_is_stored(
     assert error["field"].startswith("actor_provider_options"), error
     assert says in error["message"], error
     assert history.get_thread(pg_engine, scoped_id(tenant, thread)) is None
+
+
+def test_a_turn_without_context_answers_openai_and_its_reply_call_none(
+    api_server: ApiServer, tenant_key: str
+) -> None:
+    """The documented exchange is the default: the user message's answer carries the chat-completions form
+    only, the reply's carries no context; a form asked for is answered as before."""
+    thread = new_id("default")
+    user = post_turn(
+        api_server, tenant_key, thread, {"messages": [message("u0", "user", "Hi, I'm Dana", T0)]}
+    )
+    assert user.status_code == 200, user.text
+    context = user.json()["context"]
+    assert context["form"] == "openai" and context["messages"] == []
+    assert context["openai_messages"][-1] == {"role": "user", "content": "Hi, I'm Dana"}
+    reply = post_turn(
+        api_server, tenant_key, thread, {"messages": [message("a0", "assistant", "Hello!", T0)]}
+    )
+    assert reply.status_code == 200, reply.text
+    assert reply.json()["context"] is None
+    assert reply.json()["status"]["windows"]["active"]["messages"]["tokens"] > 0, "the status is still there"
+
+    asked = {
+        form: post_turn(api_server, tenant_key, thread, {"messages": [], "context": form}).json()["context"]
+        for form in ("full", "messages", "openai", "none")
+    }
+    assert asked["none"] is None
+    full = asked["full"]
+    assert full["form"] == "full" and [m["id"] for m in full["messages"]] == ["u0", "a0"]
+    assert [m["role"] for m in full["openai_messages"]] == ["user", "assistant"]
+    assert asked["messages"] == {**full, "form": "messages", "openai_messages": []}
+    assert asked["openai"] == {**full, "form": "openai", "messages": []}
+    step = {"messages": [message("a1", "assistant", "Looking it up", T0)], "turn_end": False}
+    assert post_turn(api_server, tenant_key, thread, step).json()["context"]["form"] == "openai"

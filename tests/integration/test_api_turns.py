@@ -62,7 +62,7 @@ def test_a_conversation_posted_turn_by_turn_follows_the_documented_cycle(
     thread, resource = new_id("cycle"), new_id("user")
     om.set_config(thread, CYCLE, resource_id=resource)
     messages = list(generate(seed=5, target_tokens=14_000).turns())
-    turns = [om.post_turn(thread, [m], resource_id=resource) for m in messages]
+    turns = [om.post_turn(thread, [m], resource_id=resource, context="full") for m in messages]
 
     raw = [t.status.windows.active.messages.tokens for t in turns]
     assert max(raw) <= BLOCK_AFTER + 600, raw  # one message may overshoot by its own size
@@ -137,7 +137,9 @@ def test_a_missed_deadline_returns_the_whole_context_and_loses_nothing(
         posted: list[str] = []
         for i in range(20):
             posted.append(f"m{i}")
-            turn = client.post_turn(thread, [{"id": f"m{i}", "role": "user", "text": chatter(i)}])
+            turn = client.post_turn(
+                thread, [{"id": f"m{i}", "role": "user", "text": chatter(i)}], context="messages"
+            )
             if turn.blocked:
                 break
         assert turn.blocked and turn.degraded and "deadline" in (turn.degraded_reason or "")
@@ -149,7 +151,9 @@ def test_a_missed_deadline_returns_the_whole_context_and_loses_nothing(
             lambda got: any(e.type == "data-om-observation-end" for e in got),
         )
         assert done
-        after = client.post_turn(thread, [{"id": "late", "role": "user", "text": "and one more thing"}])
+        after = client.post_turn(
+            thread, [{"id": "late", "role": "user", "text": "and one more thing"}], context="full"
+        )
         assert "<observations>" in after.context.system_messages
         assert len(after.context.messages) < len(posted) + 1
 

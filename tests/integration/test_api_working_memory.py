@@ -80,7 +80,9 @@ class Api:
     def turn(self, thread: str, resource: str, i: int) -> Any:
         message = {"id": f"m{i}", "role": "user" if i % 2 == 0 else "assistant", "text": chatter(i)}
         return self.ok(
-            "POST", f"/v1/threads/{thread}/turns", json={"messages": [message], "resource_id": resource}
+            "POST",
+            f"/v1/threads/{thread}/turns",
+            json={"messages": [message], "resource_id": resource, "context": "full"},
         )
 
 

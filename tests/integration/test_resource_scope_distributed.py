@@ -117,7 +117,7 @@ def test_five_threads_of_one_user_share_one_log_observed_in_parallel_batches(
             for turn in range(TURNS):
                 role = "user" if turn % 2 == 0 else "assistant"
                 message = {"id": f"m{turn}", "role": role, "text": _text(index, turn)}
-                out.append(om.post_turn(threads[index], [message], resource_id=user))
+                out.append(om.post_turn(threads[index], [message], resource_id=user, context="full"))
             return out
 
         with ThreadPoolExecutor(THREADS) as pool:

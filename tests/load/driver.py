@@ -160,7 +160,8 @@ class Chats:
     ) -> tuple[str, float, dict[str, Any] | None]:
         """(status or transport error, seconds, decoded answer when 2xx); the body is built before the clock
         starts and decoded after it stops."""
-        payload = turn_payload([message_body(message)], thread.resource_id)
+        # Both forms, as before the cheap default: the checker reads the stored messages of every view.
+        payload = turn_payload([message_body(message)], thread.resource_id, "full")
         path = f"/v1/threads/{quote(thread.thread_id, safe='')}/turns"
         started = time.perf_counter()
         try:

@@ -11,7 +11,7 @@ from sqlalchemy import Engine
 
 from om_api.openai_format import to_openai
 from om_api.routes.common import event_out
-from om_api.schemas import StatusPayload, StoredMessage, TurnContext, TurnResponse
+from om_api.schemas import StatusPayload, StoredMessage, TurnContext, TurnRequest, TurnResponse
 from om_api.turn_body import turn_body
 from om_core.config import ObservationalMemoryConfig
 from om_core.engine import MemoryEngine, TurnResult
@@ -124,3 +124,23 @@ def test_a_turn_without_context_stores_the_same_and_reports_the_same_status(sqli
     # The next call with context shows everything the context-less one stored.
     after = engine.ingest_turn("t-without", "r-same", [])
     assert [m.id for m in after.messages] == [m.id for m in with_.messages]
+
+
+def test_an_omitted_context_is_openai_unless_the_call_ends_the_turn() -> None:
+    """The cheap default: the form a chat-completions call needs, and nothing for the call that posts the
+    reply (which goes to no model); any form asked for is kept as asked."""
+
+    def form(*roles: str, **fields: object) -> str:
+        messages = [{"id": f"m{i}", "role": role, "text": "x"} for i, role in enumerate(roles)]
+        return TurnRequest.model_validate({"messages": messages, **fields}).context_form()
+
+    assert form("user") == "openai"
+    assert form("tool") == "openai"
+    assert form() == "openai", "no new message: the caller wants the context"
+    assert form("assistant") == "none"
+    assert form("user", "assistant") == "none", "the last message decides"
+    assert form("assistant", turn_end=False) == "openai", "a step of a turn that goes on: its context"
+    assert form("user", turn_end=True) == "none"
+    for asked in ("full", "messages", "openai", "none"):
+        assert form("user", context=asked) == asked
+        assert form("assistant", context=asked) == asked

@@ -102,10 +102,10 @@ def _turn_body(
     step_number: int,
     turn_end: bool | None,
     actor_provider_options: Mapping[str, Any] | None = None,
-    context: ContextForm = "full",
+    context: ContextForm | None = None,
 ) -> dict[str, Any]:
     body: dict[str, Any] = {"messages": [_message_body(m) for m in messages], "step_number": step_number}
-    if context != "full":
+    if context is not None:
         body["context"] = context
     if actor_provider_options is not None:
         body["actor_provider_options"] = dict(actor_provider_options)
@@ -300,10 +300,12 @@ class OMClient:
         step_number: int = 0,
         turn_end: bool | None = None,
         actor_provider_options: Mapping[str, Any] | None = None,
-        context: ContextForm = "full",
+        context: ContextForm | None = None,
     ) -> TurnResponse:
-        """Store the turn's messages; the answer carries the actor's context in `context` form (`none`
-        for a call whose answer will not go to the model, such as posting the assistant's reply).
+        """Store the turn's messages; the answer carries the actor's context in `context` form. Without
+        one the server answers a call that ends the turn (by default: the last message is the
+        assistant's reply) with no context (`none`: `TurnResponse.context` is None) and any other with
+        the chat-completions form (`openai`); `full` or `messages` adds or gives the stored messages.
 
         Retried like a read: every message is sent with an id (a new random one when it has none) and
         the server stores a message id once per thread however often it is posted (a stored message is
@@ -581,10 +583,12 @@ class AsyncOMClient:
         step_number: int = 0,
         turn_end: bool | None = None,
         actor_provider_options: Mapping[str, Any] | None = None,
-        context: ContextForm = "full",
+        context: ContextForm | None = None,
     ) -> TurnResponse:
-        """Store the turn's messages; the answer carries the actor's context in `context` form (`none`
-        for a call whose answer will not go to the model, such as posting the assistant's reply).
+        """Store the turn's messages; the answer carries the actor's context in `context` form. Without
+        one the server answers a call that ends the turn (by default: the last message is the
+        assistant's reply) with no context (`none`: `TurnResponse.context` is None) and any other with
+        the chat-completions form (`openai`); `full` or `messages` adds or gives the stored messages.
 
         Retried like a read: every message is sent with an id (a new random one when it has none) and
         the server stores a message id once per thread however often it is posted (a stored message is

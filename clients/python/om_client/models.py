@@ -227,7 +227,10 @@ class OMEvent(_Response):
 
 
 class TurnContext(_Response):
-    form: ContextForm = Field(default="full", description="The form asked for (`TurnRequest.context`)")
+    form: ContextForm = Field(
+        default="full",
+        description="The form answered with: `TurnRequest.context`, or the form it defaults to",
+    )
     system_messages: list[str] = Field(
         description="Memory messages to put before the conversation: stable log first, then hints"
     )

@@ -287,7 +287,9 @@ export interface PostTurnOptions {
   stepNumber?: number;
   turnEnd?: boolean;
   actorProviderOptions?: TurnRequest["actor_provider_options"];
-  /** `full` (default), `openai`, `messages`, or `none` for a call whose answer goes to no model. */
+  /** `openai`, `messages`, `full` (both), or `none` for a call whose answer goes to no model. Omitted, the
+   * server answers a call that ends the turn (`turnEnd`, by default when the last message is the
+   * assistant's reply) with `none` and any other with `openai`. */
   context?: ContextForm;
   signal?: AbortSignal;
 }

@@ -1890,7 +1890,7 @@ export interface components {
         TurnContext: {
             /**
              * Form
-             * @description The form asked for (`TurnRequest.context`)
+             * @description The form answered with: `TurnRequest.context`, or the form it defaults to
              * @default full
              * @enum {string}
              */
@@ -1986,11 +1986,9 @@ export interface components {
             turn_end?: boolean | null;
             /**
              * Context
-             * @description What to answer with: `full` (the context as stored messages and as chat-completions messages), `messages` or `openai` (only that form; the other list is empty), or `none` (no context: `context` is null, for a call whose answer the caller will not send to its model, such as posting the assistant's reply). Status, events and blocking are the same in every form
-             * @default full
-             * @enum {string}
+             * @description What to answer with: `openai` (the context as chat-completions messages), `messages` (as stored messages), `full` (both), or `none` (no context: `context` is null, for a call whose answer the caller will not send to its model, such as posting the assistant's reply); with one form the other list is empty. Omitted: `none` for a call that ends the turn (`turn_end`, by default when the last message is the assistant's), else `openai`. Status, events and blocking are the same in every form
              */
-            context: "full" | "messages" | "openai" | "none";
+            context?: ("full" | "messages" | "openai" | "none") | null;
             /**
              * Actor Provider Options
              * @description The provider options of the actor's call, by provider, as sent to it (`{"anthropic": {"cacheControl": {"type": "ephemeral", "ttl": "1h"}}}`, `{"openai": {"promptCacheRetention": "24h"}}`): `activateAfterIdle: "auto"` reads them to know how long the actor's prompt cache stays warm
