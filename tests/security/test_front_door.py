@@ -127,10 +127,10 @@ def test_keys_mode_is_not_affected(tmp_path: Path) -> None:
 
 def test_om_up_runs_its_api_without_auth_on_loopback_only() -> None:
     """`om up` needs no `--insecure-no-auth`: its API is bound to 127.0.0.1."""
-    from om_app.embedded import service_commands, stack_env
+    from om_app.embedded import services, stack_env
 
     assert stack_env("sqlite://", "redis://127.0.0.1:1/0", Path("."))["OM_AUTH"] == "none"
-    api = service_commands(8088)["api"]
+    api = services(8088, {})["api"].command
     assert api[api.index("--host") + 1] == "127.0.0.1"
     assert "--insecure-no-auth" not in api
 

@@ -25,6 +25,7 @@ from typer.testing import CliRunner
 
 from om_api.settings import ApiSettings
 from om_app.cli import app
+from om_app.embedded import TURN_QUEUES
 from om_app.preflight import check_flower_auth
 from om_core.engine import MAINTENANCE_QUEUE
 from om_core.engine import QUEUES as TABLE_QUEUES
@@ -474,6 +475,48 @@ def test_every_container_requests_resources(k8s: list[Doc]) -> None:
         assert {"cpu", "memory"} <= set(requests), name_of(doc)
     ((_, api),) = by_subcommand(k8s, "serve")
     assert {"cpu", "memory"} <= set(api["resources"]["limits"])
+
+
+def cpu_cores(quantity: str) -> float:
+    """A Kubernetes CPU quantity (`250m`, `1`, `"2"`) in cores."""
+    return int(quantity[:-1]) / 1000 if quantity.endswith("m") else float(quantity)
+
+
+def test_the_api_pod_is_guaranteed_and_weighs_above_every_worker_and_beat(k8s: list[Doc]) -> None:
+    """Turns first (deploy/README.md): a busy node shares CPU by the requests, and a Guaranteed pod (every
+    container's requests equal to its limits, the init container's too) is evicted last."""
+    ((deployment, api),) = by_subcommand(k8s, "serve")
+    pod = deployment["spec"]["template"]["spec"]
+    for container in [*pod["initContainers"], *pod["containers"]]:
+        resources = container["resources"]
+        assert resources["requests"] == resources["limits"], f"{container['name']}: not Guaranteed"
+    api_cpu = cpu_cores(api["resources"]["requests"]["cpu"])
+    for doc, container in [*by_subcommand(k8s, "worker"), *by_subcommand(k8s, "beat")]:
+        requests, limits = container["resources"]["requests"], container["resources"]["limits"]
+        assert cpu_cores(requests["cpu"]) < api_cpu, name_of(doc)
+        assert cpu_cores(requests["cpu"]) < cpu_cores(limits["cpu"]), f"{name_of(doc)}: Burstable"
+
+
+def test_compose_weighs_the_turn_path_above_the_background_work(compose: Doc) -> None:
+    """The API, the workers a turn may wait on, Postgres and Redis keep the default CPU weight; the
+    background workers and beat run with less."""
+    default = 1024
+    services: dict[str, Doc] = compose["services"]
+    om = om_services(compose)
+    background = {
+        name
+        for name, svc in om.items()
+        if svc["command"][0] == "beat"
+        or (svc["command"][0] == "worker" and not worker_queues(svc["command"]) <= set(TURN_QUEUES))
+    }
+    turn_path = {"api", "postgres", "redis"} | {
+        name for name, svc in om.items() if svc["command"][0] == "worker" and name not in background
+    }
+    assert {"worker-observe", "worker-reflect"} <= turn_path and {"worker-buffer", "beat"} <= background
+    for name in turn_path:
+        assert services[name].get("cpu_shares", default) == default, name
+    for name in background:
+        assert services[name].get("cpu_shares", default) < default, name
 
 
 def without_flower_login(env: Mapping[str, Any]) -> dict[str, Any]:

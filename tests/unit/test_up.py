@@ -27,7 +27,7 @@ def test_om_up_reads_its_data_dir_from_om_data_dir(tmp_path: Path, monkeypatch: 
     """The option's environment variable, as `om up --help` documents."""
     chosen: list[Path] = []
 
-    def run_up(port: int, data_dir: Path) -> int:
+    def run_up(port: int, data_dir: Path, *, background_nice: int) -> int:
         chosen.append(data_dir)
         return 0
 
