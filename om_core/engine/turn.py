@@ -273,8 +273,9 @@ def store_and_read(core: EngineCore, turn: TurnInput) -> _Stored:
     On Postgres everything is one transaction: it locks rows only. SQLite has one write lock for the whole
     database, held from `BEGIN IMMEDIATE` to commit, so there the head and the window are read after the
     commit, in a reader that neither takes nor waits for that lock, and the parts are counted before the
-    transaction: every other writer (the worker's cycles, the other turns) waits only for the writes. The reader sees this turn's commit or later, as one snapshot, and
-    takes the head as it finds it (work that moved the cursor meanwhile is then already shown)."""
+    transaction: every other writer (the worker's cycles, the other turns) waits only for the writes. The
+    reader sees this turn's commit or later, as one snapshot, and takes the head as it finds it (work that
+    moved the cursor meanwhile is then already shown)."""
     thread_id, incoming = turn.thread_id, turn.messages
     key = lookup_key(thread_id)
     count_part = _precounted(incoming, _count_part(core, turn.actor_model))  # outside the write lock
