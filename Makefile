@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 PYTEST_ARGS ?=
 
-.PHONY: install test test-unit lint typecheck demo up fuzz load bench bench-quick flower ts-types clean
+.PHONY: install test test-unit lint typecheck docs demo up fuzz load bench bench-quick flower ts-types clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -68,6 +68,12 @@ lint: $(STAMP)
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
+
+## make docs: rewrite the reference pages (docs/reference/: options, settings, HTTP API) from the code, after
+## a change to the configuration model, a settings model or the API; commit the result
+## (tests/unit/test_reference_docs.py fails while a page differs).
+docs: $(STAMP)
+	$(BIN)/python scripts/gen_reference.py
 
 ## make ts-types: regenerate the TypeScript client's types (clients/typescript/src/schema.ts) from the
 ## server's OpenAPI document, after an API change; commit the result (tests/client_ts/ checks it).

@@ -9,8 +9,9 @@ operations/s, and which shared component saturates first (API and workers scale 
 primary and one Redis do not). Every input says where it came from: a figure of the results file, a
 section's measured detail, or an assumption (`Assumptions`, printed with the numbers).
 
-`ARCHITECTURE.md` ("Capacity model") holds the model, its assumptions and the numbers of a run of this
-machine; `tests/bench/test_capacity.py` checks the arithmetic on a small fixture.
+`docs/architecture/capacity.md` holds the model, its assumptions and the plan past one node; the figures
+are this script's output, never copied there. `tests/bench/test_capacity.py` checks the arithmetic on a
+small fixture.
 """
 
 from __future__ import annotations
@@ -331,7 +332,7 @@ def report(costs: Costs, a: Assumptions, chats: Sequence[int] = CHATS) -> list[s
     limits = chats_at_limit(costs, a)
     lines.append(
         "shares are of the planned utilisation of one node; a component past 100 % needs the plan in "
-        "ARCHITECTURE.md (Capacity model). Active chats at which each single node reaches it: "
+        "docs/architecture/capacity.md. Active chats at which each single node reaches it: "
         + ", ".join(f"{name} ~{value:,.0f}" for name, value in sorted(limits.items(), key=lambda kv: kv[1]))
     )
     return lines

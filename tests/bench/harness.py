@@ -22,7 +22,7 @@ from tests.bench.stack import Services, ThreadPoolCluster
 from tests.support.api_server import ApiServer
 from tests.support.workers import wait_until
 
-#: Worker layout of the main stack, as the README's scaling notes suggest: synchronous observation and
+#: Worker layout of the main stack, as docs/operations.md (Scale) suggests: synchronous observation and
 #: reflection apart from background buffering, so a chat never waits behind buffering.
 MAIN_WORKERS: list[tuple[list[str], int]] = [(["om.observe", "om.reflect"], 8), (["om.buffer"], 8)]
 

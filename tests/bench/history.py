@@ -1,6 +1,6 @@
 """Values recorded for the bench's figures in earlier runs (`history.json`), shown beside this run's.
 
-A figure's history belongs to the benchmark, not to the README or ARCHITECTURE.md (which state the
+A figure's history belongs to the benchmark, not to the README or docs/ (which state the
 design and name the figure that measures it). Each entry is one figure's value, or the range over several
 runs, on a date, in a run mode (`quick`, `full`; null when the run did not record it), on a machine, with
 what the code had changed before it. The bench prints the entries of each figure it produced (same name,

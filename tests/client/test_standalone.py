@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -22,6 +21,7 @@ from sqlalchemy import Engine
 from om_client import OMClient
 from om_core import tenancy
 from tests.support.api_server import REPO, ApiServer, new_id
+from tests.support.docs import fenced
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.timeout(300)]
 
@@ -68,8 +68,10 @@ def run_in(python: Path, code: str, cwd: Path) -> str:
 
 
 def readme_client_example() -> str:
-    fenced = re.findall(r"^```python\n(.*?)^```\n", (REPO / "README.md").read_text(), re.M | re.S)
-    (example,) = [block for block in fenced if "OMClient" in block]
+    """The quickstart's client example (README.md)."""
+    (example,) = [
+        text for doc, text in fenced("python") if "OMClient" in text and doc.path.name == "README.md"
+    ]
     return example
 
 

@@ -35,6 +35,7 @@ from sqlalchemy import Engine
 
 from om_core import tenancy
 from tests.support.api_server import ApiServer, run_api_server
+from tests.support.docs import fenced
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis]
 
@@ -234,18 +235,18 @@ def test_the_node_suite_passes_against_om_serve(built: Built, server: ApiServer,
     assert counts.get("pass", 0) >= MIN_NODE_TESTS and counts.get("pass") == counts.get("tests"), output
 
 
-def readme_example() -> str:
-    """The README's TypeScript example (its first `ts` block): written so it is also plain JavaScript."""
-    match = re.search(r"^```ts\n(.*?)^```$", (REPO / "README.md").read_text(), re.MULTILINE | re.DOTALL)
-    assert match, "README.md has no ```ts example"
-    return match.group(1)
+def docs_example() -> str:
+    """The docs' TypeScript example (the one `ts` block, in docs/guide/backend.md): written so it is also
+    plain JavaScript."""
+    (example,) = [text for _, text in fenced("ts")]
+    return example
 
 
-def test_the_readme_example_type_checks_and_runs_with_the_packed_client(
+def test_the_docs_example_type_checks_and_runs_with_the_packed_client(
     built: Built, server: ApiServer, api_key: str, tmp_path: Path
 ) -> None:
     """What a TypeScript backend does: install the tarball built from the repository (`npm pack`), then
-    compile and run the README's example against the server."""
+    compile and run the docs' example against the server."""
     built.ready()
     packed = _run(
         [built.npm, "pack", "--ignore-scripts", "--json", "--pack-destination", str(tmp_path)],
@@ -262,8 +263,8 @@ def test_the_readme_example_type_checks_and_runs_with_the_packed_client(
     install = [built.npm, "install", "--offline", "--no-audit", "--no-fund", "--loglevel", "error", tarball]
     _run(install, project, timeout=120)
     ids: dict[str, str] = {}
-    example = readme_example().replace("http://localhost:8088", server.base_url).replace("omk_...", api_key)
-    example = re.sub(  # fresh threads and resources for the README's placeholders
+    example = docs_example().replace("http://localhost:8088", server.base_url).replace("omk_...", api_key)
+    example = re.sub(  # fresh threads and resources for the docs' placeholders
         r"\b(?:t|user)-\d+\b", lambda m: ids.setdefault(m.group(), f"ts-{os.urandom(5).hex()}"), example
     )
     (project / "example.ts").write_text(

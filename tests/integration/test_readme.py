@@ -1,22 +1,27 @@
-"""The README cannot drift from the code: its examples are parsed out of README.md and run.
+"""The docs cannot drift from the code: the examples of README.md and of every page under docs/ are parsed
+out and run (`tests.support.docs` lists the pages: README first, then docs/ in path order).
 
 - every `om …` command it shows (code blocks and inline code) is a command line the real `om` parser
   accepts, its `--help` runs, and the installed `om` executable lists its subcommand;
 - every `make` target it names exists in the Makefile (`make -n`), every `python -m` module it names
   declares the options used;
-- every curl example runs, in README order, against a real API server (keys auth, the test Postgres) with
+- every curl example runs, in page order, against one real API server (keys auth, the test Postgres) with
   the host, key and thread placeholders substituted; it must answer 2xx with every JSON field the
   paragraph after it names in backticks (`context.messages`, `active.observations`, …);
-- every Python snippet (the client, the OpenAI proxy through the `openai` package) is executed against the
-  same server and its effect is checked in the stored thread;
-- the endpoint table equals the server's OpenAPI paths, both ways;
-- the environment table lists exactly the variables of the settings models (`Settings`, `ApiSettings`,
-  `WorkerSettings`), both ways, and each default it shows, set in the environment, gives the model's
-  default; `om env` and `.env.example` agree with it; the option table names exactly the config options;
+- every Python snippet (the client, the OpenAI proxy through the `openai` package, the observation line
+  edits) is executed against the same server and its effect is checked in the stored thread; the hooks
+  example is registered and its hooks called; the JSON configuration example is accepted by the
+  configuration model; every ```python, ```ts and ```json block is one that a test runs;
+- the endpoint table (the generated API reference) equals the server's OpenAPI paths, both ways;
+- the environment table (the generated settings reference) lists exactly the variables of the settings
+  models (`Settings`, `ApiSettings`, `WorkerSettings`), both ways, and each default it shows, set in the
+  environment, gives the model's default; `om env` and `.env.example` agree with it; the option table (the
+  generated options reference) names exactly the config options;
 - the shown error messages are the ones the code produces.
 
 Placeholders: `localhost:8088` is the server, `omk_...` a fresh tenant's key, `t-<n>` and `user-<n>` thread
-and resource ids (fresh per test, the same within one test: ids belong to one tenant), and the actor model
+and resource ids (fresh per test, the same within one test and so across every page's curl examples, which
+run as one conversation that the README's quickstart starts: ids belong to one tenant), and the actor model
 `openai/gpt-5-mini` becomes the fake echo actor `om-actor/echo` (no provider key exists here). `my_model`
 in the client snippet is the caller's own model; the test passes a stand-in that records what it got.
 """
@@ -32,6 +37,7 @@ import re
 import shlex
 import subprocess
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -45,23 +51,26 @@ from om_api.client import OMClient
 from om_api.settings import ApiSettings
 from om_app.cli import app
 from om_core.config import (
+    ModelSettings,
     ObservationalMemoryConfig,
     ObservationConfig,
     ReflectionConfig,
+    RetrievalConfig,
     WorkingMemoryConfig,
 )
 from om_core.engine import QUEUES
 from om_core.errors import OMConfigError
+from om_core.extractors.definition import parse_list
+from om_core.hooks import DebugEvent, HookContext, ObserveHooks, registered_hooks, unregister_hooks
 from om_core.settings import Settings
 from om_workers.app import WorkerSettings
 from tests.support.api_server import ApiServer, api_server, new_id, tenant_key
+from tests.support.docs import REPO, Doc, docs
 
 __all__ = ["api_server", "tenant_key"]  # fixtures used below
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis]
 
-REPO = Path(__file__).resolve().parents[2]
-README = REPO / "README.md"
 OM_EXECUTABLE = REPO / ".venv" / "bin" / "om"
 ACTOR_PLACEHOLDER, TEST_ACTOR = "openai/gpt-5-mini", "om-actor/echo"
 runner = CliRunner()
@@ -72,16 +81,18 @@ runner = CliRunner()
 
 @dataclass(frozen=True)
 class Block:
-    """A fenced code block, where it starts, and the paragraph right after it (what it is said to do)."""
+    """A fenced code block, the page and line where it starts, and the paragraph right after it (what it
+    is said to do)."""
 
     lang: str
     text: str
+    page: str
     line: int
     after: str
 
     @property
     def where(self) -> str:
-        return f"README.md:{self.line}"
+        return f"{self.page}:{self.line}"
 
 
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```\n", re.MULTILINE | re.DOTALL)
@@ -89,27 +100,27 @@ INLINE = re.compile(r"`([^`\n]+(?:\n[^`\n]+)?)`")
 FIELD_PATH = re.compile(r"^[A-Za-z_]+(?:\.[A-Za-z_]+)*$")
 
 
-def readme() -> str:
-    return README.read_text(encoding="utf-8")
-
-
-def blocks(text: str) -> list[Block]:
+def blocks(pages: list[Doc]) -> list[Block]:
+    """Every fenced block of the pages, in page order."""
     found = []
-    for match in FENCE.finditer(text):
-        rest = text[match.end() :].lstrip("\n")
-        paragraph = rest.split("\n\n", 1)[0]
-        found.append(Block(match.group(1), match.group(2), text.count("\n", 0, match.start()) + 1, paragraph))
+    for page in pages:
+        text = page.text
+        for match in FENCE.finditer(text):
+            rest = text[match.end() :].lstrip("\n")
+            paragraph = rest.split("\n\n", 1)[0]
+            line = text.count("\n", 0, match.start()) + 1
+            found.append(Block(match.group(1), match.group(2), page.name, line, paragraph))
     return found
 
 
 def prose(text: str) -> str:
-    """The README without its code blocks and its tables' separator rows."""
+    """A page without its code blocks."""
     return FENCE.sub("", text)
 
 
-def inline_codes(text: str) -> list[str]:
-    """Inline code spans (one may wrap onto the next line), whitespace normalised."""
-    return [" ".join(span.split()) for span in INLINE.findall(prose(text))]
+def inline_codes(pages: list[Doc]) -> list[str]:
+    """Inline code spans of the pages' prose (one may wrap onto the next line), whitespace normalised."""
+    return [" ".join(span.split()) for page in pages for span in INLINE.findall(prose(page.text))]
 
 
 def commands(block: Block) -> list[str]:
@@ -136,29 +147,37 @@ def words(command: str) -> list[str]:
     return shlex.split(command.replace("\\\n", " "), comments=True)
 
 
-def table(text: str, first_header: str) -> list[list[str]]:
-    """The rows of the Markdown table whose first header cell is `first_header`."""
-    lines = text.splitlines()
-    for index, line in enumerate(lines):
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if line.startswith("|") and cells[0] == first_header:
-            rows = []
-            for row in lines[index + 2 :]:
-                if not row.startswith("|"):
-                    break
-                rows.append([c.strip() for c in row.strip().strip("|").split("|")])
-            return rows
-    raise AssertionError(f"README has no table headed {first_header!r}")
+def cells_of(row: str) -> list[str]:
+    """A table row's cells; `\\|` inside a cell is a pipe, not a border."""
+    return [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", row.strip().strip("|"))]
+
+
+def table(pages: list[Doc], first_header: str) -> list[list[str]]:
+    """The rows of the Markdown table whose first header cell is `first_header`: there is one such table
+    in all the pages (wherever it lives; the reference tables are generated)."""
+    found: list[tuple[str, list[list[str]]]] = []
+    for page in pages:
+        lines = page.text.splitlines()
+        for index, line in enumerate(lines):
+            if line.startswith("|") and cells_of(line)[0] == first_header:
+                rows = []
+                for row in lines[index + 2 :]:
+                    if not row.startswith("|"):
+                        break
+                    rows.append(cells_of(row))
+                found.append((page.name, rows))
+    assert len(found) == 1, f"want one table headed {first_header!r}, found {[name for name, _ in found]}"
+    return found[0][1]
 
 
 def codes_in(cell: str) -> list[str]:
     return re.findall(r"`([^`]+)`", cell)
 
 
-def om_command_lines(text: str) -> list[str]:
-    """Every `om …` command the README shows, in blocks or inline, as written (without `.venv/bin/`)."""
-    shown = [c for b in blocks(text) if b.lang in ("", "sh", "bash") for c in commands(b)]
-    shown += inline_codes(text)
+def om_command_lines(pages: list[Doc]) -> list[str]:
+    """Every `om …` command the pages show, in blocks or inline, as written (without `.venv/bin/`)."""
+    shown = [c for b in blocks(pages) if b.lang in ("", "sh", "bash") for c in commands(b)]
+    shown += inline_codes(pages)
     found = []
     for line in shown:
         command = line.split("#", 1)[0].strip().removeprefix(".venv/bin/")
@@ -167,8 +186,8 @@ def om_command_lines(text: str) -> list[str]:
     return found
 
 
-def make_targets(text: str) -> list[str]:
-    shown = [c for b in blocks(text) for c in commands(b)] + inline_codes(text)
+def make_targets(pages: list[Doc]) -> list[str]:
+    shown = [c for b in blocks(pages) for c in commands(b)] + inline_codes(pages)
     targets: list[str] = []
     for line in shown:
         argv = words(line) if line.startswith("make ") else []
@@ -176,12 +195,12 @@ def make_targets(text: str) -> list[str]:
     return targets
 
 
-def curl_blocks(text: str) -> list[Block]:
-    return [b for b in blocks(text) if any(c.startswith("curl ") for c in commands(b) if b.lang == "")]
+def curl_blocks(pages: list[Doc]) -> list[Block]:
+    return [b for b in blocks(pages) if b.lang == "" and any(c.startswith("curl ") for c in commands(b))]
 
 
-def python_blocks(text: str) -> list[Block]:
-    return [b for b in blocks(text) if b.lang == "python"]
+def python_blocks(pages: list[Doc]) -> list[Block]:
+    return [b for b in blocks(pages) if b.lang == "python"]
 
 
 def substitute(source: str, base_url: str, key: str, ids: dict[str, str]) -> str:
@@ -191,7 +210,7 @@ def substitute(source: str, base_url: str, key: str, ids: dict[str, str]) -> str
 
 
 def threads_of(ids: dict[str, str]) -> list[str]:
-    """The ids the README's thread placeholders (`t-42`) became."""
+    """The ids the pages' thread placeholders (`t-42`) became."""
     return [real for placeholder, real in ids.items() if placeholder.startswith("t-")]
 
 
@@ -203,18 +222,48 @@ def field(payload: Any, path: str) -> Any:
     return value
 
 
-README_TEXT = readme()
-OM_COMMANDS = om_command_lines(README_TEXT)
+PAGES = docs()
+README_PAGE = PAGES[0]
+OM_COMMANDS = om_command_lines(PAGES)
+
+#: What marks each fenced example of these languages, and the test that runs it. A block that carries
+#: none of the markers of its language is an example nothing runs.
+RUN_BY: dict[str, dict[str, str]] = {
+    "python": {
+        "OMClient": "test_the_python_client_example_... here; tests/client/test_standalone.py",
+        "from openai import": "test_the_openai_proxy_example_... here",
+        "edit_observation": "test_the_line_edit_example_... here",
+        "register_hooks": "test_the_hooks_example_... here",
+        "def verified": "tests/unit/test_webhook_rules.py",
+    },
+    "ts": {"new OMClient": "tests/client_ts/test_typescript_client.py"},
+    "json": {"extract": "test_the_json_config_example_... here"},
+}
 
 
 def test_the_parser_finds_every_kind_of_example() -> None:
     """So that the tests below cannot pass by finding nothing."""
+    assert README_PAGE.path.name == "README.md" and len(PAGES) > 10, [p.name for p in PAGES]
     assert len(OM_COMMANDS) >= 10, OM_COMMANDS
-    assert {"demo", "test", "test-unit", "lint", "typecheck", "bench"} <= set(make_targets(README_TEXT))
-    assert len(curl_blocks(README_TEXT)) >= 3
-    sources = [b.text for b in python_blocks(README_TEXT)]
+    assert {"demo", "test", "test-unit", "lint", "typecheck", "bench", "docs"} <= set(make_targets(PAGES))
+    assert len(curl_blocks(PAGES)) >= 10
+    assert curl_blocks([README_PAGE]), "the quickstart posts a turn"
+    sources = [b.text for b in python_blocks(PAGES)]
     assert any("OMClient" in s for s in sources) and any("from openai import" in s for s in sources)
-    assert table(README_TEXT, "Variable") and table(README_TEXT, "Option") and table(README_TEXT, "Endpoint")
+    assert table(PAGES, "Variable") and table(PAGES, "Option") and table(PAGES, "Endpoint")
+
+
+def test_every_example_in_a_language_is_one_a_test_runs() -> None:
+    unclaimed = [
+        block.where
+        for block in blocks(PAGES)
+        if block.lang in RUN_BY and sum(marker in block.text for marker in RUN_BY[block.lang]) != 1
+    ]
+    assert not unclaimed, f"examples no test runs (or claimed twice; see RUN_BY): {unclaimed}"
+    for lang, markers in RUN_BY.items():
+        for marker in markers:
+            found = [b for b in blocks(PAGES) if b.lang == lang and marker in b.text]
+            assert len(found) == 1, f"want one ```{lang} example with {marker!r}, found {len(found)}"
 
 
 # -------------------------------------------------------------------------------------------- commands
@@ -257,7 +306,7 @@ def test_the_om_executable_offers_every_subcommand_the_readme_uses() -> None:
     assert used <= listed, f"`om --help` does not list {used - listed}"
 
 
-@pytest.mark.parametrize("target", make_targets(README_TEXT))
+@pytest.mark.parametrize("target", make_targets(PAGES))
 def test_each_make_target_exists(target: str) -> None:
     result = subprocess.run(
         ["make", "-n", "-C", str(REPO), target], capture_output=True, text=True, timeout=60, check=False
@@ -268,8 +317,8 @@ def test_each_make_target_exists(target: str) -> None:
 def test_each_python_module_command_declares_its_options() -> None:
     """`python -m tests.bench.run --only SECTION`: importing the bench suite takes a minute, so its
     argparse declarations are read from the source instead."""
-    modules = [words(c) for c in inline_codes(README_TEXT) if c.startswith("python -m ")]
-    assert modules, "the README shows no `python -m` command"
+    modules = [words(c) for c in inline_codes(PAGES) if c.startswith("python -m ")]
+    assert modules, "the docs show no `python -m` command"
     for argv in modules:
         source = REPO / (argv[2].replace(".", "/") + ".py")
         assert source.is_file(), f"`{' '.join(argv)}`: no module {argv[2]}"
@@ -284,12 +333,13 @@ def test_each_python_module_command_declares_its_options() -> None:
         assert used <= declared, f"`{' '.join(argv)}`: {argv[2]} has no option {used - declared}"
 
 
-def test_files_the_readme_points_to_exist() -> None:
-    named = [c for c in inline_codes(README_TEXT) if c.startswith("deploy/") or c.endswith(".md")]
-    named += [".env.example"] if "`.env.example`" in README_TEXT else []
-    assert named
-    missing = [path for path in named if not (REPO / path).exists()]
-    assert not missing, f"the README names files that do not exist: {missing}"
+def test_files_the_docs_point_to_exist() -> None:
+    """Paths written as code, from the repository root (Markdown links are checked by test_doc_links)."""
+    named = [c for c in inline_codes(PAGES) if re.fullmatch(r"(deploy|docs|clients|scripts)/\S*|\S+\.md", c)]
+    named += [".env.example"] if any("`.env.example`" in page.text for page in PAGES) else []
+    assert len(named) > 5
+    missing = sorted({path for path in named if not (REPO / path).exists()})
+    assert not missing, f"the docs name files that do not exist: {missing}"
 
 
 # ------------------------------------------------------------------------------------------ against a server
@@ -304,11 +354,11 @@ def run_curl(block: Block, command: str, server: ApiServer, key: str, ids: dict[
     return json.loads(body)
 
 
-def test_each_curl_example_answers_with_the_fields_the_readme_names(
+def test_each_curl_example_answers_with_the_fields_the_docs_name(
     api_server: ApiServer, tenant_key: str
 ) -> None:
     ids: dict[str, str] = {}
-    examples = curl_blocks(README_TEXT)
+    examples = curl_blocks(PAGES)
     for block in examples:
         fields = [c for c in codes_in(block.after) if FIELD_PATH.match(c)]
         assert fields, f"{block.where}: the paragraph after the example names no response field"
@@ -335,7 +385,7 @@ def run_snippet(
 
 
 def snippet(marker: str) -> Block:
-    (found,) = [b for b in python_blocks(README_TEXT) if marker in b.text]
+    (found,) = [b for b in python_blocks(PAGES) if marker in b.text]
     return found
 
 
@@ -372,9 +422,70 @@ def test_the_openai_proxy_example_gets_a_reply_and_stores_both_messages(
     assert stored == [("user", question), ("assistant", reply)], "the proxy stored the turn"
 
 
+def test_the_line_edit_example_corrects_and_forgets_the_lines_it_read(
+    api_server: ApiServer, tenant_key: str
+) -> None:
+    """The example corrects line 3 and forgets line 5 of a thread's log; here the thread is one that the
+    offline Observer observed (manual observe), so its log has those lines."""
+    ids = {"t-42": new_id("readme")}
+    facts = [
+        "My name is Dana and I moved to Porto last week.",
+        "I work as a nurse at the Santo Antonio hospital.",
+        "My sister Maya lives in Lisbon with her two kids.",
+        "I prefer tea over coffee, green tea mostly.",
+        "My budget for the new flat is 900 euros a month.",
+        "I am learning Portuguese on Tuesdays and Thursdays.",
+        "My bike was stolen on Monday near the river.",
+    ]
+    resource = new_id("user")
+    with OMClient(api_server.base_url, tenant_key) as om:
+        for number, fact in enumerate(facts):
+            said = [{"id": f"u{number}", "role": "user", "text": fact}]
+            om.post_turn(ids["t-42"], said, resource_id=resource, context="none")
+        om.observe(ids["t-42"])
+        before = om.observations(ids["t-42"]).active.observations.split("\n")
+        assert len(before) > 5, f"the offline Observer wrote too few lines for the example: {before}"
+        run_snippet(snippet("edit_observation"), api_server, tenant_key, ids, om=om)
+        after = om.observations(ids["t-42"]).active.observations.split("\n")
+    assert after[3] == "User moved to Lisbon (not Porto)"
+    assert before[5] not in after and len(after) == len(before) - 1
+
+
+def test_the_hooks_example_registers_hooks_that_read_what_a_hook_is_given() -> None:
+    block = snippet("register_hooks")
+    before = registered_hooks()
+    exec(compile(block.text, block.where, "exec"), {"__name__": "docs_example"})
+    added = [hooks for hooks in registered_hooks() if hooks not in before]
+    printed = io.StringIO()
+    try:
+        (hooks,) = added
+        assert isinstance(hooks, ObserveHooks)
+        usage = {"inputTokens": 3, "outputTokens": 2, "totalTokens": 5}
+        ended = HookContext("t-1", "user-1", "manual", "c-1", "observation", usage=usage, cost=0.25)
+        progress = DebugEvent("step_progress", datetime.now(UTC), "t-1", "user-1", {"pendingTokens": 7})
+        with contextlib.redirect_stdout(printed):
+            hooks.on_observation_end(ended)
+            hooks.on_debug_event(progress)
+    finally:
+        for hooks in added:
+            unregister_hooks(hooks)
+    assert printed.getvalue().splitlines() == [
+        f"t-1 manual {usage} 0.25 None",
+        "step_progress {'pendingTokens': 7}",
+    ]
+
+
+def test_the_json_config_example_is_a_config_the_model_accepts() -> None:
+    (block,) = [b for b in blocks(PAGES) if b.lang == "json"]
+    config = ObservationalMemoryConfig.parse(json.loads(block.text))
+    extractors = parse_list(config.observation.extract, field="observation.extract", resolve_use=False)
+    assert [e.slug for e in extractors] == ["profile", "favorite-drink", "blockers"]
+    assert [e.schema is not None for e in extractors] == [True, False, False], "one structured, two inline"
+
+
 def endpoint_rows() -> set[tuple[str, str]]:
     rows = set()
-    for cells in table(README_TEXT, "Endpoint"):
+    for cells in table(PAGES, "Endpoint"):
         method, path = codes_in(cells[0])[0].split()
         rows.add((method.lower(), re.sub(r"\{\w+\}", "{}", path)))
     return rows
@@ -390,8 +501,8 @@ def test_the_endpoint_table_is_the_servers_api(api_server: ApiServer) -> None:
     listed = endpoint_rows()
     assert docs.status_code == 200 and ("get", "/docs") in listed
     listed.discard(("get", "/docs"))
-    assert listed - served == set(), "the README lists endpoints the server does not have"
-    assert served - listed == set(), "the server has endpoints the README does not list"
+    assert listed - served == set(), "the docs list endpoints the server does not have"
+    assert served - listed == set(), "the server has endpoints the docs do not list"
 
 
 # -------------------------------------------------------------------------------------------- configuration
@@ -412,7 +523,7 @@ def variables() -> dict[str, tuple[type[BaseSettings], str]]:
 
 def env_table() -> dict[str, str]:
     rows = {}
-    for cells in table(README_TEXT, "Variable"):
+    for cells in table(PAGES, "Variable"):
         (name,) = codes_in(cells[0])
         rows[name] = cells[1]
     return rows
@@ -420,11 +531,11 @@ def env_table() -> dict[str, str]:
 
 def test_the_environment_table_lists_exactly_the_settings() -> None:
     listed, known = set(env_table()), set(variables())
-    assert listed - known == set(), "the README lists variables no settings model reads"
-    assert known - listed == set(), "settings the README's table does not list"
+    assert listed - known == set(), "the docs list variables no settings model reads"
+    assert known - listed == set(), "settings the docs' table does not list"
 
 
-def readme_default(cell: str) -> tuple[str, str | None]:
+def shown_default(cell: str) -> tuple[str, str | None]:
     """('unset', None), ('empty', '') or ('value', the text a user would put in the variable)."""
     if cell.startswith("unset"):
         return "unset", None
@@ -440,9 +551,9 @@ def test_each_default_in_the_table_is_the_settings_default(
 ) -> None:
     model, field_name = variables()[name]
     default = model.model_fields[field_name].get_default(call_default_factory=True)
-    kind, text = readme_default(env_table()[name])
+    kind, text = shown_default(env_table()[name])
     if kind == "unset":
-        assert default is None, f"{name}: the README says unset, the default is {default!r}"
+        assert default is None, f"{name}: the docs say unset, the default is {default!r}"
         return
     for variable in list(os.environ):
         if variable.startswith("OM_"):
@@ -465,7 +576,7 @@ def test_env_example_only_sets_known_variables() -> None:
 
 def option_rows() -> set[str]:
     rows: set[str] = set()
-    for cells in table(README_TEXT, "Option"):
+    for cells in table(PAGES, "Option"):
         first, *others = codes_in(cells[0])
         prefix = first.rpartition(".")[0]
         rows |= {first, *(f"{prefix}.{o}" if prefix else o for o in others)}
@@ -473,17 +584,20 @@ def option_rows() -> set[str]:
 
 
 def test_the_option_table_names_exactly_the_config_options() -> None:
-    blocks = ("observation", "reflection", "workingMemory")
-    known = {k for k in ObservationalMemoryConfig.public_keys() if k not in blocks}
-    known |= {f"observation.{k}" for k in ObservationConfig.public_keys()}
-    known |= {f"reflection.{k}" for k in ReflectionConfig.public_keys()}
+    """Every leaf option; `retrieval` is also a value of its own (`true`), the other blocks only hold."""
+    option_blocks = ("observation", "reflection", "workingMemory")
+    known = {k for k in ObservationalMemoryConfig.public_keys() if k not in option_blocks}
+    known |= {f"retrieval.{k}" for k in RetrievalConfig.public_keys()}
+    for name, block in (("observation", ObservationConfig), ("reflection", ReflectionConfig)):
+        known |= {f"{name}.{k}" for k in block.public_keys() if k != "modelSettings"}
+        known |= {f"{name}.modelSettings.{k}" for k in ModelSettings.public_keys()}
     known |= {f"workingMemory.{k}" for k in WorkingMemoryConfig.public_keys()}
-    assert option_rows() - known == set(), "the README lists options the config does not have"
-    assert known - option_rows() == set(), "options the README's table does not list"
+    assert option_rows() - known == set(), "the docs list options the config does not have"
+    assert known - option_rows() == set(), "options the docs' table does not list"
 
 
 def test_the_invalid_config_example_is_the_real_error() -> None:
-    (example,) = [c for c in inline_codes(README_TEXT) if c.startswith("[") and "=" in c]
+    (example,) = [c for c in inline_codes(PAGES) if c.startswith("[") and "=" in c]
     code, path, value = re.match(r"\[(\w+)\] ([\w.]+)=(\S+): \.\.\.$", example).groups()  # type: ignore[union-attr]
     option: dict[str, Any] = {}
     *parents, leaf = path.split(".")
@@ -498,7 +612,7 @@ def test_the_invalid_config_example_is_the_real_error() -> None:
 
 
 def test_the_startup_error_example_is_what_om_serve_prints(postgres_url: str, tmp_path: Path) -> None:
-    (example,) = [b for b in blocks(README_TEXT) if b.text.startswith("error: ")]
+    (example,) = [b for b in blocks(PAGES) if b.text.startswith("error: ")]
     (line,) = example.text.splitlines()
     model = re.match(r"error: OM_MODEL=(\S+) ", line).group(1)  # type: ignore[union-attr]
     env = {k: v for k, v in os.environ.items() if not k.startswith("OM_") and not k.endswith("_API_KEY")}

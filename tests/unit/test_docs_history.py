@@ -1,5 +1,5 @@
-"""README.md and ARCHITECTURE.md state the design and name the bench figure that measures it; they keep no
-performance history. Recorded values ("was 16, now 9", a day's timings) belong in
+"""The docs (README.md and every page under docs/) state the design and name the bench figure that measures
+it; they keep no performance history. Recorded values ("was 16, now 9", a day's timings) belong in
 `tests/bench/history.json`, which the bench prints beside the current run's figures.
 
 Each pattern below is a phrase of a measurement diary; the positive controls show each one catches the
@@ -9,12 +9,13 @@ kind of sentence it was written for and lets the design statements the docs do m
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-DOCS = ("README.md", "ARCHITECTURE.md")
+from tests.support.docs import REPO, doc_paths
+
+#: Every page, by its path from the repository root (ARCHITECTURE.md is a pointer to docs/ now).
+DOCS = [str(path.relative_to(REPO)) for path in doc_paths()] + ["ARCHITECTURE.md"]
 NUMBER = r"[~≈]?[0-9][0-9.,]*"
 UNIT = r"(?:ms|µs|s|MB|GB|kB|%|×|x|obs/s|MB/s)(?!\w)"
 

@@ -1,4 +1,5 @@
-"""ARCHITECTURE.md's module map names every module, so a reader can find any file by what it is for."""
+"""The module map (docs/architecture/modules.md) names every module once, so a reader can find any file by
+what it is for."""
 
 from __future__ import annotations
 
@@ -6,19 +7,20 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+MAP = ROOT / "docs" / "architecture" / "modules.md"
 PACKAGES = ("om_core", "om_api", "om_workers", "om_app")
 #: One module per Alembic revision: the map names the folder and what it holds.
 EXEMPT = ("om_core/store/migrations/versions/",)
 ENTRY = re.compile(r"^(?P<indent> *)(?P<name>[A-Za-z_][\w.]*(?:\.py|/))(?: |$)")
 
 
-def mapped_paths(text: str) -> set[str]:
-    """Paths of the entries of the first code block after "## Shape": `name.py` or `folder/` lines, nested
-    by two spaces; continuation lines (which start with no such name) are skipped, as are inline
-    mentions like "__init__.py, env.py" in a folder's description (listed modules need their own line)."""
-    block = text.split("## Shape", 1)[1].split("```", 2)[1]
+def mapped_entries(text: str) -> list[str]:
+    """Paths of the entries of the page's first code block: `name.py` or `folder/` lines, nested by two
+    spaces; continuation lines (which start with no such name) are skipped, as are inline mentions like
+    "__init__.py, env.py" in a folder's description (listed modules need their own line)."""
+    block = text.split("```", 2)[1]
     stack: list[str] = []
-    found: set[str] = set()
+    found: list[str] = []
     for line in block.splitlines():
         match = ENTRY.match(line)
         if match is None:
@@ -26,14 +28,18 @@ def mapped_paths(text: str) -> set[str]:
         depth = len(match["indent"]) // 2
         del stack[depth:]
         path = "".join(stack) + match["name"]
-        found.add(path)
+        found.append(path)
         if match["name"].endswith("/"):
             stack.append(match["name"])
     return found
 
 
+def mapped_paths(text: str) -> set[str]:
+    return set(mapped_entries(text))
+
+
 def test_every_module_is_in_the_map() -> None:
-    mapped = mapped_paths((ROOT / "ARCHITECTURE.md").read_text())
+    mapped = mapped_paths(MAP.read_text())
     modules = {
         str(path.relative_to(ROOT))
         for package in PACKAGES
@@ -41,14 +47,21 @@ def test_every_module_is_in_the_map() -> None:
         if not str(path.relative_to(ROOT)).startswith(EXEMPT)
     }
     missing = sorted(modules - mapped)
-    assert not missing, f"modules missing from ARCHITECTURE.md's module map: {missing}"
+    assert not missing, f"modules missing from the module map ({MAP.name}): {missing}"
     gone = sorted(p for p in mapped if p.endswith(".py") and not (ROOT / p).exists())
     assert not gone, f"the module map names modules that do not exist: {gone}"
 
 
+def test_no_entry_is_listed_twice() -> None:
+    entries = mapped_entries(MAP.read_text())
+    twice = sorted({path for path in entries if entries.count(path) > 1})
+    assert not twice, f"the module map lists these twice: {twice}"
+
+
 def test_the_parser_nests_entries_and_skips_continuations() -> None:
     text = (
-        "## Shape\n\n```\npkg/          top\n  a.py       one\n             more about a.py\n"
-        "  sub/\n    b.py\n  c.py\n```\n"
+        "# Modules\n\n```\npkg/          top\n  a.py       one\n             more about a.py\n"
+        "  sub/\n    b.py\n  c.py\n  a.py       again\n```\n"
     )
+    assert mapped_entries(text) == ["pkg/", "pkg/a.py", "pkg/sub/", "pkg/sub/b.py", "pkg/c.py", "pkg/a.py"]
     assert mapped_paths(text) == {"pkg/", "pkg/a.py", "pkg/sub/", "pkg/sub/b.py", "pkg/c.py"}

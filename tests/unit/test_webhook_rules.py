@@ -4,9 +4,7 @@ refused and why, and the backoff's bounds."""
 from __future__ import annotations
 
 import random
-import re
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,6 +12,7 @@ import pytest
 from om_core.webhooks.policy import WebhookPolicy
 from om_core.webhooks.signing import REPLAY_WINDOW_S, signature, verify
 from om_core.webhooks.targets import WebhookTargetRefused, check_target
+from tests.support.docs import fenced
 
 SECRET = "whsec_test"
 BODY = b'{"id":1,"type":"data-om-status"}'
@@ -100,9 +99,8 @@ def test_backoff_doubles_with_jitter_up_to_its_bound() -> None:
         assert full / 2 <= delay <= full
 
 
-def test_the_readme_verification_snippet_accepts_our_signatures_and_refuses_replays() -> None:
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    (snippet,) = [b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if "def verified" in b]
+def test_the_documented_verification_snippet_accepts_our_signatures_and_refuses_replays() -> None:
+    (snippet,) = [text for _, text in fenced("python") if "def verified" in text]
     scope: dict[str, Any] = {}
     exec(snippet, scope)
     verified = scope["verified"]
