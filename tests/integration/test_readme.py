@@ -97,6 +97,8 @@ class Block:
 
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```\n", re.MULTILINE | re.DOTALL)
 INLINE = re.compile(r"`([^`\n]+(?:\n[^`\n]+)?)`")
+#: Blocks whose lines are shell commands; diagrams and maps are ```text.
+SHELL = ("", "sh", "bash")
 FIELD_PATH = re.compile(r"^[A-Za-z_]+(?:\.[A-Za-z_]+)*$")
 
 
@@ -176,7 +178,7 @@ def codes_in(cell: str) -> list[str]:
 
 def om_command_lines(pages: list[Doc]) -> list[str]:
     """Every `om …` command the pages show, in blocks or inline, as written (without `.venv/bin/`)."""
-    shown = [c for b in blocks(pages) if b.lang in ("", "sh", "bash") for c in commands(b)]
+    shown = [c for b in blocks(pages) if b.lang in SHELL for c in commands(b)]
     shown += inline_codes(pages)
     found = []
     for line in shown:
@@ -187,7 +189,7 @@ def om_command_lines(pages: list[Doc]) -> list[str]:
 
 
 def make_targets(pages: list[Doc]) -> list[str]:
-    shown = [c for b in blocks(pages) for c in commands(b)] + inline_codes(pages)
+    shown = [c for b in blocks(pages) if b.lang in SHELL for c in commands(b)] + inline_codes(pages)
     targets: list[str] = []
     for line in shown:
         argv = words(line) if line.startswith("make ") else []
@@ -425,30 +427,34 @@ def test_the_openai_proxy_example_gets_a_reply_and_stores_both_messages(
 def test_the_line_edit_example_corrects_and_forgets_the_lines_it_read(
     api_server: ApiServer, tenant_key: str
 ) -> None:
-    """The example corrects line 3 and forgets line 5 of a thread's log; here the thread is one that the
-    offline Observer observed (manual observe), so its log has those lines."""
+    """The example corrects line 3 and forgets line 5 of a thread's log; here the thread is one whose
+    messages the offline Observer observed (a low threshold, then a manual observe), so its log has
+    those lines."""
     ids = {"t-42": new_id("readme")}
-    facts = [
-        "My name is Dana and I moved to Porto last week.",
-        "I work as a nurse at the Santo Antonio hospital.",
-        "My sister Maya lives in Lisbon with her two kids.",
-        "I prefer tea over coffee, green tea mostly.",
-        "My budget for the new flat is 900 euros a month.",
-        "I am learning Portuguese on Tuesdays and Thursdays.",
-        "My bike was stolen on Monday near the river.",
-    ]
-    resource = new_id("user")
+    thread, resource = ids["t-42"], new_id("user")
+    low = {"observation": {"messageTokens": 1000, "bufferTokens": False}}
+    headers = {"authorization": f"Bearer {tenant_key}"}
+    with httpx.Client(base_url=api_server.base_url, headers=headers, timeout=60) as http:
+        configured = http.put(f"/v1/threads/{thread}/config", json={"overrides": low, "resource_id": resource})
+        assert configured.status_code == 200, configured.text
     with OMClient(api_server.base_url, tenant_key) as om:
-        for number, fact in enumerate(facts):
-            said = [{"id": f"u{number}", "role": "user", "text": fact}]
-            om.post_turn(ids["t-42"], said, resource_id=resource, context="none")
-        om.observe(ids["t-42"])
-        before = om.observations(ids["t-42"]).active.observations.split("\n")
+        for number in range(16):
+            fact = f"Fact {number}: my locker code is {7000 + number} and I keep the {FACT_WORDS[number]} in it. "
+            said = [{"id": f"u{number}", "role": "user", "text": fact * 6}]
+            om.post_turn(thread, said, resource_id=resource, context="none")
+        om.observe(thread)
+        before = om.observations(thread).active.observations.split("\n")
         assert len(before) > 5, f"the offline Observer wrote too few lines for the example: {before}"
         run_snippet(snippet("edit_observation"), api_server, tenant_key, ids, om=om)
-        after = om.observations(ids["t-42"]).active.observations.split("\n")
+        after = om.observations(thread).active.observations.split("\n")
     assert after[3] == "User moved to Lisbon (not Porto)"
     assert before[5] not in after and len(after) == len(before) - 1
+
+
+FACT_WORDS = (
+    "atlas", "banjo", "camera", "diary", "easel", "flute", "globe", "helmet",
+    "ink", "jacket", "kettle", "lamp", "map", "notebook", "oboe", "passport",
+)  # fmt: skip
 
 
 def test_the_hooks_example_registers_hooks_that_read_what_a_hook_is_given() -> None:
