@@ -15,8 +15,9 @@ series, `om_workers.metrics`):
   auth reports its calls under `tenant="(auth off)"`.
 - On SQLite, the write transactions of this process and how long they queued for the write lock in it
   (`om_sqlite_write_transactions_total`, `om_sqlite_writer_waits_total`,
-  `om_sqlite_writer_wait_seconds_total`; `om_core.store.db.writer_queue_stats`): the share of a turn spent
-  waiting for other writers, which latency alone does not separate from work.
+  `om_sqlite_writer_wait_seconds_total`, `om_sqlite_writer_held_seconds_total`;
+  `om_core.store.db.writer_queue_stats`): the share of a turn spent waiting for other writers, and how
+  busy the one writer is, which latency alone does not separate from work.
 - `process_*`, `python_gc_*`, `python_info`: prometheus_client's default collectors for this process.
 
 Who may read it: the series name every tenant with its tokens and cost, so they are never on the API's
@@ -186,6 +187,11 @@ class _SqliteWriters(Collector):
             "om_sqlite_writer_wait_seconds",
             "Time SQLite write transactions of this process waited for another writer of it",
             value=stats.wait_s,
+        )
+        yield CounterMetricFamily(
+            "om_sqlite_writer_held_seconds",
+            "Time this process held SQLite's write lock (its growth over a span is the writer's busy time)",
+            value=stats.held_s,
         )
 
 

@@ -150,7 +150,7 @@ class InternalTools:
 
 def recall_tools_for(engine: MemoryEngine, thread_id: str, config: ResolvedConfig) -> InternalTools | None:
     """The proxy's tools for a request on `thread_id` (stored id, the thread just ingested): `recall` when
-    memory and `retrieval` are on for the thread (spec §9.2: the tool is added when `retrieval` is
+    memory and `retrieval` are on for the thread (behaviour §9.2: the tool is added when `retrieval` is
     truthy), else None (the proxy then passes tools and replies through untouched).
 
     A call's wrong arguments, and a cursor or thread the thread cannot read, go back to the model as
@@ -168,7 +168,7 @@ def recall_tools_for(engine: MemoryEngine, thread_id: str, config: ResolvedConfi
 def working_memory_tool_for(
     engine: MemoryEngine, thread_id: str, config: ResolvedConfig
 ) -> InternalTool | None:
-    """`updateWorkingMemory` when memory is on and the thread's actor manages its working memory (spec §8.7
+    """`updateWorkingMemory` when memory is on and the thread's actor manages its working memory (§8.7
     `agentManaged`), else None. A call writes the memory as the actor (`updated_by` "actor"), with no
     version check (the model sent the whole memory it saw this turn); content the schema refuses goes back
     to the model with the validator's message."""

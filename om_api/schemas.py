@@ -4,7 +4,7 @@ server's OpenAPI document describes; the request bodies only the server validate
 responses (dashboard, webhooks, working memory), are defined here.
 
 Conventions: the envelope fields are snake_case; the OM payloads (`data-om-status` and the event parts)
-keep the camelCase names of spec §10.1, which chat clients already read; messages and parts use the chat
+keep the camelCase names of behaviour §10.1, which chat clients already read; messages and parts use the chat
 SDK shape of `om_core.messages` (camelCase, `toolCallId`, `createdAt`). Unknown fields in a request are
 refused (422 naming the field), so a typo never silently does nothing; responses ignore fields a newer
 server adds.
@@ -269,7 +269,7 @@ class ConfigRequest(_Request):
 
 
 class RecallResponse(_CamelResponse):
-    """One recall answer (spec §9.4); which fields are present depends on the mode. Messages mode:
+    """One recall answer (behaviour §9.4); which fields are present depends on the mode. Messages mode:
     `messages`, `count`, `cursor`, `page`, `limit`, `detail`, `hasNextPage`, `hasPrevPage` (plus
     `truncated` and `tokenOffset` when the token budget cut it). With `partIndex`: `text`, `messageId`,
     `partIndex`, `role`, `type`, `truncated` (plus `nextCharOffset`, and `note` when the part was not

@@ -7,7 +7,7 @@ Two layers on purpose:
   resource scope, `blockAfter` only exists when buffering is on, `maxOutputTokens` only for the default
   model), so "unset" has to survive until resolution.
 * `ResolvedConfig` holds the numbers the engine compares against: absolute token counts, milliseconds,
-  concrete models. Every rule of the spec (§2.3) is applied here exactly once, and every validation rule
+  concrete models. Every rule of behaviour §2.3 is applied here exactly once, and every validation rule
   (§2.4) fails here with an `OMConfigError` naming the option's dotted path.
 
 Parsing resolves once, so a bad config fails when it is loaded, not on the first turn that needs it.
@@ -190,7 +190,7 @@ class RetrievalConfig(_ConfigModel):
 
 
 class WorkingMemoryConfig(_ConfigModel):
-    """The `workingMemory` block (spec §8.7): a small Markdown or JSON document per resource or thread that
+    """The `workingMemory` block (§8.7): a small Markdown or JSON document per resource or thread that
     the actor (`agentManaged`), the Observer (`observation.manageWorkingMemory`) or the API keeps current.
     `None` means "not set" where the default depends on `observation.manageWorkingMemory`."""
 
@@ -209,7 +209,7 @@ class ObservationConfig(_ConfigModel):
     model: ModelOption = None
     instruction: str | None = None
     thread_title: bool = False
-    #: Extractor definitions (spec §8.2) as JSON objects, checked by `om_core.extractors.definition`.
+    #: Extractor definitions (behaviour §8.2) as JSON objects, checked by `om_core.extractors.definition`.
     extract: list[dict[str, Any]] = Field(default_factory=list, description=EXTRACT_DESCRIPTION)
     manage_working_memory: bool = False
     observe_attachments: bool | Literal["auto"] | list[str] = True

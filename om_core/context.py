@@ -1,4 +1,4 @@
-"""What the actor sees: the memory messages OM puts in front of the recent raw messages (spec §4.11).
+"""What the actor sees: the memory messages OM puts in front of the recent raw messages (behaviour §4.11).
 
 Layout, in order, chosen for prompt caching:
 
@@ -61,7 +61,7 @@ _BOUNDARY_RE = re.compile(r"\n*^--- message boundary \([^)\n]*\) ---$\n*", re.MU
 
 
 def optimize_for_actor(observations: str) -> str:
-    """Drop what costs tokens but does not help the actor answer (spec §4.11 item 3).
+    """Drop what costs tokens but does not help the actor answer (behaviour §4.11 item 3).
 
     Leading indentation is kept: it is what groups a sub-item under its parent, and only interior runs
     of spaces are collapsed.
@@ -272,7 +272,7 @@ def build_actor_context(
     `retrieval_guidance` is appended to the preamble in retrieval mode; `extra_values` are carried-forward
     custom extractor values rendered as `<slug>` blocks after the built-in hints. `rendered_logs` keeps
     the rendered log between calls (the engine passes its own). `guidance_without_memory` (resource-scope
-    recall, spec §9.4) shows the retrieval guidance even with no observation yet, as a message of its
+    recall, behaviour §9.4) shows the retrieval guidance even with no observation yet, as a message of its
     own, so the actor can look into the user's other conversations from its first message.
     `working_memory` are the working memory's messages (`om_core.working_memory.actor_messages`): never in
     the stable part, so a memory update leaves the cached prefix as it was; shown even before the first

@@ -131,7 +131,7 @@ class LocalCoordination:
 
 
 class Keys:
-    """Names of the shared state, per lookup key (Appendix B)."""
+    """Names of the shared state, per lookup key (behaviour Appendix B)."""
 
     @staticmethod
     def buffer_lock(key: str) -> str:

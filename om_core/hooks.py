@@ -1,4 +1,4 @@
-"""Python hooks (spec §10.3) and debug events (§10.4): an application's callbacks on every cycle.
+"""Python hooks (behaviour §10.3) and debug events (§10.4): an application's callbacks on every cycle.
 
 Hooks are dispatched from the events each cycle writes, after they committed (`EngineCore.publish`), so
 there is one call site for every kind of cycle and a hook never sees work that was rolled back. They run

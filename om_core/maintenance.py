@@ -7,7 +7,7 @@ Every step is safe to repeat and safe with two beats running by mistake:
    `claim_due` hands each due row to exactly one caller (one conditional UPDATE), and the engine's
    `on_idle` re-checks the TTL against the thread's stored activity before activating anything, so a
    thread that became busy again is left alone (and one whose OM was switched off, `enabled: false`).
-2. **Stale flags.** The durable `is_*` flags are hints (spec §3.6): a flag whose operation holds no lock
+2. **Stale flags.** The durable `is_*` flags are hints (behaviour §3.6): a flag whose operation holds no lock
    in Redis belongs to a worker that died; it is cleared.
 3. **Stalled buffering.** A quiet thread whose unbuffered window is past the buffering interval with no
    buffering running (its task failed, or was dropped as poison) gets a fresh buffering task. Each

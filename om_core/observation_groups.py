@@ -1,4 +1,4 @@
-"""Observation groups (retrieval mode, spec §9.1): observations wrapped with the range of raw messages
+"""Observation groups (retrieval mode, behaviour §9.1): observations wrapped with the range of raw messages
 they came from, so the actor can page back to the exact wording with the recall tool.
 
 Pure text functions. The log keeps the wrapper; the actor sees it as a heading with the range; the Observer

@@ -1,4 +1,4 @@
-"""The Observer's user message with the attachments it may see (spec §5.3, §5.5).
+"""The Observer's user message with the attachments it may see (behaviour §5.3, §5.5).
 
 The transcript shows every image and file as a numbered placeholder (`om_core.transcript`). The model sees
 the attachment itself only when it travels next to the text, so when `observeAttachments` lets any

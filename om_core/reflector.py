@@ -1,10 +1,10 @@
-"""The Reflector: rewrite the whole observation log into a shorter one (spec §6).
+"""The Reflector: rewrite the whole observation log into a shorter one (behaviour §6).
 
 The Reflector's output *replaces* the log, so two things matter more than style: it must never commit
 an empty or looping rewrite over a non-empty log, and it must keep pushing for compression when a model
 transcribes instead of condensing. The retry ladder (§6.3) handles both: each attempt raises the
 compression level, bad attempts are discarded, and when every level is spent the smallest acceptable
-candidate wins (the docs' rule, see Appendix A1).
+candidate wins (the docs' rule, see behaviour Appendix A1).
 
 This module also holds the pure text arithmetic storage and the engine use when a reflection is
 committed over a log that may have grown meanwhile (§3.5 (6) and (8)).

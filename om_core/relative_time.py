@@ -1,4 +1,4 @@
-"""Relative-time annotations for the observation log as the actor sees it (spec §5.7).
+"""Relative-time annotations for the observation log as the actor sees it (behaviour §5.7).
 
 The stored log carries absolute dates only ("Date: Mar 3, 2026", "(meaning June 17-18, 2026)"), because
 relative words go stale. At render time we add how far each date is from today, so the actor does not have

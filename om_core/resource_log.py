@@ -1,5 +1,5 @@
 """Resource scope's shared log: one `<thread id>` section per observed stretch of a thread, message
-boundaries between them, and the thread labels models see (spec §4.12, `obscureThreadIds`).
+boundaries between them, and the thread labels models see (behaviour §4.12, `obscureThreadIds`).
 
 Pure text functions: the store calls `compose_section` under the log's row lock, so the text it extends
 is always the stored one.
@@ -37,7 +37,7 @@ def strip_thread_tags(observations: str) -> str:
 
 
 def compose_section(log: str, label: str, observations: str, observed_at: datetime) -> str:
-    """`log` with a thread's new observations appended (spec §4.12).
+    """`log` with a thread's new observations appended (behaviour §4.12).
 
     When the log ends with a section of the same thread that holds the date the new lines start with,
     they continue it: a new section of that thread follows directly, without a message boundary and

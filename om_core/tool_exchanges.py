@@ -1,4 +1,4 @@
-"""Tool exchanges and where a cut may fall (spec §4.10: a tool call and its result stay together).
+"""Tool exchanges and where a cut may fall (behaviour §4.10: a tool call and its result stay together).
 
 A chat API refuses a tool result that answers no call, and a call shown without its result reads as a
 question never answered. So a cut (the sequence number observation runs up to) must not land between a

@@ -1,4 +1,4 @@
-"""Working memory (spec §8.7): a small document of durable facts about a user (or one conversation) that
+"""Working memory (behaviour §8.7): a small document of durable facts about a user (or one conversation) that
 the actor sees on every turn, and that the API, the actor or the Observer rewrites whole.
 
 What it is here:

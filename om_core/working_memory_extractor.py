@@ -1,4 +1,4 @@
-"""The `working-memory` extractor (spec §8.7): with `observation.manageWorkingMemory` the Observer keeps the
+"""The `working-memory` extractor (§8.7): with `observation.manageWorkingMemory` the Observer keeps the
 working memory current through the extractor pipeline, so updates do not depend on the actor calling a
 tool.
 

@@ -1,4 +1,4 @@
-"""`POST /v1/threads/{id}/recall`: the recall tool (spec §9.3–§9.4) for a chat backend whose model called it.
+"""`POST /v1/threads/{id}/recall`: the recall tool (§9.3–§9.4) for a chat backend whose model called it.
 
 The body is the tool call's arguments as the model wrote them (the schema is `context.tools` of a turn,
 `om_core.recall.RECALL_TOOL`); the answer is what to hand back to the model as the tool's result. The

@@ -1,4 +1,4 @@
-"""Working memory (spec §8.7) over HTTP: read it, and replace it whole.
+"""Working memory (behaviour §8.7) over HTTP: read it, and replace it whole.
 
 `/v1/threads/{id}/working-memory` is the memory the thread's turns see (its resource's in resource scope,
 its own in thread scope); `/v1/resources/{id}/working-memory` is a resource's, when its config keeps

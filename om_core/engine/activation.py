@@ -1,4 +1,4 @@
-"""Activation: buffered chunks join the observation log with no model call (spec §4.5, §4.7).
+"""Activation: buffered chunks join the observation log with no model call (behaviour §4.5, §4.7).
 
 A turn activates at the threshold, or earlier when the actor's provider changed or the thread was idle
 past its TTL (the prompt cache is cold either way); beat's idle check does the same for quiet threads.
@@ -32,7 +32,7 @@ def step_zero_activation(
     activity: Activity,
     now: datetime,
 ) -> Record:
-    """Early activation before the threshold: provider change, then idle TTL (spec §4.7). `window` is
+    """Early activation before the threshold: provider change, then idle TTL (behaviour §4.7). `window` is
     the unobserved window of `head`. Returns `head` itself when nothing was activated."""
     if not head.chunks:
         return head
@@ -57,7 +57,7 @@ def threshold_activation(
     status: policy.Status,
     status_of: Callable[[Record, Window], policy.Status],
 ) -> tuple[Record, Window, policy.Status]:
-    """At the threshold: activate ready chunks until under it or nothing is left (spec §4.5).
+    """At the threshold: activate ready chunks until under it or nothing is left (behaviour §4.5).
     `status_of` is the turn's status rule (in resource scope it counts the other threads too)."""
     while status.should_observe and status.can_activate:
         activated = activate(core, thread_id, pending_tokens=status.pending, triggered_by="threshold")
@@ -70,7 +70,7 @@ def threshold_activation(
 
 
 class _Choice:
-    """How many of the stored chunks one activation takes (spec §4.5's boundary selection)."""
+    """How many of the stored chunks one activation takes (behaviour §4.5's boundary selection)."""
 
     def __init__(self, pending: int, floor: float, force: bool, take_all: bool) -> None:
         self.pending, self.floor, self.force, self.take_all = pending, floor, force, take_all
@@ -125,7 +125,7 @@ def activate(
 ) -> Record | None:
     """Move a prefix of the stored chunks into the log; None when nothing was activated.
 
-    Retries on the new head when a rollover retired the one it read (at most 3 times, spec §3.5(4)).
+    Retries on the new head when a rollover retired the one it read (at most 3 times, behaviour §3.5(4)).
     """
     cfg = core.thread_config(thread_id)
     key = lookup_key(thread_id)
@@ -174,7 +174,7 @@ def activate(
 
 
 def _thread_metadata(result: ActivationResult, shared: bool) -> dict[str, Any]:
-    """The hints of the last activated chunk; in resource scope also the thread's cursor (spec §4.12)."""
+    """The hints of the last activated chunk; in resource scope also the thread's cursor (behaviour §4.12)."""
     patch: dict[str, Any] = {
         "currentTask": result.current_task,
         "suggestedResponse": result.suggested_continuation,
@@ -187,7 +187,7 @@ def _thread_metadata(result: ActivationResult, shared: bool) -> dict[str, Any]:
 
 
 def _shared_log(core: EngineCore, thread_id: str, cfg: ResolvedConfig) -> records.SharedLog | None:
-    """In resource scope, the resource's log and the thread's section in it (spec §4.12)."""
+    """In resource scope, the resource's log and the thread's section in it (behaviour §4.12)."""
     key = core.log_key(thread_id, cfg)
     if key == lookup_key(thread_id):
         return None

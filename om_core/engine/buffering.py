@@ -1,5 +1,5 @@
 """Buffered observation: the Observer runs in the background into a chunk while the chat goes on
-(spec §4.3 `buffer()`); activation later swaps chunks into the log with no model call.
+(behaviour §4.3 `buffer()`); activation later swaps chunks into the log with no model call.
 
 A buffering cycle never raises to the turn: a failure becomes a `data-om-buffering-failed` event and
 the next interval (or the blocking fallback) covers the same messages.
@@ -92,7 +92,7 @@ def _snapshot(core: EngineCore, conn: Connection, task: BufferObservation) -> _S
 
 def _safe_buffer_cut(candidates: Sequence[Message], from_seq: int, window: Window) -> int:
     """The last sequence number safe to buffer: stop before an open tool call on the newest message
-    (spec §4.3), and before any call whose result is not in yet or comes after the cut (§4.10): a chunk
+    (behaviour §4.3), and before any call whose result is not in yet or comes after the cut (§4.10): a chunk
     never holds a call without its result, so no activation can leave a result without its call."""
     return safe_cut_backward(_prefix_cut(candidates, from_seq, window), _spans(candidates, window))
 
@@ -244,7 +244,7 @@ def _buffer_locked(core: EngineCore, task: BufferObservation) -> bool:
         if appended.persisted and group is not None:
             groups.insert(conn, [group])
         if appended.persisted and patch:
-            # Extracted values persist now, though the chunk waits for activation (spec §8.6.4).
+            # Extracted values persist now, though the chunk waits for activation (behaviour §8.6.4).
             records.patch_thread_metadata(conn, task.thread_id, patch)
         return appended, stored
 

@@ -121,7 +121,7 @@ class Activity:
     previous_model: str | None = None
     last_activity_at: datetime | None = None
     actor_model: str | None = None
-    #: The actor call's provider options: `"auto"` reads its prompt-cache settings (spec §4.7).
+    #: The actor call's provider options: `"auto"` reads its prompt-cache settings (behaviour §4.7).
     provider_options: Mapping[str, Any] | None = None
 
 
@@ -321,7 +321,7 @@ class EngineCore:
     ) -> policy.Status:
         """The thread's status. In resource scope `log` is the resource's shared log (its observation
         and reflection state count) and `others_tokens` the other threads' context block, which the
-        actor sees too and so counts toward pending (spec §4.12)."""
+        actor sees too and so counts toward pending (behaviour §4.12)."""
         key = record.lookup_key
         log = log or record
         view = view or self.peek(key, log.lookup_key)
@@ -489,7 +489,7 @@ def _turn_locks(key: str) -> tuple[str, str, str]:
 def early_trigger(
     cfg: ResolvedConfig, activity: Activity, now: datetime, *, reflection: bool
 ) -> tuple[str | None, dict[str, Any]]:
-    """Provider change beats idle TTL (spec §4.7). Reads the thread's stored activity, not messages."""
+    """Provider change beats idle TTL (behaviour §4.7). Reads the thread's stored activity, not messages."""
     phase = cfg.reflection if reflection else cfg.observation
     if phase.activate_on_provider_change and provider_changed(activity.actor_model, activity.previous_model):
         return "provider_change", {

@@ -121,7 +121,7 @@ class Cycle:
     ) -> None:
         """Report the start (with `with_change` in the same transaction, when the start changes state).
         `thread_ids` (public ids) are the threads of a multi-thread batch, reported on each thread's start
-        marker (spec §10.1)."""
+        marker (behaviour §10.1)."""
 
         def write(conn: Connection) -> tuple[None, list[StoredEvent]]:
             return None, self.start_on(conn, config, with_change=with_change, thread_ids=thread_ids)
@@ -156,7 +156,7 @@ class Cycle:
 
     def fail(self, error: BaseException, *, retrying: bool = False) -> None:
         """Report the failure; the record is untouched, so nothing leaves the actor's context. An error OM
-        raised on purpose reports its code too (`errorCode`, e.g. `MODEL_TIER_EXCEEDED`, spec §11.1). The
+        raised on purpose reports its code too (`errorCode`, e.g. `MODEL_TIER_EXCEEDED`, behaviour §11.1). The
         event's `error` is what the tenant may read (`public_text`: never a provider's or a library's
         words); when that hides something, the full text goes to the server's log."""
         shown = public_text(error, context=f"{self.operation.value} cycle {self.cycle_id}")

@@ -88,7 +88,7 @@ class MemoryEngine(EngineCore):
         with_context: bool = True,
     ) -> TurnResult:
         """Store the new messages and return what the actor should see next (see `engine.turn`).
-        `provider_options` are the actor call's (they set the `"auto"` idle TTL, spec §4.7); without
+        `provider_options` are the actor call's (they set the `"auto"` idle TTL, behaviour §4.7); without
         `with_context` only the status and events come back."""
         return turn.ingest_turn(
             self,
@@ -111,7 +111,7 @@ class MemoryEngine(EngineCore):
     # -------------------------------------------------------------------------------- recall
 
     def recall(self, thread_id: str, params: Mapping[str, Any]) -> dict[str, Any]:
-        """Answer one call of the recall tool (spec §9.3–§9.4) on the active thread `thread_id` (a
+        """Answer one call of the recall tool (behaviour §9.3–§9.4) on the active thread `thread_id` (a
         stored id), with the thread's effective retrieval settings and this engine's searcher.
 
         Raises `om_core.recall.RecallError`: `RecallInvalid` (a parameter to fix), `RecallNotFound` (a

@@ -1,4 +1,4 @@
-"""Builders for the `data-om-*` event payloads (spec §10.1), camelCase as clients expect.
+"""Builders for the `data-om-*` event payloads (behaviour §10.1), camelCase as clients expect.
 
 Events are written to the outbox in the transaction of the change they report; these functions only
 shape the payloads so every use-case reports the same fields.
@@ -16,7 +16,7 @@ from om_core.store.types import ActivatedChunk, NewEvent
 
 
 class EventType(StrEnum):
-    """The `type` of every event OM writes (spec §10.1)."""
+    """The `type` of every event OM writes (behaviour §10.1)."""
 
     STATUS = "data-om-status"
     OBSERVATION_START = "data-om-observation-start"
@@ -30,7 +30,7 @@ class EventType(StrEnum):
     #: A caller edited or deleted one line of the active log (a new generation, `origin_type` 'edit').
     OBSERVATION_EDIT = "data-om-observation-edit"
     SYSTEM_REMINDER = "data-system-reminder"
-    #: Structured extraction (spec §8.5), its own task after the cycle whose output it reads.
+    #: Structured extraction (behaviour §8.5), its own task after the cycle whose output it reads.
     EXTRACTION_START = "data-om-extraction-start"
     EXTRACTION_END = "data-om-extraction-end"
     EXTRACTION_FAILED = "data-om-extraction-failed"
@@ -153,7 +153,7 @@ def observation_end(
     seq_range: tuple[int, int] | None = None,
     extraction: dict[str, Any] | None = None,
 ) -> NewEvent:
-    """`extraction` holds `extractedValues` / `extractionFailures` of inline extractors (spec §8.6.4),
+    """`extraction` holds `extractedValues` / `extractionFailures` of inline extractors (behaviour §8.6.4),
     each present only when it has something."""
     payload: dict[str, Any] = {
         **_finished(cycle_id, operation, started_at, "completedAt", completed_at),
@@ -189,7 +189,7 @@ def buffering_end(
     extraction: dict[str, Any] | None = None,
 ) -> NewEvent:
     """`extraction` as in `observation_end`: the chunk waits for activation, its values are already
-    persisted (spec §8.6.4)."""
+    persisted (behaviour §8.6.4)."""
     return NewEvent(
         BUFFERING_END.value,
         {

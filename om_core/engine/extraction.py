@@ -1,4 +1,4 @@
-"""Extractors in the cycles (spec §8): what a run asks the Observer for, what it reads back from the
+"""Extractors in the cycles (behaviour §8): what a run asks the Observer for, what it reads back from the
 output, what it persists with the commit, and the structured extraction task (`ExtractValues`).
 
 Inline values travel with the cycle they come from: parsed from its output, persisted in its commit, and

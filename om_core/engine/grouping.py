@@ -1,4 +1,4 @@
-"""Where observation groups are made (retrieval mode, spec §9.1): every observation run's new text is
+"""Where observation groups are made (retrieval mode, behaviour §9.1): every observation run's new text is
 wrapped with its range, and a reflection of grouped observations becomes one group whose range covers
 those it condensed. The group row is written by the same commit that puts the text in the log."""
 

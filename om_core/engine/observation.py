@@ -1,4 +1,4 @@
-"""Blocking observation of the unobserved tail (spec §4.5 `sync_observe`): a turn past `blockAfter`
+"""Blocking observation of the unobserved tail (behaviour §4.5 `sync_observe`): a turn past `blockAfter`
 waits for it, a manual "observe now" runs it.
 
 Chunks still waiting are activated first so the log stays in conversation order; the tail is observed

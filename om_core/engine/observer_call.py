@@ -129,7 +129,7 @@ def observe_threads(
     usage: Usage,
     extractors: Mapping[str, RunExtractors] | None = None,
 ) -> MultiThreadObserverOutput:
-    """Observations of several threads of a resource in one call (spec §4.12, §5.2 multi-thread), keyed by
+    """Observations of several threads of a resource in one call (§4.12, §5.2 multi-thread), keyed by
     the labels of `sections` (what the model sees for each thread). The previous observations are the
     resource's shared log; each thread's priors are shown under its label. Attachments travel as in
     `observe_messages`, each inside its thread's block, numbered across the batch (§5.5). `extractors`

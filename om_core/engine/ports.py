@@ -113,7 +113,7 @@ class ThreadIdRequired(OMError, ValueError):
 
 class MemoryDisabled(OMError, ValueError):
     """Manual observe/reflect on a thread whose effective config says `enabled: false`: OM is off there
-    (spec §2.1), so there is no memory to work on; refused rather than silently doing nothing."""
+    (behaviour §2.1), so there is no memory to work on; refused rather than silently doing nothing."""
 
     def __init__(self, thread_id: str) -> None:
         self.thread_id = thread_id

@@ -1,5 +1,5 @@
 """Reflection: deciding it on a turn, activating a buffered reflection, and the blocking reflection of
-the whole log into a new generation (spec §4.6).
+the whole log into a new generation (behaviour §4.6).
 
 A reflection that is not smaller than its input is never committed (it would only churn generations);
 the exact input is then suppressed until the log changes.

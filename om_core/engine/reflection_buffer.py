@@ -1,5 +1,5 @@
 """Buffered reflection: the leading slice of the log is reflected in the background and stored on the
-record it was read from, to be swapped in later with no model call (spec §4.6)."""
+record it was read from, to be swapped in later with no model call (behaviour §4.6)."""
 
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ def _buffer_locked(core: EngineCore, task: BufferReflection, cfg: ResolvedConfig
     cycle = Cycle.of(core, task, head, slice_estimate)
     cycle.start(core.marker_config(cfg))
     # Extractors run on a thread's own log, as in blocking reflection; their values persist now, though
-    # the reflection waits for activation (spec §8.6.4).
+    # the reflection waits for activation (behaviour §8.6.4).
     run = (
         extraction.plan(cfg, "reflector", history.get_thread(core.db, task.thread_id), memory=core.db)
         if head.lookup_key == lookup_key(task.thread_id)

@@ -1,4 +1,4 @@
-"""One Reflector run: the compression ladder over the log (spec §4.6), with the model resolved by the
+"""One Reflector run: the compression ladder over the log (behaviour §4.6), with the model resolved by the
 input's size and the Observer's instructions shown to the Reflector."""
 
 from __future__ import annotations

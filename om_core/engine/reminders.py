@@ -1,4 +1,4 @@
-"""Temporal-gap reminders of a turn (spec §4.9, §10.1, §10.2): the marker message stored before a user
+"""Temporal-gap reminders of a turn (behaviour §4.9, §10.1, §10.2): the marker message stored before a user
 message that follows a pause, and the transient `data-system-reminder` event that tells clients about it.
 
 The marker is stored like the turn's other messages, in its transaction, under an id derived from the

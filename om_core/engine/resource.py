@@ -1,4 +1,4 @@
-"""Resource scope (spec §4.12): where a thread's memory lives, what of the other threads a turn shows and
+"""Resource scope (behaviour §4.12): where a thread's memory lives, what of the other threads a turn shows and
 counts, and how a resource's unobserved messages are split into Observer batches.
 
 In resource scope every thread keeps its own record chain (`thread:<id>`) for its cursor, exactly as in
@@ -113,7 +113,7 @@ def plan_batches(
     trigger: Trigger,
     threshold: int | None,
 ) -> list[ObserveBatch]:
-    """The Observer batches of one observation of a resource (spec §4.12).
+    """The Observer batches of one observation of a resource (behaviour §4.12).
 
     The largest threads are taken first until their tokens reach `threshold` (all of them without one);
     the chosen threads are ordered by their oldest unobserved message and packed into batches of at most

@@ -1,5 +1,5 @@
 """Observing a resource: its threads' unobserved messages go to the Observer in batches that run in
-parallel (one task each), and every batch commits into the shared log on its own (spec §4.12).
+parallel (one task each), and every batch commits into the shared log on its own (behaviour §4.12).
 
 A batch holds the observe lock of each of its threads, so no two Observers ever see the same messages;
 its commit re-checks every thread's cursor under the row locks, so a batch that lost a race writes

@@ -1,4 +1,4 @@
-"""What a turn sees beyond its own record (resource scope, spec §4.12): the resource's shared log and the
+"""What a turn sees beyond its own record (resource scope, behaviour §4.12): the resource's shared log and the
 other threads' unobserved messages, read consistently with the thread's own cursor, and the status and
 threshold activation that count them.
 
@@ -26,7 +26,7 @@ from om_core.store.types import Record
 class SharedView:
     """The memory a thread's turn sees beyond its own record: the log (the resource's in resource scope,
     else the thread's own head) and the other threads' unobserved messages, rendered as the actor's
-    other-conversations block, with the tokens that block adds to pending (spec §4.12)."""
+    other-conversations block, with the tokens that block adds to pending (behaviour §4.12)."""
 
     log: Record
     others: str = ""

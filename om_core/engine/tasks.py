@@ -24,7 +24,7 @@ Trigger = Literal["manual", "turn-sync", "async-buffer", "backlog"]
 
 
 def new_cycle_id(kind: str) -> str:
-    """`<kind>-<epoch ms>-<random>`: unique per cycle and sortable by start time (spec §4.3)."""
+    """`<kind>-<epoch ms>-<random>`: unique per cycle and sortable by start time (behaviour §4.3)."""
     return f"{kind}-{int(time.time() * 1000)}-{secrets.token_hex(5)}"
 
 
@@ -81,7 +81,7 @@ class Reflect:
 
 @dataclass(frozen=True)
 class ObserveBatch:
-    """One multi-thread Observer batch of a resource (resource scope, spec §4.12). `thread_id` is the
+    """One multi-thread Observer batch of a resource (resource scope, behaviour §4.12). `thread_id` is the
     thread whose turn or request asked for it (its events report the batch); `thread_ids` are the threads
     observed. The batches of one request run in parallel, each holding the observe locks of its threads.
     `keep_tail` names the thread whose newest message stays raw (the prompt being answered)."""
@@ -108,7 +108,7 @@ class IndexThread:
 
 @dataclass(frozen=True)
 class ExtractValues:
-    """Structured extraction (spec §8.5) after the cycle `source_cycle_id` committed: its own task on its
+    """Structured extraction (behaviour §8.5) after the cycle `source_cycle_id` committed: its own task on its
     own queue, so a slow extraction never delays activation or a chat. It carries ids only and re-reads
     the messages (`from_seq`, `to_seq`] and the cycle's end event; `cycle_id` (derived from the source
     cycle) makes a redelivery a no-op once it has ended."""

@@ -68,7 +68,7 @@ class TurnResult:
     context: ActorContext = field(default_factory=ActorContext)
     resource_id: str = ""
     #: Tools the actor should be offered, in the chat-completions format: the recall tool when the
-    #: thread has `retrieval` on (spec §9.2), `updateWorkingMemory` when the actor manages its working
+    #: thread has `retrieval` on (behaviour §9.2), `updateWorkingMemory` when the actor manages its working
     #: memory (§8.7), else none. Shared values: read, do not modify.
     tools: list[dict[str, Any]] = field(default_factory=list)
     #: False when the caller asked for no context: the fields above that make it up are empty.
@@ -110,7 +110,7 @@ class TurnInput:
     step_number: int = 0
     turn_end: bool | None = None
     tenant_id: str | None = None
-    #: The actor call's provider options (`"auto"` idle TTL, spec §4.7).
+    #: The actor call's provider options (`"auto"` idle TTL, behaviour §4.7).
     provider_options: dict[str, Any] | None = None
     #: False when the caller does not want the actor's context back (the reply call of an exchange): the
     #: turn then neither builds it nor reads the message bodies it would show.
@@ -196,7 +196,7 @@ def _ingest(core: EngineCore, turn: TurnInput, sink: list[StoredEvent]) -> TurnR
     degraded_reason = degraded_reason or reflect_reason
     if status.should_buffer:
         # After reflection work, not before: the Observer dedups against the log its chunk will join,
-        # and a reflection (or a buffered one activated) in this turn changes that log (spec §4.1).
+        # and a reflection (or a buffered one activated) in this turn changes that log (behaviour §4.1).
         buffering.launch_buffering(core, thread_id, head, status.pending)
 
     incoming = turn.messages
@@ -598,7 +598,7 @@ def actor_context(
     cfg: ResolvedConfig | None = None,
 ) -> ActorContext:
     """The observation log, the other conversations (resource scope) and the thread's hints as the
-    actor's system messages; in retrieval mode the recall guidance with the preamble (spec §4.11); the
+    actor's system messages; in retrieval mode the recall guidance with the preamble (behaviour §4.11); the
     working memory (`memory`, with the `cfg` it was read under) after the stable prefix (§8.7). Values of
     extractors marked `context: true` follow the built-in hints, in the volatile part, so a new value
     never changes the stable prefix."""

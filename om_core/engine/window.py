@@ -1,7 +1,7 @@
 """The unobserved window: which stored parts are after the cursor and what they weigh.
 
 Token weights come from the per-part counts stored at insert time, so a turn never re-tokenises history:
-its cost depends on the unobserved window only (spec §4.10, issue 7's flatness target).
+its cost depends on the unobserved window only (behaviour §4.10, issue 7's flatness target).
 """
 
 from __future__ import annotations

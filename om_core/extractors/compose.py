@@ -1,4 +1,4 @@
-"""The extractors one run uses (spec §8.3 order): the user's list of the run's source, plus extractors
+"""The extractors one run uses (behaviour §8.3 order): the user's list of the run's source, plus extractors
 other features add (the working-memory extractor, `extra`).
 
 The built-in continuation values (`current-task`, `suggested-response`, `thread-title`) keep their own

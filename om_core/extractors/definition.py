@@ -1,4 +1,4 @@
-"""What an extractor is (spec §8.2): its name and derived slug, its instructions and schema, where its value
+"""What an extractor is (§8.2): its name and derived slug, its instructions and schema, where its value
 is persisted, and the rules a definition must follow.
 
 A definition is checked when the configuration is resolved, so a bad one is refused where it is written

@@ -1,4 +1,4 @@
-"""Inline extraction (spec §8.4): values the Observer or Reflector writes inside its own output, as
+"""Inline extraction (behaviour §8.4): values the Observer or Reflector writes inside its own output, as
 `<slug>…</slug>` sections or `<extracted-values>{...}</extracted-values>` blocks.
 
 Every such section is stripped before observations are parsed (`section_tags`), so an extracted value

@@ -1,4 +1,4 @@
-"""After a run's values are parsed (spec §8.6): `on_extracted`, then where each value is persisted in the
+"""After a run's values are parsed (behaviour §8.6): `on_extracted`, then where each value is persisted in the
 thread's OM metadata, and what the next run is shown as priors.
 
 A failing extractor drops only its own value: the cycle goes on and other values are kept.

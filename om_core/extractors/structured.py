@@ -1,4 +1,4 @@
-"""Structured extraction (spec §8.5): one follow-up structured-output call after the Observer/Reflector
+"""Structured extraction (behaviour §8.5): one follow-up structured-output call after the Observer/Reflector
 run, for every extractor with a schema. It runs as its own task (`ExtractValues` on `om.extract`), so a
 slow extraction never delays the cycle it follows.
 

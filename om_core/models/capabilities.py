@@ -1,7 +1,7 @@
 """What litellm's model data says a model accepts as input.
 
 `observeAttachments: "auto"` forwards images and files to the Observer only when its model accepts
-multimodal input (spec §5.5). litellm ships a table of model capabilities, and an operator describes a
+multimodal input (behaviour §5.5). litellm ships a table of model capabilities, and an operator describes a
 model it lacks with `litellm.register_model`; this module reads that table by the litellm name a router id
 maps to. `litellm.supports_vision` is not used: it answers False for a model it has no entry for, which
 would silently drop every attachment sent to a new or self-hosted model, where the spec says a model

@@ -1,4 +1,4 @@
-"""Transport retries for model calls (spec §5.9).
+"""Transport retries for model calls (behaviour §5.9).
 
 This is the only retry layer: litellm is always called with its own retries switched off, so a rate
 limit costs at most nine calls rather than nine times litellm's count. Only failures a later attempt can

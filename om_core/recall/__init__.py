@@ -1,4 +1,4 @@
-"""The recall tool (spec §9.2–§9.4): a chat model reads the raw messages behind its observations.
+"""The recall tool (behaviour §9.2–§9.4): a chat model reads the raw messages behind its observations.
 
 `MemoryEngine.recall(thread_id, params)` answers one call; `RECALL_TOOL` is the tool's OpenAI function
 schema and `recall_guidance` the text the actor's memory preamble carries in retrieval mode. Modules:

@@ -1,7 +1,7 @@
-"""Token budgets of recall results (spec §9.4): cutting a text to a number of tokens, the low-detail part
+"""Token budgets of recall results (behaviour §9.4): cutting a text to a number of tokens, the low-detail part
 budgets with their re-expansion, and the result budget.
 
-Counting uses the project's estimator (`om_core.tokens`, spec §7), the same one thresholds use. A cut
+Counting uses the project's estimator (`om_core.tokens`, behaviour §7), the same one thresholds use. A cut
 never reads more than `CHARS_PER_TOKEN_BOUND` characters per token of the limit, so cutting a 2 MB part
 to 100 tokens costs a few counts of a short prefix, not a count of the whole part.
 """
@@ -25,9 +25,9 @@ __all__ = [
 
 Count = Callable[[str], int]
 
-#: Tokens one recall result may hold (spec §9.4).
+#: Tokens one recall result may hold (behaviour §9.4).
 RESULT_BUDGET = 2000
-#: Tokens of a serialised tool result, at any detail (spec §9.4).
+#: Tokens of a serialised tool result, at any detail (behaviour §9.4).
 TOOL_RESULT_CAP = 4000
 #: No token of the estimator spans more characters than this, so a prefix this long per token of the
 #: limit always holds at least the limit (or the whole text).
@@ -104,7 +104,7 @@ def budgeted(full: str, first: int, expand_to: int, priority: int, hint: str, co
 
 
 def expand_within(parts: Sequence[Budgeted], leftover: int, count: Count) -> None:
-    """Spend `leftover` tokens re-expanding cut parts, by priority then position (spec §9.4); a part that
+    """Spend `leftover` tokens re-expanding cut parts, by priority then position (behaviour §9.4); a part that
     can grow only partly is cut again with its hint."""
     order = sorted(
         (i for i, part in enumerate(parts) if part.truncated), key=lambda i: (parts[i].priority, i)

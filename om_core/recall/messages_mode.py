@@ -1,4 +1,4 @@
-"""`mode: "messages"` (spec §9.4): a page of raw messages around a cursor or from either end of a thread,
+"""`mode: "messages"` (behaviour §9.4): a page of raw messages around a cursor or from either end of a thread,
 one part in full (`partIndex`, sliced by `charOffset`), and the hints that point a model the right way
 (a range passed as a cursor, a cursor that lives in another thread).
 
@@ -259,7 +259,7 @@ def _high_detail(
     hint_thread: str,
     further: bool,
 ) -> dict[str, Any]:
-    """High detail returns one part: the first shown part of the page's first message (spec §9.4)."""
+    """High detail returns one part: the first shown part of the page's first message (behaviour §9.4)."""
     message = messages[0]
     shown = _shown(message, p)
     first = shown[0]
@@ -303,7 +303,7 @@ def _high_detail(
 def _one_part(
     conn: Connection, scope: RecallScope, p: RecallParams, thread: ThreadInfo, message: MessageInfo
 ) -> dict[str, Any]:
-    """One part in full (spec §9.3 `partIndex`), sliced from `charOffset` and cut to the result budget
+    """One part in full (behaviour §9.3 `partIndex`), sliced from `charOffset` and cut to the result budget
     with `nextCharOffset` saying where the next slice starts."""
     index = p.part_index
     assert index is not None

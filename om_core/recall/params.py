@@ -1,4 +1,4 @@
-"""The recall tool's parameters (spec §9.3), validated once into `RecallParams`.
+"""The recall tool's parameters (behaviour §9.3), validated once into `RecallParams`.
 
 A model writes these, so a bad value is answered with a message naming the parameter and the fix
 (`RecallInvalid`), never a stack of validator output. Ranges: `page` in [-50, 50]; `limit` in [1, 20] for

@@ -1,4 +1,4 @@
-"""How recall shows messages and parts (spec §9.4 "Formatting").
+"""How recall shows messages and parts (behaviour §9.4 "Formatting").
 
 A message is a header line `**<role> (<YYYY-MM-DD HH:MM:SSZ>)** [<id>]:` and one line per shown part,
 `  [p<index>] <text>`, where the index is the part's position in the stored message (so a model can ask

@@ -1,4 +1,4 @@
-"""One recall call, from parameters to the answer (spec §9.3–§9.4): validate, check the thread has
+"""One recall call, from parameters to the answer (behaviour §9.3–§9.4): validate, check the thread has
 retrieval on, then hand over to the mode. `MemoryEngine.recall` is the way in; this module holds no state.
 """
 

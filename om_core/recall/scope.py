@@ -1,4 +1,4 @@
-"""What one recall call may read (spec §9.2): the active thread, and in resource scope the other threads of
+"""What one recall call may read (§9.2): the active thread, and in resource scope the other threads of
 its resource. Every thread a call names is resolved here, so access control is written once.
 
 A thread id a model names is a public id; its stored id carries the active thread's tenant

@@ -1,4 +1,4 @@
-"""`mode: "search"` (spec §9.4): ranked observation groups and raw messages of the user's conversations.
+"""`mode: "search"` (behaviour §9.4): ranked observation groups and raw messages of the user's conversations.
 
 The search itself is injected (`Searcher`, built by `om_core.search`): recall only shapes the request,
 keeps what this call may read, and formats the hits. Without a searcher, or with `retrieval.vector`
@@ -40,7 +40,7 @@ NO_MATCHES = "No matching messages found."
 
 
 def fetch_size(k: int, filtering: bool) -> int:
-    """How many hits to ask for to show `k` after filtering (spec §9.4 over-fetch)."""
+    """How many hits to ask for to show `k` after filtering (behaviour §9.4 over-fetch)."""
     return min(max(3 * k, k + 10), MAX_LIMIT) if filtering else k
 
 

@@ -1,4 +1,4 @@
-"""`mode: "threads"` (spec §9.4): the conversations recall can read, so a model can pick a `threadId`.
+"""`mode: "threads"` (behaviour §9.4): the conversations recall can read, so a model can pick a `threadId`.
 
 Resource scope lists the resource's threads, most recently updated first, a page at a time (`page` is
 0-based, `limit` clamped to [1, 50]); `before` / `after` bound their creation time (filtered in the

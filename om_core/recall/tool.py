@@ -1,5 +1,5 @@
 """The recall tool as a chat model sees it: its function schema (`RECALL_TOOL`) and the guidance added to
-the memory preamble (spec §9.4, last paragraph), both in our own words.
+the memory preamble (behaviour §9.4, last paragraph), both in our own words.
 
 The guidance depends on the scope and on whether search can run: a model is never sent to a mode that
 would only answer "not configured". Guidance strings are built once per combination (`lru_cache`), so the

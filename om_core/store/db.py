@@ -291,11 +291,14 @@ WRITERS_QUEUE_IN_PROCESS = True
 class WriterQueueStats:
     """What the write transactions of one SQLite engine cost in waiting, since the engine was made: the
     turn path's share of the write lock is a figure of its own (issue 29), not something to infer from
-    latency. `wait_s` and `waits` count only writers that found the queue taken."""
+    latency. `wait_s` and `waits` count only writers that found the queue taken; `held_s` is how long the
+    lock was held in all, so its growth over a span says how busy the one writer was (near the span's
+    length, turns queue for it whatever else is free)."""
 
     wait_s: float = 0.0
     waits: int = 0
     transactions: int = 0
+    held_s: float = 0.0
 
 
 class _WriterQueue:
@@ -308,9 +311,9 @@ class _WriterQueue:
     processes (API and worker of `om up`) still meet the busy handler. Waiting is bounded like SQLite's
     busy timeout, and ends in the same error.
 
-    The counters (`stats`) cost an uncontended writer one increment, made while it holds the queue: the
-    clock is read only around a wait, and a wait is added under a lock of its own (a waiter that timed
-    out does not hold the queue), so no update is lost; a reader may see one transaction half counted."""
+    The counters (`stats`) cost an uncontended writer one increment and two clock reads, made while it
+    holds the queue; a wait is added under a lock of its own (a waiter that timed out does not hold the
+    queue), so no update is lost; a reader may see one transaction half counted."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -319,10 +322,12 @@ class _WriterQueue:
         self._wait_s = 0.0
         self._waits = 0
         self._transactions = 0
+        self._held_s = 0.0
+        self._entered = 0.0
 
     @property
     def stats(self) -> WriterQueueStats:
-        return WriterQueueStats(self._wait_s, self._waits, self._transactions)
+        return WriterQueueStats(self._wait_s, self._waits, self._transactions, self._held_s)
 
     def enter(self, dbapi_connection: Any) -> None:
         if not self._lock.acquire(blocking=False):
@@ -341,9 +346,11 @@ class _WriterQueue:
                 )
         self._transactions += 1
         self._holder = dbapi_connection
+        self._entered = time.perf_counter()
 
     def leave(self, dbapi_connection: Any) -> None:
         if dbapi_connection is not None and self._holder is dbapi_connection:
+            self._held_s += time.perf_counter() - self._entered
             self._holder = None
             self._lock.release()
 

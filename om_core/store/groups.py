@@ -1,6 +1,6 @@
 """Observation groups as rows: written in the transaction of the commit that puts them in the log, read
 back by id for recall and by the search index. Reflection never deletes them, so a range stays findable
-after the log's text moved on (spec §9.1: "fall back across generations")."""
+after the log's text moved on (behaviour §9.1: "fall back across generations")."""
 
 from __future__ import annotations
 

@@ -25,7 +25,7 @@ T = schema.threads
 M = schema.messages
 P = schema.parts
 
-#: (tokens, overhead_delta, extra_messages) of one part, per spec §7.2.
+#: (tokens, overhead_delta, extra_messages) of one part, per behaviour §7.2.
 PartCounter = Callable[[Part], tuple[float, float, int]]
 
 

@@ -2,7 +2,7 @@
 
 Publishing (Redis pub/sub, SSE) reads rows after commit, so a client that reconnects can replay from the
 last id it saw and miss nothing. A `(lookup_key, type, cycle_id)` unique index makes a redelivered task's
-events no-ops, like the marker rule "same type and cycleId → skip" of spec §10.2.
+events no-ops, like the marker rule "same type and cycleId → skip" of behaviour §10.2.
 """
 
 from __future__ import annotations

@@ -39,7 +39,7 @@ T = schema.threads
 
 #: Tool states that mean the invocation carries its outcome (a result, an error, a refusal).
 _ENDED = ("result", "output-error", "output-denied")
-#: How many of a resource's threads a cursor is looked for in (spec §9.4: newest updated first).
+#: How many of a resource's threads a cursor is looked for in (behaviour §9.4: newest updated first).
 OWNER_SEARCH_THREADS = 100
 
 
@@ -61,7 +61,7 @@ class PartInfo:
 
     @property
     def visible(self) -> bool:
-        """Content a reader would see (neither a `data-*` part nor a step boundary; spec §9.1)."""
+        """Content a reader would see (neither a `data-*` part nor a step boundary; behaviour §9.1)."""
         return not self.kind.startswith("data-") and self.kind != "step-start"
 
 

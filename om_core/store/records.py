@@ -1,4 +1,4 @@
-"""Record lifecycle operations: the storage contract of spec §3.5, enforced in short transactions.
+"""Record lifecycle operations: the storage contract of behaviour §3.5, enforced in short transactions.
 
 Every write locks the target record row by primary key and requires it to be the live head
 (`superseded_by IS NULL`); the caller's snapshot is never the source of truth. Model calls happen before
@@ -52,7 +52,7 @@ from om_core.store.types import (
 R = schema.records
 C = schema.chunks
 
-#: How many `superseded_by` hops a retired id may be followed after jumping to the head (spec §3.5).
+#: How many `superseded_by` hops a retired id may be followed after jumping to the head (behaviour §3.5).
 MAX_HOPS = 3
 
 EventBuilder = Callable[[Any], Sequence[NewEvent]]
@@ -131,7 +131,7 @@ def _chunk_from_row(row: Mapping[Any, Any]) -> Chunk:
 _BUFFERED_CHUNKS = (
     select(C).where(C.c.record_id == bindparam("record_id"), C.c.state == "buffered").order_by(C.c.position)
 )
-#: Canonical head order (spec §3.4): generation desc, then created_at asc, then id asc.
+#: Canonical head order (behaviour §3.4): generation desc, then created_at asc, then id asc.
 _HEAD = (
     select(R)
     .where(R.c.lookup_key == bindparam("lookup_key"), R.c.superseded_by.is_(None))
@@ -254,7 +254,7 @@ def get_record(engine: Engine, record_id: str) -> Record | None:
 def history(
     engine: Engine, lookup_key: str, *, limit: int = 20, offset: int = 0, include_head: bool = False
 ) -> list[Record]:
-    """Generations of a key, newest first (spec §3.5(11)); retired ones only unless `include_head`."""
+    """Generations of a key, newest first (behaviour §3.5(11)); retired ones only unless `include_head`."""
     query = select(R).where(R.c.lookup_key == lookup_key)
     if not include_head:
         query = query.where(R.c.superseded_by.is_not(None))
@@ -317,7 +317,7 @@ def initialize(
     config: Mapping[str, Any],
     observed_timezone: str,
 ) -> Record:
-    """Insert generation 0 only while no live row exists for the key (spec §3.4); else return the head."""
+    """Insert generation 0 only while no live row exists for the key (§3.4); else return the head."""
     key_lock(conn, lookup_key)
     head = read_head(conn, lookup_key)
     if head is not None:
@@ -366,7 +366,7 @@ def append_chunk(
     events: EventBuilder | None = None,
     live: LiveFields | None = None,
 ) -> tuple[AppendResult, list[StoredEvent]]:
-    """Append a buffered chunk to the head of `record_id`'s lineage (spec §3.5(3)), keeping the list exact.
+    """Append a buffered chunk to the head of `record_id`'s lineage (§3.5(3)), keeping the list exact.
 
     Skips (persisted=False) when the cycle is already stored ("duplicate"), when the cursor already covers
     the chunk ("covered"), or when the chunk does not start where the head's buffered coverage ends
@@ -468,7 +468,7 @@ def activate(
     events: EventBuilder | None = None,
     shared_log: SharedLog | None = None,
 ) -> tuple[ActivationResult, list[StoredEvent]]:
-    """Move a prefix of the *stored* chunk list into the active log (spec §3.5(4)).
+    """Move a prefix of the *stored* chunk list into the active log (behaviour §3.5(4)).
 
     `choose_count` sees the stored chunks and returns how many to activate (the boundary policy). The
     cursor only moves forward. A retired target writes nothing and reports `retired=True`, so the caller
@@ -608,7 +608,7 @@ def commit_observation(
     thread_metadata: Mapping[str, Any] | None = None,
     events: EventBuilder | None = None,
 ) -> tuple[WriteResult, list[StoredEvent]]:
-    """Append a synchronous observation of parts (from_seq, to_seq] to the head's log (spec §3.5(5)).
+    """Append a synchronous observation of parts (from_seq, to_seq] to the head's log (behaviour §3.5(5)).
 
     The text is composed here, under the row lock, from the stored log, so a concurrent activation's text
     can never be overwritten (the reference's H2). The commit is refused ("conflict") if the cursor moved
@@ -675,7 +675,7 @@ def commit_thread_observations(
     compose: Callable[[str, ThreadObservation], str],
     events: BatchEventBuilder | None = None,
 ) -> tuple[WriteResult, list[StoredEvent]]:
-    """Commit a multi-thread observation into a resource's shared log (spec §4.12, §3.5(5)), all or
+    """Commit a multi-thread observation into a resource's shared log (behaviour §4.12, §3.5(5)), all or
     nothing.
 
     Each thread's cursor record is locked (in id order; the log row after them, the order every writer
@@ -777,7 +777,7 @@ def create_reflection_generation(
     new_record_id_: str | None = None,
     events: EventBuilder | None = None,
 ) -> tuple[Record | None, bool, list[StoredEvent]]:
-    """Roll the key over to a new generation built from the *stored* row (spec §3.5(6)).
+    """Roll the key over to a new generation built from the *stored* row (behaviour §3.5(6)).
 
     `compose(snapshot_text, stored_text, reflection)` is the text plan: the reflection alone when nothing
     changed, the reflection plus the appended tail when only appends happened, None for a rewrite (then
@@ -815,7 +815,7 @@ def swap_buffered_reflection_to_active(
     count_tokens: Callable[[str], int],
     events: EventBuilder | None = None,
 ) -> tuple[Record | None, str | None, list[StoredEvent]]:
-    """Activate the buffered reflection stored on `record_id` (spec §3.5(8)) as a new generation.
+    """Activate the buffered reflection stored on `record_id` (behaviour §3.5(8)) as a new generation.
 
     `compose(active_text, reflected_line_count, buffered_reflection)` replaces the leading lines the
     reflection covers and keeps the lines added since. Returns (new head, reason, events); reason is
@@ -931,7 +931,7 @@ def update_buffered_reflection(
 ) -> tuple[WriteResult, list[StoredEvent]]:
     """Store a background reflection on the *named* row (its line count refers to that row's text).
 
-    On a retired row it is simply lost: wasted work, never lost coverage (spec §3.5(7)).
+    On a retired row it is simply lost: wasted work, never lost coverage (behaviour §3.5(7)).
     """
     head, reason = lock_live(conn, record_id, redirect=False)
     if head is None:

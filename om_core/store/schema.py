@@ -4,7 +4,7 @@ Design notes (why the schema looks like this):
 
 - Every stored message part has `seq`, a per-thread sequence handed out by the database (a counter on the
   thread row, bumped under that row's lock). Cursors are sequence numbers, never client clocks, so clock
-  skew between writers cannot make a message look observed (spec §4.10, §12.2 smaller notes).
+  skew between writers cannot make a message look observed (behaviour §4.10, §12.2 smaller notes).
 - Parts are append-only rows; a message that grows gets new rows with new sequence numbers.
 - Records are one row per (lookup key, generation); `superseded_by IS NULL` marks the live head.
 - Chunks are rows, never a JSON list rewritten by read-modify-write: a unique `(lookup_key, cycle_id)` makes
@@ -131,7 +131,7 @@ parts = Table(
     Column("type", String(64), nullable=False),
     Column("body", Json, nullable=False),
     Column("created_at", Timestamp, nullable=True),
-    # Token contribution of this part (spec §7.2), computed once at insert: counting never repeats.
+    # Token contribution of this part (behaviour §7.2), computed once at insert: counting never repeats.
     Column("tokens", Float, nullable=False, server_default=text("0")),
     Column("overhead_delta", Float, nullable=False, server_default=text("0")),
     Column("extra_messages", Integer, nullable=False, server_default=text("0")),
@@ -238,7 +238,7 @@ events = Table(
     ),
 )
 
-#: Observation groups (retrieval mode, spec §9.1): every group committed, with the raw-message range it came
+#: Observation groups (retrieval mode, §9.1): every group committed, with the raw-message range it came
 #: from. The log carries the same wrapper, but reflection rewrites the log; this row stays, so a range is
 #: found across generations and search can index the group's text. A cycle applied twice (a buffered
 #: reflection redelivered after its first result was activated) stores two groups, each with the text and
@@ -329,7 +329,7 @@ triggers = Table(
     Index("ix_om_triggers_due", "due_at"),
 )
 
-#: Working memory (spec §8.7): one document per resource or thread (`lookup_key` as a record chain's), its
+#: Working memory (§8.7): one document per resource or thread (`lookup_key` as a record chain's), its
 #: text as given (Markdown, or JSON text in schema mode), and `version`, bumped by every write, which the
 #: API's `expectedVersion` compares against. `updated_by`: api | observer | actor.
 working_memory = Table(

@@ -182,7 +182,7 @@ class NewEvent:
 
 @dataclass(frozen=True)
 class ObservationGroup:
-    """One observation group (retrieval mode, spec §9.1) as stored: `ranges` points at the raw messages
+    """One observation group (retrieval mode, behaviour §9.1) as stored: `ranges` points at the raw messages
     (public message ids of `thread_id`, or of several threads of the resource for a reflection's group);
     `text` is the observations without the wrapper; `key` the log it joined."""
 

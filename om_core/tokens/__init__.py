@@ -1,4 +1,4 @@
-"""Token counting for thresholds: strings, parts, messages, conversations (spec §7).
+"""Token counting for thresholds: strings, parts, messages, conversations (behaviour §7).
 
 The public surface lives here; submodules hold one idea each (rounding, estimators, the estimate cache,
 attachment heuristics, image headers, attachment bodies, the counter).

@@ -1,4 +1,4 @@
-"""Token estimates for images and files (spec §7.3).
+"""Token estimates for images and files (behaviour §7.3).
 
 Images and files are not text: their cost depends on the provider that will read them (tiles, resolution
 tiers, per-byte rates for PDFs). These heuristics run locally on whatever the part says about itself
@@ -165,7 +165,7 @@ def image_tokens(
     detail: str | None = None,
     media_resolution: str | None = None,
 ) -> int:
-    """Provider-aware image estimate (spec §7.3, image heuristics)."""
+    """Provider-aware image estimate (behaviour §7.3, image heuristics)."""
     if ctx.family == "google":
         return google_image_tokens(ctx.model_id, dims, media_resolution)
     if ctx.family == "anthropic":
@@ -340,7 +340,7 @@ def _has_image_extension(name: str | None) -> bool:
 def is_image_like_file(
     mime_type: str | None, data: object = None, url: str | None = None, filename: str | None = None
 ) -> bool:
-    """Spec §5.5: image mime, a `data:image/...` URI, or a URL path / filename with an image extension."""
+    """§5.5: image mime, a `data:image/...` URI, or a URL path / filename with an image extension."""
     if mime_type and mime_type.strip().lower().startswith("image/"):
         return True
     for candidate in (data, url):
@@ -395,7 +395,7 @@ def _decode_dimensions(body: Body) -> Dimensions | None:
 
 
 def plan_attachment(att: Attachment, ctx: ModelContext) -> AttachmentPlan:
-    """Decide how an image/file attachment is estimated (spec §7.3 steps 2–4, client estimates aside)."""
+    """Decide how an image/file attachment is estimated (behaviour §7.3 steps 2–4, client estimates aside)."""
     if att.kind == "image" or _attachment_is_image_like(att):
         return _plan_image(att, ctx)
     byte_size = att.body.byte_size

@@ -1,4 +1,4 @@
-"""The per-part estimate cache (spec §7.5).
+"""The per-part estimate cache (behaviour §7.5).
 
 Counting runs on every turn over every unobserved part, and the expensive step (tokenising large tool
 results) gives the same answer each time for an append-only part. Estimates are therefore stored on the

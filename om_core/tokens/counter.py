@@ -1,4 +1,4 @@
-"""Message and conversation token counts (spec §7.1, §7.2, §7.4).
+"""Message and conversation token counts (behaviour §7.1, §7.2, §7.4).
 
 Counts are computed per part and summed per message, so storage can persist each part's contribution
 (`PartCount`) when the part is appended and rebuild a message's total with `message_total` without

@@ -1,6 +1,6 @@
 """Remembered token counts of short strings that recur: the lines of an observation log.
 
-Every Observer call shows the model the previous observations, shortened to a budget (spec §5.4), which
+Every Observer call shows the model the previous observations, shortened to a budget (behaviour §5.4), which
 takes each line's token count. The log only grows between reflections, so a worker would otherwise
 tokenise the same lines again on every buffered observation of a thread: work that grows with the log
 rather than with the new messages. Counts are remembered by the string's 64-bit hash, so a process holds

@@ -434,6 +434,7 @@ WRITER_SERIES = {
     "om_sqlite_writer_wait_seconds": "wait_s",
     "om_sqlite_writer_waits": "waits",
     "om_sqlite_write_transactions": "transactions",
+    "om_sqlite_writer_held_seconds": "held_s",
 }
 
 
@@ -518,7 +519,7 @@ def run_om(bench: Bench, label: str, turns: Sequence[str], plans: dict[str, list
         asyncio.run(_warm_up(stack.api_url, turns))
         pids = {name: stack.processes[name].pid for name in ("api", *WORKERS, "beat")}
         redis_pid = stack.processes["redis"].pid
-        writers_before = writer_counters(stack.api_url, token)
+        writers_before, counted_from = writer_counters(stack.api_url, token), time.perf_counter()
         with contextlib.ExitStack() as counting:
             monitor = (
                 counting.enter_context(RedisMonitor(stack.redis_url, folder / "monitor.log", cli))
@@ -546,7 +547,7 @@ def run_om(bench: Bench, label: str, turns: Sequence[str], plans: dict[str, list
             if monitor:
                 owners |= client_addresses(pids, monitor.port)
                 counted = monitor.counted(start, end, owners)
-        writers_after = writer_counters(stack.api_url, token)
+        writers_after, counted_to = writer_counters(stack.api_url, token), time.perf_counter()
         stored = _stored(stack.api_url, list(plans))
     exchanges = len(out.samples_ms)
     expected = 2 * sum(len(texts) for texts in plans.values())
@@ -572,6 +573,7 @@ def run_om(bench: Bench, label: str, turns: Sequence[str], plans: dict[str, list
         if writers["transactions"]
         else math.nan,
         "writer_mean_wait_ms": writers["wait_s"] * 1000 / writers["waits"] if writers["waits"] else 0.0,
+        "writer_busy_pct": 100 * writers["held_s"] / (counted_to - counted_from),
         "samples_ms": [round(t, 2) for t in out.samples_ms],
     }
 
@@ -704,7 +706,8 @@ def _conditions(data: Mapping[str, Any]) -> str:
         f"the API process used {data['api_cpu_ms_per_exchange']:.1f} ms of CPU per exchange (the worker "
         f"{data['workers_cpu_ms_per_exchange']:.1f} ms, Redis {data['redis_cpu_ms_per_exchange']:.1f} ms, "
         f"the load generator {data['client_cpu_ms_per_exchange']:.1f} ms); its writes queued "
-        f"{data['writer_wait_ms_per_turn']:.1f} ms per turn for one another; it sent "
+        f"{data['writer_wait_ms_per_turn']:.1f} ms per turn for one another, and one of them held the "
+        f"write lock {data.get('writer_busy_pct', math.nan):.0f} % of the time; it sent "
         f"{data['redis_commands_per_call']:.1f} Redis commands per /turns call; the machine was "
         f"{data['machine_busy_pct']:.0f} % busy, {data['others_busy_pct']:.0f} % with other work"
     )
@@ -791,7 +794,9 @@ def _report(
             "(`om_sqlite_writer_wait_seconds_total` before and after the timed turns ÷ turns): "
             f"{data['writer_transactions_per_turn']:.1f} write transactions a turn, "
             f"{data['writer_waited_pct']:.0f} % of them waited, {data['writer_mean_wait_ms']:.1f} ms on "
-            "average when they did",
+            f"average when they did; the write lock was held {data.get('writer_busy_pct', nan):.0f} % of "
+            "the timed span (`om_sqlite_writer_held_seconds_total`): near 100 %, the one writer is what "
+            "the turns queue for",
             runs_note,
         )
 

@@ -1,4 +1,4 @@
-"""The storage contract (spec §3.5, §13.12), run on a real Postgres and on SQLite alike."""
+"""The storage contract (behaviour §3.5, §13.12), run on a real Postgres and on SQLite alike."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Invariant checks for the fuzz, on top of `tests/support/invariants.check_thread` (spec §12.1, issue 6).
+"""Invariant checks for the fuzz, on top of `tests/support/invariants.check_thread` (§12.1, issue 6).
 
 `check_thread` proves coverage by sequence ranges. The checks here prove it again by *content*: every part
 carries a marker (`id[m<n>.<k>]`) that the fake models copy into observations and keep through

@@ -1,7 +1,7 @@
 """Known loss paths of the original, planted back into our storage layer, to prove the fuzz can see them.
 
 A fuzz that never fails proves nothing until it is shown to fail on the bugs it is meant to catch. Each
-mutant wraps one storage operation and re-creates a failure from spec §12.2 on top of the correct code
+mutant wraps one storage operation and re-creates a failure from behaviour §12.2 on top of the correct code
 (wrapping, not copying, so the mutants follow the real implementation as it changes). `apply` installs a
 mutant in this process and returns the function that removes it.
 """

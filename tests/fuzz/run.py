@@ -44,7 +44,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--mutant",
         choices=sorted(MUTANTS),
-        help="plant a known loss path of the original (spec §12.2) to measure how often the fuzz catches it",
+        help="plant a known loss path of the original (§12.2) to measure how often the fuzz catches it",
     )
     parser.add_argument("--database-url", default=os.environ.get("OM_TEST_DATABASE_URL"))
     parser.add_argument("--verbose", "-v", action="store_true", help="print one line per seed")

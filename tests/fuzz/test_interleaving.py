@@ -1,4 +1,4 @@
-"""The seeded interleaving fuzz (issue 6 item 2, spec §13.12 item 8), and proof that it can fail.
+"""The seeded interleaving fuzz (issue 6 item 2, behaviour §13.12 item 8), and proof that it can fail.
 
 CI size: `OM_FUZZ_SEEDS` seeds (default 500) of `OM_FUZZ_OPERATIONS` operations (default 40) from
 `OM_FUZZ_FIRST` (default 0) in `OM_FUZZ_PROCESSES` worker processes (default: CPUs + 1, because every

@@ -1,4 +1,4 @@
-"""Working memory (spec §8.7) on Postgres and SQLite: read and replaced through the API per thread and per
+"""Working memory (§8.7) on Postgres and SQLite: read and replaced through the API per thread and per
 resource, validated against its schema, fenced by its version, reported by an event, shown to the actor
 after the stable observation prefix (which a memory update leaves byte-identical), kept current by the
 Observer's `working-memory` extractor, erased with its thread or resource, and invisible to other tenants.

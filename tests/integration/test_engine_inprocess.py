@@ -230,7 +230,7 @@ def test_a_chunk_buffered_in_a_turn_that_reflects_is_observed_against_the_reflec
     engine: Engine,
 ) -> None:
     """The Observer skips what the log already says, so it must see the log its chunk will join: a turn that
-    activates a reflection launches its buffering afterwards (spec §4.1 (b) before (e)). Observed against
+    activates a reflection launches its buffering afterwards (behaviour §4.1 (b) before (e)). Observed against
     the old log, the chunk would leave out lines the reflection has just dropped."""
     om, fake = make(engine, config=small_config(bufferOnIdle=False, previousObserverTokens=False))
     thread_id = new_thread()

@@ -1,4 +1,4 @@
-"""Python hooks (spec §10.3) and debug events (§10.4) on a real database: start and end hooks of every kind
+"""Python hooks (§10.3) and debug events (§10.4) on a real database: start and end hooks of every kind
 of cycle with their trigger (`manual`, `turn-sync`, `async-buffer`), usage and cost; a hook that raises
 never fails a cycle; a failed cycle's end hook carries the error; OM's usage totals per thread and tenant
 equal what the events reported."""

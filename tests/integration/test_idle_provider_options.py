@@ -1,4 +1,4 @@
-"""`activateAfterIdle: "auto"` with the actor's provider options (spec §4.7), through the engine: the idle
+"""`activateAfterIdle: "auto"` with the actor's provider options (§4.7), through the engine: the idle
 trigger a turn arms is due when the actor's prompt cache expires by its provider options, and a turn
 after an idle pause activates by that TTL, not the provider's default.
 """

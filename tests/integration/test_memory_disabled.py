@@ -1,7 +1,7 @@
 """`enabled: false` in one process, on Postgres and SQLite: OM off stores the messages and does nothing else.
 
 A counting fake model stands in for the remote model (the boundary we cannot reach here); storage, policy,
-maintenance and the inline executor are the real ones. What OM off means (spec §2.1, "OM off"): no model
+maintenance and the inline executor are the real ones. What OM off means (behaviour §2.1, "OM off"): no model
 call, no background work, no change to the record, no trigger, no event; the actor gets the plain recent
 history. Turning OM on again observes the backlog, because the cursor never moved.
 """

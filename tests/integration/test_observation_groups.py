@@ -1,4 +1,4 @@
-"""Observation groups through the engine (spec §9.1), on Postgres and SQLite: every observation run, blocking
+"""Observation groups through the engine (§9.1), on Postgres and SQLite: every observation run, blocking
 or buffered, in thread and resource scope, wraps its lines with the range of the raw messages they came
 from; the group rows keep every range after reflection rewrote the log; a reflection becomes one group
 over the ranges it condensed; models never see wrappers.

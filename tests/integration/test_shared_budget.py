@@ -1,4 +1,4 @@
-"""`shareTokenBudget` with async buffering, through the engine (spec §4.2, issue 14).
+"""`shareTokenBudget` with async buffering, through the engine (behaviour §4.2, issue 14).
 
 Messages may use what the observation log leaves of `messageTokens + observationTokens`, so the message
 threshold moves with the log, and with it the buffering interval and `blockAfter`. These tests drive

@@ -1,4 +1,4 @@
-"""`temporalMarkers: true` through the engine (spec §4.9, §10.1, §10.2, §13.8): the stored marker message
+"""`temporalMarkers: true` through the engine (behaviour §4.9, §10.1, §10.2, §13.8): the stored marker message
 before the user message, the `data-system-reminder` event in the turn, the outbox and the published
 stream, once per marker, and nothing under ten minutes.
 """

@@ -1,4 +1,4 @@
-"""A tool call and its result are never split by a cut (spec §4.10), through the engine.
+"""A tool call and its result are never split by a cut (behaviour §4.10), through the engine.
 
 Each test drives `MemoryEngine` on Postgres and SQLite with the fake model at the model boundary, then
 reads where the cursor and the chunks stopped and what the actor is shown (`TurnResult.messages` and its

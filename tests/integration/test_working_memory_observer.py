@@ -1,4 +1,4 @@
-"""The Observer keeps working memory current across turns (spec §8.7), end to end with the offline model
+"""The Observer keeps working memory current across turns (behaviour §8.7), end to end with the offline model
 through litellm: buffered observations update the memory while the chat goes on, activations move the log,
 and between two activations the actor's stable prefix stays byte-identical however the memory changes.
 Postgres and SQLite."""

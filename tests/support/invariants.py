@@ -1,4 +1,4 @@
-"""The invariant checker: run over stored state after a scenario drains (spec §12.1, issue 6).
+"""The invariant checker: run over stored state after a scenario drains (behaviour §12.1, issue 6).
 
 Coverage is traced through the sequence ranges each observation reports: the ranges of activated chunks
 and of synchronous observations must tile (0, cursor] exactly, so every stored part reached the actor

@@ -1,4 +1,4 @@
-"""Configuration parsing, resolution and validation (spec §2, tests §13.1) and duration parsing."""
+"""Configuration parsing, resolution and validation (behaviour §2, tests §13.1) and duration parsing."""
 
 from __future__ import annotations
 

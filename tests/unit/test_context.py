@@ -1,4 +1,4 @@
-"""Actor context assembly (spec §4.11): token optimisation, layout, prompt-cache stability, reminder."""
+"""Actor context assembly (behaviour §4.11): token optimisation, layout, prompt-cache stability, reminder."""
 
 from __future__ import annotations
 

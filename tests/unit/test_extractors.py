@@ -1,4 +1,4 @@
-"""Extractors (spec §8, the cases of §13.11): definitions and their errors, inline and structured values,
+"""Extractors (behaviour §8, the cases of §13.11): definitions and their errors, inline and structured values,
 `onExtracted`, where values persist, priors, and that a cycle without a value erases nothing.
 
 The pure pieces are tested directly; the cycle cases run the real engine on SQLite with a scripted model

@@ -1,4 +1,4 @@
-"""ModelByInputTokens and model-spec parsing (spec §11, tests §13.15)."""
+"""ModelByInputTokens and model-spec parsing (behaviour §11, tests §13.15)."""
 
 from __future__ import annotations
 

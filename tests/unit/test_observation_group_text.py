@@ -1,4 +1,4 @@
-"""The text rules of observation groups (spec §9.1, §4.11): wrapping, the actor's rendering, merged ranges
+"""The text rules of observation groups (§9.1, §4.11): wrapping, the actor's rendering, merged ranges
 of a reflection, and reflected prefixes that never end inside a group."""
 
 from __future__ import annotations

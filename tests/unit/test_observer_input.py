@@ -1,4 +1,4 @@
-"""The Observer's user message with attachments spliced in as content parts (spec §5.3, §5.5)."""
+"""The Observer's user message with attachments spliced in as content parts (behaviour §5.3, §5.5)."""
 
 from __future__ import annotations
 

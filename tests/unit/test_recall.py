@@ -1,4 +1,4 @@
-"""The recall tool (spec §9.3–§9.4, cases §13.13 1–10) through `MemoryEngine.recall`, on SQLite.
+"""The recall tool (behaviour §9.3–§9.4, cases §13.13 1–10) through `MemoryEngine.recall`, on SQLite.
 
 Every thread here is posted through `ingest_turn` with thresholds far away, so nothing is observed and
 the tests read exactly the stored messages. Token sizes are measured with the engine's own counter.
@@ -573,7 +573,7 @@ def test_a_turn_offers_the_tool_and_guidance_only_with_retrieval_on(sqlite_engin
     on = make_engine(sqlite_engine)
     turn = on.ingest_turn("t-on", "r", chat(2))
     assert turn.tools == [RECALL_TOOL]
-    # Resource scope: the guidance is there before any observation exists (spec §9.4).
+    # Resource scope: the guidance is there before any observation exists (behaviour §9.4).
     assert len(turn.system_messages) == 1 and turn.system_messages[0] == recall_guidance("resource", False)
     assert turn.context.stable_count == 1
 

@@ -1,4 +1,4 @@
-"""Relative-time labels and render-time annotation of the observation log (spec §5.7)."""
+"""Relative-time labels and render-time annotation of the observation log (behaviour §5.7)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The shared log's text rules: thread sections, message boundaries, continuation, labels (spec §4.12)."""
+"""The shared log's text rules: thread sections, message boundaries, continuation, labels (§4.12)."""
 
 from __future__ import annotations
 

@@ -369,6 +369,26 @@ def test_the_writer_queue_counts_transactions_and_the_writer_that_waited(db: Eng
     assert (_stats(db).transactions, _stats(db).waits) == (after.transactions + 1, after.waits)
 
 
+def test_the_writer_queue_counts_how_long_the_lock_was_held(db: Engine) -> None:
+    """The held time covers each transaction from its turn to its end: a transaction kept open for a
+    measured span adds at least that span, and a span with no transaction adds nothing."""
+    before = _stats(db)
+    with db.begin() as conn:
+        conn.execute(text("INSERT INTO t VALUES (1)"))
+        opened = time.perf_counter()
+        deadline = opened + 0.05
+        while time.perf_counter() < deadline:  # hold the lock for a known span (no sleep: measured)
+            pass
+        kept = time.perf_counter() - opened
+    after = _stats(db)
+    assert after.held_s - before.held_s >= kept
+    idle = _stats(db)
+    deadline = time.perf_counter() + 0.05
+    while time.perf_counter() < deadline:
+        pass
+    assert _stats(db).held_s == idle.held_s
+
+
 def test_a_writer_that_timed_out_waiting_is_counted(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A wait that ends in "database is locked" was still a wait, of the whole timeout."""
     monkeypatch.setattr(db_module, "BUSY_TIMEOUT_S", 0.2)

@@ -1,4 +1,4 @@
-"""Token counting (spec §7, test cases §13.10) plus the service's own additions.
+"""Token counting (behaviour §7, test cases §13.10) plus the service's own additions.
 
 Everything except the tiktoken section uses the spec's deterministic estimator `ceil(len(s) / 4)`.
 """

@@ -1,4 +1,4 @@
-"""Working memory without a database (spec §8.7): the `workingMemory` config block and its defaults, what
+"""Working memory without a database (behaviour §8.7): the `workingMemory` config block and its defaults, what
 content is accepted, where the memory sits in the actor's context, the actor's tool, and the rules of the
 Observer-managed `working-memory` extractor (instructions, nullable schema)."""
 

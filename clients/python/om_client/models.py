@@ -3,7 +3,7 @@ once: the server's `om_api.schemas` imports them from here, so what a client par
 OpenAPI document describes. This module imports only pydantic and `om_client.messages`.
 
 Conventions: the envelope fields are snake_case; the OM payloads (`data-om-status` and the event parts)
-keep the camelCase names of spec §10.1, which chat clients already read; messages and parts use the chat
+keep the camelCase names of behaviour §10.1, which chat clients already read; messages and parts use the chat
 SDK shape of `om_client.messages` (camelCase, `toolCallId`, `createdAt`). Unknown fields in a request are
 refused (422 naming the field), so a typo never silently does nothing; responses ignore fields a newer
 server adds.
@@ -204,7 +204,7 @@ class StatusWindows(_Response):
 
 
 class StatusPayload(_CamelResponse):
-    """The `data` of a `data-om-status` part (spec §10.1)."""
+    """The `data` of a `data-om-status` part (behaviour §10.1)."""
 
     windows: StatusWindows
     record_id: str

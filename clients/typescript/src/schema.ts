@@ -1341,7 +1341,7 @@ export interface components {
         };
         /**
          * RecallResponse
-         * @description One recall answer (spec §9.4); which fields are present depends on the mode. Messages mode:
+         * @description One recall answer (behaviour §9.4); which fields are present depends on the mode. Messages mode:
          *     `messages`, `count`, `cursor`, `page`, `limit`, `detail`, `hasNextPage`, `hasPrevPage` (plus
          *     `truncated` and `tokenOffset` when the token budget cut it). With `partIndex`: `text`, `messageId`,
          *     `partIndex`, `role`, `type`, `truncated` (plus `nextCharOffset`, and `note` when the part was not
@@ -1632,7 +1632,7 @@ export interface components {
         };
         /**
          * StatusPayload
-         * @description The `data` of a `data-om-status` part (spec §10.1).
+         * @description The `data` of a `data-om-status` part (behaviour §10.1).
          */
         StatusPayload: {
             windows: components["schemas"]["StatusWindows"];

@@ -1,4 +1,4 @@
-"""The offline model's extraction answers (spec §8.4, §8.5): deterministic, simple, honest heuristics.
+"""The offline model's extraction answers (behaviour §8.4, §8.5): deterministic, simple, honest heuristics.
 
 - Inline extractors (the Observer prompt's OPTIONAL EXTRA SECTIONS): for each `<slug>` the prompt asks
   for, the most recent user sentence sharing a word of at least four letters with the slug or its

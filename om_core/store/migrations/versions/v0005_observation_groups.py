@@ -1,4 +1,4 @@
-"""Observation groups (retrieval mode, spec §9.1): each group's message range, kept across generations.
+"""Observation groups (retrieval mode, behaviour §9.1): each group's message range, kept across generations.
 
 A group's wrapper lives in the observation log, which reflection rewrites; this table keeps every group ever
 committed with its range and text, so a range stays findable after the log moved on, and search can index it.

@@ -1,4 +1,4 @@
-"""Working memory (spec §8.7): one small Markdown or JSON document per resource or thread.
+"""Working memory (behaviour §8.7): one small Markdown or JSON document per resource or thread.
 
 One row per memory, keyed like a record chain (`thread:<stored id>` or `resource:<stored id>`), so erasure
 finds it by its key, its resource and (thread scope) its thread. `version` counts writes, for the API's
