@@ -156,7 +156,7 @@ def cells_of(row: str) -> list[str]:
 
 def table(pages: list[Doc], first_header: str) -> list[list[str]]:
     """The rows of the Markdown table whose first header cell is `first_header`: there is one such table
-    in all the pages (wherever it lives; the reference tables are generated)."""
+    in the pages given."""
     found: list[tuple[str, list[list[str]]]] = []
     for page in pages:
         lines = page.text.splitlines()
@@ -226,6 +226,8 @@ def field(payload: Any, path: str) -> Any:
 
 PAGES = docs()
 README_PAGE = PAGES[0]
+#: The generated reference (scripts/gen_reference.py): the endpoint, variable and option tables live there.
+REFERENCE = [page for page in PAGES if page.name.startswith("docs/reference/")]
 OM_COMMANDS = om_command_lines(PAGES)
 
 #: What marks each fenced example of these languages, and the test that runs it. A block that carries
@@ -252,7 +254,7 @@ def test_the_parser_finds_every_kind_of_example() -> None:
     assert curl_blocks([README_PAGE]), "the quickstart posts a turn"
     sources = [b.text for b in python_blocks(PAGES)]
     assert any("OMClient" in s for s in sources) and any("from openai import" in s for s in sources)
-    assert table(PAGES, "Variable") and table(PAGES, "Option") and table(PAGES, "Endpoint")
+    assert table(REFERENCE, "Variable") and table(REFERENCE, "Option") and table(REFERENCE, "Endpoint")
 
 
 def test_every_example_in_a_language_is_one_a_test_runs() -> None:
@@ -435,11 +437,14 @@ def test_the_line_edit_example_corrects_and_forgets_the_lines_it_read(
     low = {"observation": {"messageTokens": 1000, "bufferTokens": False}}
     headers = {"authorization": f"Bearer {tenant_key}"}
     with httpx.Client(base_url=api_server.base_url, headers=headers, timeout=60) as http:
-        configured = http.put(f"/v1/threads/{thread}/config", json={"overrides": low, "resource_id": resource})
+        configured = http.put(
+            f"/v1/threads/{thread}/config", json={"overrides": low, "resource_id": resource}
+        )
         assert configured.status_code == 200, configured.text
     with OMClient(api_server.base_url, tenant_key) as om:
         for number in range(16):
-            fact = f"Fact {number}: my locker code is {7000 + number} and I keep the {FACT_WORDS[number]} in it. "
+            kept = FACT_WORDS[number]
+            fact = f"Fact {number}: my locker code is {7000 + number} and I keep the {kept} in it. "
             said = [{"id": f"u{number}", "role": "user", "text": fact * 6}]
             om.post_turn(thread, said, resource_id=resource, context="none")
         om.observe(thread)
@@ -491,7 +496,7 @@ def test_the_json_config_example_is_a_config_the_model_accepts() -> None:
 
 def endpoint_rows() -> set[tuple[str, str]]:
     rows = set()
-    for cells in table(PAGES, "Endpoint"):
+    for cells in table(REFERENCE, "Endpoint"):
         method, path = codes_in(cells[0])[0].split()
         rows.add((method.lower(), re.sub(r"\{\w+\}", "{}", path)))
     return rows
@@ -529,7 +534,7 @@ def variables() -> dict[str, tuple[type[BaseSettings], str]]:
 
 def env_table() -> dict[str, str]:
     rows = {}
-    for cells in table(PAGES, "Variable"):
+    for cells in table(REFERENCE, "Variable"):
         (name,) = codes_in(cells[0])
         rows[name] = cells[1]
     return rows
@@ -582,7 +587,7 @@ def test_env_example_only_sets_known_variables() -> None:
 
 def option_rows() -> set[str]:
     rows: set[str] = set()
-    for cells in table(PAGES, "Option"):
+    for cells in table(REFERENCE, "Option"):
         first, *others = codes_in(cells[0])
         prefix = first.rpartition(".")[0]
         rows |= {first, *(f"{prefix}.{o}" if prefix else o for o in others)}
@@ -603,8 +608,9 @@ def test_the_option_table_names_exactly_the_config_options() -> None:
 
 
 def test_the_invalid_config_example_is_the_real_error() -> None:
-    (example,) = [c for c in inline_codes(PAGES) if c.startswith("[") and "=" in c]
-    code, path, value = re.match(r"\[(\w+)\] ([\w.]+)=(\S+): \.\.\.$", example).groups()  # type: ignore[union-attr]
+    shape = re.compile(r"\[(\w+)\] ([\w.]+)=(\S+): \.\.\.$")
+    (example,) = [c for c in inline_codes(PAGES) if shape.match(c)]
+    code, path, value = shape.match(example).groups()  # type: ignore[union-attr]
     option: dict[str, Any] = {}
     *parents, leaf = path.split(".")
     target = option
