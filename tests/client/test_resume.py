@@ -4,8 +4,8 @@ with `Last-Event-ID` and delivers every event exactly once. Without the cursor a
 thread from its start (duplicates); without the reconnect the events posted during the cut never arrive.
 
 Turns here are small (no observation starts), so every event is written by its turn before the turn
-answers: none can commit later with a lower id (the known problem ARCHITECTURE.md names is not what this
-tests)."""
+answers: none can commit later with a lower id (the known problem docs/architecture/known-problems.md
+names is not what this tests)."""
 
 from __future__ import annotations
 

@@ -49,7 +49,7 @@ def settled(engine: Engine, stored_thread: str, delivered: list[OMEvent]) -> boo
     """Every stored event up to the newest delivered one was delivered, and no background cycle is in
     flight (each start has its end or failure). Only then can a client drop without a lower-id event still
     to commit: such an event, committed after the stream's settle window, is the known problem of
-    ARCHITECTURE.md ("Known problems"), not what a reconnect is tested for here."""
+    docs/architecture/known-problems.md, not what a reconnect is tested for here."""
     if not delivered:
         return False
     stored = list_events(engine, thread_id=stored_thread, limit=10_000)

@@ -65,7 +65,8 @@ def test_half_a_million_tokens_follow_the_documented_cycle(pg_engine: Engine) ->
     assert report.generations >= 1
     assert report.generations == len(reflections)
     # Every planted fact was observed: it appears in the observations the Observer produced. (What survives
-    # later reflections is reported, not asserted: the local Reflector is a heuristic; see README.)
+    # later reflections is reported, not asserted: the local Reflector is a heuristic; see
+    # docs/guide/offline-model.md.)
     observed_text = "\n".join(
         e.payload.get("observations", "")
         for e in events
