@@ -72,7 +72,7 @@ def pgvector_engine(pgvector_url: str) -> Iterator[Engine]:
 @pytest.fixture(scope="session")
 def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A SQLite database migrated once per run. Each test's database is a copy of its file: the same
-    schema, without running every migration again for each of the hundreds of tests that take one."""
+    schema, without running every migration again for each test that takes one."""
     path = tmp_path_factory.mktemp("sqlite-template") / "om.db"
     engine = make_engine(f"sqlite:///{path}")
     upgrade(engine)
