@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 PYTEST_ARGS ?=
 
-.PHONY: install test test-unit lint typecheck docs demo up fuzz load bench bench-quick flower ts-types clean
+.PHONY: install check check-static check-tests test test-unit lint typecheck docs demo up fuzz load bench bench-quick flower ts-types clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -20,6 +20,22 @@ install: $(STAMP)
 ## the benchmark smoke run (tests/bench/test_bench_quick.py: every figure produced, no timing asserted).
 test: $(STAMP)
 	$(BIN)/python scripts/testenv.py run -- $(BIN)/pytest -q $(PYTEST_ARGS)
+
+## make check: the fast loop, no services needed: ruff (lint, then format), the import contracts and mypy
+## --strict, beside the unit tests and the contract tests' SQLite cases (two jobs, one per core; each one's
+## output is shown when it ends). A test that needs Postgres or Redis carries the `postgres` or `redis` mark
+## (tests/conftest.py), which the run leaves out.
+check: $(STAMP)
+	$(MAKE) --no-print-directory -j2 --output-sync=target check-static check-tests
+
+check-static:
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
+	$(BIN)/mypy
+
+check-tests:
+	$(BIN)/pytest -q -p no:schemathesis -m "not postgres and not redis" tests/unit tests/contract $(PYTEST_ARGS)
 
 ## make test-unit: the tests that need no services.
 test-unit: $(STAMP)

@@ -357,10 +357,14 @@ def _run(plan: _Plan, say: Announcer, policy: RestartPolicy) -> int:
 
 def _port_free(port: int) -> bool:
     """Checked before anything starts: an API that cannot bind would crash-loop, and say so only after
-    its restarts ran out."""
+    its restarts ran out. The probe binds as the API does (uvicorn sets SO_REUSEADDR): a port left only
+    with the closing connections of an `om up` stopped a moment ago, which a plain bind refuses, is free
+    for the API, and a port something listens on is refused either way."""
     with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind(("127.0.0.1", port))
+            probe.listen()
         except OSError:
             return False
     return True

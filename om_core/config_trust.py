@@ -45,9 +45,7 @@ __all__ = [
 #: - `code-names`: extractor definitions, whose code (`use`, `onExtracted`) is a name the operator
 #:   registered (`om_core.extractors.registry`), never an import path, and whose schemas are data;
 #: - `schema`: a JSON Schema, checked as data (local references only, linear-time patterns, bounded).
-Rule = Literal[
-    "tenant", "model", "floor", "buffer-floor", "cap", "provider-options", "code-names", "schema"
-]
+Rule = Literal["tenant", "model", "floor", "buffer-floor", "cap", "provider-options", "code-names", "schema"]
 
 _PHASE_RULES: dict[str, Rule] = {
     "model": "model",

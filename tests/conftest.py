@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -68,10 +69,24 @@ def pgvector_engine(pgvector_url: str) -> Iterator[Engine]:
     engine.dispose()
 
 
-@pytest.fixture
-def sqlite_engine(tmp_path: Path) -> Iterator[Engine]:
-    engine = make_engine(f"sqlite:///{tmp_path / 'om.db'}")
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A SQLite database migrated once per run. Each test's database is a copy of its file: the same
+    schema, without running every migration again for each test that takes one."""
+    path = tmp_path_factory.mktemp("sqlite-template") / "om.db"
+    engine = make_engine(f"sqlite:///{path}")
     upgrade(engine)
+    engine.dispose()
+    # The last connection to close wrote the write-ahead log back into the file: a copy of it is whole.
+    assert not path.with_name(f"{path.name}-wal").exists(), "the migrated template left a WAL file"
+    return path
+
+
+@pytest.fixture
+def sqlite_engine(tmp_path: Path, sqlite_template: Path) -> Iterator[Engine]:
+    path = tmp_path / "om.db"
+    shutil.copyfile(sqlite_template, path)
+    engine = make_engine(f"sqlite:///{path}")
     yield engine
     engine.dispose()
 
@@ -83,8 +98,34 @@ def tenant() -> str:
     return f"tenant-{uuid.uuid4().hex[:8]}"
 
 
-@pytest.fixture(params=["postgres", "sqlite"])
+#: The `engine` fixture's databases. The Postgres case carries the `postgres` mark, so a run without the
+#: services (`make check`: `-m "not postgres and not redis"`) keeps the SQLite cases.
+ENGINES = [pytest.param("postgres", marks=pytest.mark.postgres), "sqlite"]
+
+
+@pytest.fixture(params=ENGINES)
 def engine(request: pytest.FixtureRequest) -> Engine:
     """The storage contract runs the same cases on a real Postgres and on SQLite."""
     name = "pg_engine" if request.param == "postgres" else "sqlite_engine"
     return request.getfixturevalue(name)  # type: ignore[no-any-return]
+
+
+#: The fixtures that reach a service `make test` starts, and the mark a test using one of them gets.
+SERVICE_FIXTURES = {
+    "postgres_url": pytest.mark.postgres,
+    "pgvector_url": pytest.mark.postgres,
+    "redis_url": pytest.mark.redis,
+}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that asks for a service, directly or through another fixture, is marked for it: selecting
+    by mark (`-m "not postgres and not redis"`) then leaves out every test that would fail for want of
+    the services, without each module having to say so. A fixture reached only through
+    `request.getfixturevalue` is invisible here: the parameter that reaches it carries the mark itself
+    (`ENGINES`), or its module does."""
+    for item in items:
+        needed = set(getattr(item, "fixturenames", ()))
+        for fixture, mark in SERVICE_FIXTURES.items():
+            if fixture in needed:
+                item.add_marker(mark)

@@ -223,25 +223,29 @@ def _forget_connections_across_fork(engine: Engine) -> None:
             raise DisconnectionError("connection opened by another process")
 
 
+def _prepare_sqlite_connection(dbapi_connection: Any, _record: Any) -> None:
+    """Every new SQLite connection: transactions begun by the engine's "begin" event, sqlite-vec loaded
+    where installed, WAL and foreign keys on."""
+    # Let SQLAlchemy's "begin" event issue BEGIN IMMEDIATE instead of pysqlite's deferred BEGIN.
+    dbapi_connection.isolation_level = None
+    if sqlite_vectors_available():
+        dbapi_connection.enable_load_extension(True)
+        _SQLITE_VEC.load(dbapi_connection)  # type: ignore[union-attr]
+        dbapi_connection.enable_load_extension(False)
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.close()
+
+
 def _configure_sqlite(engine: Engine) -> None:
     @event.listens_for(engine, "do_connect")
     def _open(dialect: Any, _record: Any, cargs: Any, cparams: Any) -> Any:
         with _OPEN_CLOSE:  # see `_OPEN_CLOSE`
             return dialect.loaded_dbapi.connect(*cargs, **cparams)
 
-    @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
-        # Let SQLAlchemy's "begin" event issue BEGIN IMMEDIATE instead of pysqlite's deferred BEGIN.
-        dbapi_connection.isolation_level = None
-        if sqlite_vectors_available():
-            dbapi_connection.enable_load_extension(True)
-            _SQLITE_VEC.load(dbapi_connection)  # type: ignore[union-attr]
-            dbapi_connection.enable_load_extension(False)
-        cursor = dbapi_connection.cursor()
-        cursor.execute("PRAGMA journal_mode=WAL")
-        cursor.execute("PRAGMA foreign_keys=ON")
-        cursor.execute("PRAGMA synchronous=NORMAL")
-        cursor.close()
+    event.listen(engine, "connect", _prepare_sqlite_connection)
 
     writer = threading.local()
 

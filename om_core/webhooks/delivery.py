@@ -112,6 +112,30 @@ def _send(
     return response.status_code, f"HTTP {response.status_code}"
 
 
+def _fail(
+    db: Engine,
+    endpoint: store.Endpoint,
+    policy: WebhookPolicy,
+    *,
+    error: str,
+    skipped_to: int,
+    now: datetime,
+) -> None:
+    """Record a failed run: the cursor first moves past the events before the failure that this endpoint
+    does not subscribe to (up to `skipped_to`), then the failure counts toward the backoff."""
+    if skipped_to > endpoint.cursor:
+        store.advance(db, endpoint.id, skipped_to, delivered=0, now=now)
+        endpoint = store.get(db, endpoint.id, tenant_id=None) or endpoint
+    store.record_failure(
+        db,
+        endpoint,
+        error=error,
+        retry_in_s=policy.backoff_s(endpoint.failures + 1),
+        max_failures=policy.max_failures,
+        now=now,
+    )
+
+
 def deliver_endpoint(
     db: Engine,
     endpoint_id: str,
@@ -132,14 +156,7 @@ def deliver_endpoint(
         # Resolved once per run; every request of the run goes to this checked address.
         target = resolve_target(endpoint.url, allow_private=policy.allow_private)
     except WebhookTargetRefused as exc:
-        store.record_failure(
-            db,
-            endpoint,
-            error=str(exc),
-            retry_in_s=policy.backoff_s(endpoint.failures + 1),
-            max_failures=policy.max_failures,
-            now=now,
-        )
+        _fail(db, endpoint, policy, error=str(exc), skipped_to=endpoint.cursor, now=now)
         report.failed = True
         return report
     own = client is None
@@ -173,17 +190,7 @@ def deliver_endpoint(
                     now=at,
                 )
                 if error is not None:
-                    if cursor > endpoint.cursor:  # the unsubscribed events before this one
-                        store.advance(db, endpoint.id, cursor, delivered=0, now=at)
-                        endpoint = store.get(db, endpoint.id, tenant_id=None) or endpoint
-                    store.record_failure(
-                        db,
-                        endpoint,
-                        error=error,
-                        retry_in_s=policy.backoff_s(endpoint.failures + 1),
-                        max_failures=policy.max_failures,
-                        now=at,
-                    )
+                    _fail(db, endpoint, policy, error=error, skipped_to=cursor, now=at)
                     log.info("webhook %s: event %d failed (%s)", endpoint.id, event.id, error)
                     report.failed = True
                     return report

@@ -55,6 +55,12 @@ def _entry_problems(entry: Any) -> list[str]:
     for key in ("figure", "change"):
         if isinstance(entry.get(key), str) and not entry[key].strip():
             found.append(f"`{key}` is empty")
+    return found + _value_problems(entry)
+
+
+def _value_problems(entry: dict[str, Any]) -> list[str]:
+    """What is wrong with the fields that hold more than text: the mode, the date and the figure."""
+    found = []
     if "mode" in entry and entry["mode"] not in (*MODES, None):
         found.append(f"`mode` {entry['mode']!r} is none of {', '.join(MODES)} or null")
     recorded = entry.get("recorded")

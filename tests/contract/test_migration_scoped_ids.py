@@ -39,7 +39,7 @@ TENANT = "acme/eu"  # a separator inside the tenant's own name must not confuse 
 LATER_TABLES = [schema.usage_threads, schema.usage_tenant_deltas]
 
 
-@pytest.fixture(params=["postgres", "sqlite"])
+@pytest.fixture(params=[pytest.param("postgres", marks=pytest.mark.postgres), "sqlite"])
 def db_at_0002(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engine]:
     if request.param == "sqlite":
         engine = make_engine(f"sqlite:///{tmp_path / 'om.db'}")

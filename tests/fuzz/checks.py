@@ -552,23 +552,7 @@ def _check_event_order(report: FuzzReport, state: StoredState) -> None:
         if data.get("operationType") != "observation":
             continue
         if event.type == ev.BUFFERING_END:
-            chunk = chunks.get(event.cycle_id or "")
-            if chunk is None:
-                report.fail("discarded:chunk-row-missing", f"buffering-end {event.cycle_id} has no chunk row")
-                continue
-            if chunk.to_seq <= cursor:
-                report.fail(
-                    "covered-chunk-stored",
-                    f"{event.cycle_id} ({chunk.from_seq}, {chunk.to_seq}] "
-                    f"stored while the cursor was {cursor}",
-                )
-            if chunk.from_seq != max(cursor, buffered_to):
-                report.fail(
-                    "chunk-order",
-                    f"{event.cycle_id} starts at {chunk.from_seq}, buffered coverage "
-                    f"ended at {max(cursor, buffered_to)}",
-                )
-            buffered_to = max(buffered_to, chunk.to_seq)
+            buffered_to = _check_stored_chunk(report, event, chunks, cursor, buffered_to)
         elif event.type in (ev.ACTIVATION, ev.OBSERVATION_END) and "seqRange" in data:
             lo, hi = (int(x) for x in data["seqRange"])
             if event.type == ev.OBSERVATION_END and lo != cursor:
@@ -584,6 +568,29 @@ def _check_event_order(report: FuzzReport, state: StoredState) -> None:
         )
     if len(state.live_ids) != 1:
         report.fail("live-heads", f"{len(state.live_ids)} live heads")
+
+
+def _check_stored_chunk(
+    report: FuzzReport, event: StoredEvent, chunks: Mapping[str, ChunkRow], cursor: int, buffered_to: int
+) -> int:
+    """(7) and (3) for the chunk a buffering-end event stored, as the replay stood then; returns how far
+    the buffered coverage reaches after it."""
+    chunk = chunks.get(event.cycle_id or "")
+    if chunk is None:
+        report.fail("discarded:chunk-row-missing", f"buffering-end {event.cycle_id} has no chunk row")
+        return buffered_to
+    if chunk.to_seq <= cursor:
+        report.fail(
+            "covered-chunk-stored",
+            f"{event.cycle_id} ({chunk.from_seq}, {chunk.to_seq}] stored while the cursor was {cursor}",
+        )
+    if chunk.from_seq != max(cursor, buffered_to):
+        report.fail(
+            "chunk-order",
+            f"{event.cycle_id} starts at {chunk.from_seq}, buffered coverage "
+            f"ended at {max(cursor, buffered_to)}",
+        )
+    return max(buffered_to, chunk.to_seq)
 
 
 # --------------------------------------------------------------------------------- accepted duplicates

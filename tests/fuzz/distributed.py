@@ -729,60 +729,80 @@ def view_of_response(
 # ------------------------------------------------------------------------------------------ many seeds
 
 
-def run_wave(stack: Stack, seeds: Sequence[int], settings: DistributedSettings) -> list[SeedResult]:
-    """Seeds side by side: all their clients at once, one drain, the final turns, a drain, the checks."""
-    clock = time.perf_counter()
-    phases: list[str] = []
+class _Laps:
+    """The wall time of a wave's phases, for the log line that closes it."""
 
-    def lap(name: str) -> None:
-        nonlocal clock
+    def __init__(self) -> None:
+        self.phases: list[str] = []
+        self._clock = time.perf_counter()
+
+    def __call__(self, name: str) -> None:
         now = time.perf_counter()
-        phases.append(f"{name} {now - clock:.1f} s")
-        clock = now
+        self.phases.append(f"{name} {now - self._clock:.1f} s")
+        self._clock = now
 
-    runs = [SeedRun(seed, stack, settings) for seed in seeds]
-    for run in runs:
-        run.prepare()
-    lap("setup")
+
+def _run_clients(runs: Sequence[SeedRun]) -> None:
+    """Every seed's clients at once; a client still running after `HANG_AFTER_S` is its seed's violation."""
     threads = [thread for run in runs for thread in run.client_threads()]
     for thread in threads:
         thread.start()
     end = time.monotonic() + HANG_AFTER_S
     for thread in threads:
         thread.join(timeout=max(0.0, end - time.monotonic()))
-    lap("clients")
     hung = [t.name for t in threads if t.is_alive()]
     for run in runs:
         for name in hung:
             if name.startswith(f"dfuzz-{run.seed}-"):
                 run.violations.append(f"[hang] client {name} still running after {HANG_AFTER_S:.0f} s")
+
+
+def _drain(stack: Stack, runs: Sequence[SeedRun], stage: str) -> None:
+    """Wait until the workers have nothing left; failing that is every seed's violation."""
+    problem = drain(stack.cluster, DRAIN_DEADLINE_S)
+    if problem is not None:
+        for run in runs:
+            run.violations.append(f"[drain] {stage}: {problem} ({stack.logs()})")
+
+
+def _log_operation_times(runs: Sequence[SeedRun]) -> None:
+    if not log.isEnabledFor(logging.INFO):
+        return
+    spent: Counter[str] = Counter()
+    count: Counter[str] = Counter()
+    for run in runs:
+        spent.update(run.timings)
+        count.update({k.removeprefix("op:"): v for k, v in run.stats.items() if k.startswith("op:")})
+    log.info(
+        "    mean ms per operation: %s",
+        ", ".join(f"{k} {spent[k] / max(1, count[k]):.0f}" for k in sorted(spent)),
+    )
+
+
+def run_wave(stack: Stack, seeds: Sequence[int], settings: DistributedSettings) -> list[SeedResult]:
+    """Seeds side by side: all their clients at once, one drain, the final turns, a drain, the checks."""
+    lap = _Laps()
+    runs = [SeedRun(seed, stack, settings) for seed in seeds]
+    for run in runs:
+        run.prepare()
+    lap("setup")
+    _run_clients(runs)
+    lap("clients")
     stack.workers_ready.result()
-    for stage in ("after the clients", "after the final turns"):
-        problem = drain(stack.cluster, DRAIN_DEADLINE_S)
-        lap("drain")
-        if problem is not None:
-            for run in runs:
-                run.violations.append(f"[drain] {stage}: {problem} ({stack.logs()})")
-        if stage == "after the clients":
-            with ThreadPoolExecutor(len(runs)) as pool:
-                list(pool.map(lambda run: run.final_turns(), runs))
-            lap("final turns")
+    _drain(stack, runs, "after the clients")
+    lap("drain")
+    with ThreadPoolExecutor(len(runs)) as pool:
+        list(pool.map(lambda run: run.final_turns(), runs))
+    lap("final turns")
+    _drain(stack, runs, "after the final turns")
+    lap("drain")
     for failure in stack.new_task_failures():
         for run in runs:
             run.violations.append(f"[task-exception] {failure}")
     results = [run.check() for run in runs]
     lap("checks")
-    log.info("seeds %s: %s", ", ".join(map(str, seeds)), ", ".join(phases))
-    if log.isEnabledFor(logging.INFO):
-        spent: Counter[str] = Counter()
-        count: Counter[str] = Counter()
-        for run in runs:
-            spent.update(run.timings)
-            count.update({k.removeprefix("op:"): v for k, v in run.stats.items() if k.startswith("op:")})
-        log.info(
-            "    mean ms per operation: %s",
-            ", ".join(f"{k} {spent[k] / max(1, count[k]):.0f}" for k in sorted(spent)),
-        )
+    log.info("seeds %s: %s", ", ".join(map(str, seeds)), ", ".join(lap.phases))
+    _log_operation_times(runs)
     return results
 
 

@@ -126,28 +126,43 @@ def run_seeds(
             if undo is not None:
                 undo()
     else:
-        # spawn, not fork: the parent may hold open connections and threads that must not be copied.
-        context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(
-            processes, mp_context=context, initializer=_init_worker, initargs=(url, chosen, mutant)
-        ) as pool:
-            futures = [pool.submit(_run_in_worker, seed) for seed in seed_list]
-            stopping = False
-            for future in as_completed(futures):
-                if future.cancelled():
-                    continue
-                result = future.result()  # seeds already handed to a worker still count when stopping
-                summary.add(result)
-                if on_result is not None:
-                    on_result(result)
-                if not stopping and should_stop(result):
-                    stopping = True
-                    for waiting in futures:
-                        waiting.cancel()
+        _run_in_processes(url, seed_list, processes, chosen, mutant, summary, on_result, should_stop)
     summary.seconds = time.perf_counter() - started
     summary.cpu_seconds = _cpu_seconds() - cpu_started
     summary.failed.sort(key=lambda r: r.seed)
     return summary
+
+
+def _run_in_processes(
+    url: str,
+    seeds: list[int],
+    processes: int,
+    settings: ScenarioSettings,
+    mutant: str | None,
+    summary: Summary,
+    on_result: Callable[[SeedResult], None] | None,
+    should_stop: Callable[[SeedResult], bool],
+) -> None:
+    """`run_seeds` across `processes` worker processes: once `should_stop` says so, seeds not yet handed
+    to a worker are cancelled; those already running still finish and count."""
+    # spawn, not fork: the parent may hold open connections and threads that must not be copied.
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(
+        processes, mp_context=context, initializer=_init_worker, initargs=(url, settings, mutant)
+    ) as pool:
+        futures = [pool.submit(_run_in_worker, seed) for seed in seeds]
+        stopping = False
+        for future in as_completed(futures):
+            if future.cancelled():
+                continue
+            result = future.result()  # seeds already handed to a worker still count when stopping
+            summary.add(result)
+            if on_result is not None:
+                on_result(result)
+            if not stopping and should_stop(result):
+                stopping = True
+                for waiting in futures:
+                    waiting.cancel()
 
 
 def _cpu_seconds() -> float:

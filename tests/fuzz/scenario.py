@@ -522,34 +522,7 @@ class Scenario:
         thread_id = self.thread_ids[op.thread]
         try:
             self._count(f"op:{op.kind}")
-            if op.kind == "save":
-                messages = [m.to_message() for m in op.messages]
-                self._turn(engine, op.thread, messages, "save", actor_model=op.actor_model)
-            elif op.kind == "grow":
-                self._grow(engine, op)
-            elif op.kind == "run_task":
-                task = self.pool.take(op.pick)
-                if task is not None:
-                    engine.run_task(task)
-            elif op.kind == "redeliver":
-                task = self.pool.redeliver(op.pick)
-                if task is not None:
-                    engine.run_task(task)
-            elif op.kind == "buffer":
-                engine.buffer_observation(
-                    BufferObservation(thread_id, new_cycle_id("buffer-obs"), 0, skip_minimum=op.flag)
-                )
-            elif op.kind == "activate":
-                engine.activate(thread_id, activate_all=op.flag)
-            elif op.kind == "observe":
-                trigger: Trigger = "manual" if op.flag else "turn-sync"
-                engine.observe(Observe(thread_id, new_cycle_id("observe"), trigger=trigger))
-            elif op.kind == "reflect":
-                engine.reflect(
-                    Reflect(thread_id, new_cycle_id("reflect"), key=self._log_key(engine, thread_id))
-                )
-            elif op.kind == "maybe_reflect":
-                engine.maybe_reflect(thread_id)
+            self._apply(engine, thread_id, op)
         except Exception as exc:
             expected = expected_failure(exc)
             if expected is not None:
@@ -560,6 +533,35 @@ class Scenario:
                 self.violations.append(
                     f"[unexpected-exception] {op.kind} raised {type(exc).__name__}: {detail}"
                 )
+
+    def _apply(self, engine: MemoryEngine, thread_id: str, op: Operation) -> None:
+        """One operation of the schedule; what it raises, `_perform` sorts into expected or violation."""
+        if op.kind == "save":
+            messages = [m.to_message() for m in op.messages]
+            self._turn(engine, op.thread, messages, "save", actor_model=op.actor_model)
+        elif op.kind == "grow":
+            self._grow(engine, op)
+        elif op.kind == "run_task":
+            task = self.pool.take(op.pick)
+            if task is not None:
+                engine.run_task(task)
+        elif op.kind == "redeliver":
+            task = self.pool.redeliver(op.pick)
+            if task is not None:
+                engine.run_task(task)
+        elif op.kind == "buffer":
+            engine.buffer_observation(
+                BufferObservation(thread_id, new_cycle_id("buffer-obs"), 0, skip_minimum=op.flag)
+            )
+        elif op.kind == "activate":
+            engine.activate(thread_id, activate_all=op.flag)
+        elif op.kind == "observe":
+            trigger: Trigger = "manual" if op.flag else "turn-sync"
+            engine.observe(Observe(thread_id, new_cycle_id("observe"), trigger=trigger))
+        elif op.kind == "reflect":
+            engine.reflect(Reflect(thread_id, new_cycle_id("reflect"), key=self._log_key(engine, thread_id)))
+        elif op.kind == "maybe_reflect":
+            engine.maybe_reflect(thread_id)
 
     def _log_key(self, engine: MemoryEngine, thread_id: str) -> str:
         """A `Reflect`'s key: the resource's log in resource scope (as `manual_reflect` names it)."""

