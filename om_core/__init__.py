@@ -22,8 +22,9 @@ from typing import TYPE_CHECKING
 #: litellm reads its price table when it is first imported: from the internet unless this variable is
 #: "True", so prices (and the recorded cost of every call) would depend on a remote file that changes
 #: under a running deployment, and each start would wait on the network. Every om process imports this
-#: package before any module that imports litellm (each `om_*` package imports it first), so this line,
-#: and no other, pins litellm to the table it ships with; it overrides any other value on purpose.
+#: package before any module that imports litellm (each `om_*` package imports it first), so this line
+#: pins litellm to the table it ships with; it overrides any other value on purpose. (`om_local`, below the
+#: core and importable alone, pins the same value for itself.)
 os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
 
 if TYPE_CHECKING:

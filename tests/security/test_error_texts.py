@@ -30,7 +30,7 @@ from om_api.settings import ApiSettings
 from om_core import tenancy
 from om_core.errors import OMError, public_text
 from om_core.models.client import ModelCallFailed
-from om_core.models.local.extractive import local_reply
+from om_local.extractive import local_reply
 
 pytestmark = [pytest.mark.postgres]
 

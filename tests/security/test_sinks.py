@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("om_core", "om_api", "om_workers", "om_app")
+PACKAGES = ("om_core", "om_local", "om_api", "om_workers", "om_app")
 
 #: litellm functions that send a request to a provider.
 MODEL_CALLS = frozenset(

@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from om_core.models.local.extractive import local_reply
-from om_core.models.local.reflector import count_tokens, is_reflector_prompt
+from om_local.extractive import local_reply
+from om_local.reflector import count_tokens, is_reflector_prompt
 
 #: How long a `timeout` or `hold` call keeps its connection before giving up on its own.
 STALL_S = 60.0

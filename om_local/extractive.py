@@ -7,11 +7,11 @@ custom provider, so nothing upstream needs to know it is not a hosted model.
 It reads the prompt it is given and answers in the documented output format:
 
 - an Observer prompt (the user message has a "New Message History to Observe" section) gets dated,
-  prioritised observations extracted from the transcript (`local.observer`);
+  prioritised observations extracted from the transcript (`om_local.observer`);
 - a Reflector prompt ("Observations to Reflect On") gets the log rewritten smaller, under the stated
-  target when possible (`local.reflector`);
+  target when possible (`om_local.reflector`);
 - a structured extraction request ("Structured Extraction Request") gets a JSON object filled by the
-  heuristics of `local.extraction`;
+  heuristics of `om_local.extraction`;
 - anything else gets its fact-bearing sentences as one observation block.
 
 Usage is reported in the engine's token units; the cost is registered as zero.
@@ -37,12 +37,12 @@ from litellm.types.utils import (
     Usage,
 )
 
-from om_core.models.local.embedding import MODEL_ID as EMBEDDING_MODEL_ID
-from om_core.models.local.embedding import hashing_embedding
-from om_core.models.local.extraction import is_structured_prompt, structured_reply
-from om_core.models.local.observer import is_observer_prompt, observe_prompt, summarize_text
-from om_core.models.local.reflector import count_tokens, is_reflector_prompt, reflect_prompt
 from om_core.models.routing import LOCAL_PROVIDER
+from om_local.embedding import MODEL_ID as EMBEDDING_MODEL_ID
+from om_local.embedding import hashing_embedding
+from om_local.extraction import is_structured_prompt, structured_reply
+from om_local.observer import is_observer_prompt, observe_prompt, summarize_text
+from om_local.reflector import count_tokens, is_reflector_prompt, reflect_prompt
 
 __all__ = [
     "LOCAL_MODELS",
@@ -53,7 +53,7 @@ __all__ = [
 
 #: Model IDs served by the local provider (router ID = litellm name: `om-local/<id>`).
 LOCAL_MODELS = ("extractive",)
-#: Embedding models served by the local provider (`om-local/hashing-embedding`, see `local.embedding`).
+#: Embedding models served by the local provider (`om-local/hashing-embedding`, see `om_local.embedding`).
 LOCAL_EMBEDDING_MODELS = (EMBEDDING_MODEL_ID,)
 
 _registration_lock = threading.Lock()

@@ -9,7 +9,7 @@ generating:
   constraint) become 🔴 "User stated …" lines, first person turned into third; questions become 🔴 "User
   asked: …". A short message keeps all its facts; a longer one its best facts, within a word budget that
   grows with the square root of its length. "Best" weighs what a fact is about, not only how many names
-  and numbers it holds (`local.salience`): a lasting fact about the user (their pet's name, where they
+  and numbers it holds (`om_local.salience`): a lasting fact about the user (their pet's name, where they
   live, what they prefer, a dated commitment) outranks an anecdote of the day;
 - a correction ("Correction: …", "actually …", "went up to …", "X, not Y") is kept whatever the budget
   and becomes a 🔴 "User updated: …" line of its own, so it visibly supersedes the earlier statement
@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from datetime import date, timedelta
 from typing import Any
 
-from om_core.models.local.salience import Tier, is_correction, salience
+from om_local.salience import Tier, is_correction, salience
 
 __all__ = [
     "HINTS_SUPPRESSED_RE",
@@ -66,7 +66,7 @@ MIN_USER_WORDS = 12
 MAX_LEAD_WORDS = 12
 MAX_ASSISTANT_WORDS = 18
 RESULT_GIST_CHARS = 200
-#: Added to a user clause's score by its `local.salience` tier (health constraints already score high).
+#: Added to a user clause's score by its `om_local.salience` tier (health constraints already score high).
 TIER_BONUS = {Tier.PROFILE: 3, Tier.CORRECTION: 6}
 
 TRANSCRIPT_HEADING_RE = re.compile(
@@ -1326,7 +1326,7 @@ def observe_transcript(
 
 
 def _observe_threads(transcript: str, sections: Sections, known: set[str], system: str = "") -> str:
-    from om_core.models.local.extraction import inline_sections  # it imports this module
+    from om_local.extraction import inline_sections  # it imports this module
 
     blocks: list[str] = []
     for match in _THREAD_BLOCK_RE.finditer(transcript):
@@ -1351,7 +1351,7 @@ def observe_prompt(system: str, user: str) -> str:
     reply = observe_transcript(
         transcript, sections=sections, prior_task=extract_prior_hint(user, "current-task"), known=known
     )
-    from om_core.models.local.extraction import inline_sections  # it imports this module
+    from om_local.extraction import inline_sections  # it imports this module
 
     return "\n\n".join([reply, *inline_sections(system, transcript)])
 

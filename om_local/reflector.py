@@ -16,7 +16,7 @@ cheapest information goes first and the facts a user would miss go last:
    then lasting facts about the user, health constraints and corrections; oldest first),
    until the log fits, keeping at least one line.
 
-Value comes from `local.salience`: a lasting fact about the user (what they are called, where they live,
+Value comes from `om_local.salience`: a lasting fact about the user (what they are called, where they live,
 what they prefer, a dated commitment), a health or diet constraint, and a correction outrank details of
 the moment however many names and numbers those hold. Shortening works on the statements of a user line
 ("User stated A; B; asked: C"), not on its words: the valuable statements stay whole and the others make
@@ -36,14 +36,14 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from om_core.models.local.observer import (
+from om_local.observer import (
     extract_prior_hint,
     has_fact,
     hints_suppressed,
     normalize_for_dedup,
     shorten,
 )
-from om_core.models.local.salience import Tier, is_correction, salience, supersedes
+from om_local.salience import Tier, is_correction, salience, supersedes
 
 __all__ = [
     "OBSERVATIONS_HEADING_RE",

@@ -22,7 +22,7 @@ import json
 import re
 from typing import Any
 
-from om_core.models.local.observer import split_sentences
+from om_local.observer import split_sentences
 
 STRUCTURED_HEADING_RE = re.compile(r"^#{1,6}[ \t]*Structured Extraction Request\b", re.MULTILINE)
 _SECTION_RE = re.compile(r"^#{1,6}[ \t]*(?P<title>.+?)[ \t]*$", re.MULTILINE)
