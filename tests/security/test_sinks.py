@@ -12,8 +12,10 @@ import ast
 from collections.abc import Iterator
 from pathlib import Path
 
+from tests.support.packages import SERVER_PACKAGES
+
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("om_core", "om_local", "om_api", "om_workers", "om_app")
+PACKAGES = SERVER_PACKAGES
 
 #: litellm functions that send a request to a provider.
 MODEL_CALLS = frozenset(
