@@ -20,10 +20,11 @@ from fastapi import FastAPI
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 
-from om_api import errors, proxy, ui
+from om_api import errors, ui
 from om_api.errors import error_body
 from om_api.loopback import LoopbackOnly
 from om_api.metrics import Metrics, MetricsListener
+from om_api.proxy import chat_completions
 from om_api.routes import (
     dashboard,
     events,
@@ -202,7 +203,7 @@ def create_app(settings: Settings | None = None, adapters: Adapters | None = Non
         manage.router,
         working_memory.threads_router,
         working_memory.resources_router,
-        proxy.router,
+        chat_completions.router,
         usage.router,
         webhooks.router,
         dashboard.router,

@@ -6,7 +6,7 @@ The real app runs in-process on the test Postgres (the `openai` client talks to 
 test client). The actor is a scripted litellm custom provider (`om-script/loop`): each test says what it
 replies to each request, and every request it gets is kept, tools included, so a test can check exactly
 what the proxy sent. The recall executor is a fake set on the engine (`engine.recall`, the entry point
-`om_api.proxy_tools.recall_tools_for` calls), recording the arguments it got.
+`om_api.proxy.tools.recall_tools_for` calls), recording the arguments it got.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from sqlalchemy import Engine
 from starlette.testclient import TestClient
 
 from om_api.app import create_app
-from om_api.proxy_params import CALL_KWARGS, FORWARDED_FIELDS, OWN_FIELDS, SERVER_SET_KWARGS
+from om_api.proxy.params import CALL_KWARGS, FORWARDED_FIELDS, OWN_FIELDS, SERVER_SET_KWARGS
 from om_api.settings import ApiSettings
 from om_core import tenancy
 

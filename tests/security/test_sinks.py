@@ -45,7 +45,7 @@ SINKS: dict[tuple[str, str, str], str] = {
     ("om_core/models/client.py", "ModelClient.embed.attempt", "model call"): (
         "embeddings with OM_EMBEDDING_MODEL, a server setting; no request or config names it"
     ),
-    ("om_api/proxy.py", "_Loop._acompletion", "model call"): (
+    ("om_api/proxy/chat_completions.py", "_Loop._acompletion", "model call"): (
         "the proxy's actor call: fields from FORWARDED_FIELDS only, the model allowed by OM_ACTOR_MODELS"
     ),
     (

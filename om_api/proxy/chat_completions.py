@@ -9,7 +9,7 @@ or `user`). Each request is one turn, exactly like `/turns`:
 2. the model gets the caller's instructions, then the memory, then the unobserved messages (the observed
    ones are replaced by the observation log);
 3. the actor model is called through litellm with the request's OpenAI parameters that are on the
-   allow-list of `om_api.proxy_params` (every other field is refused with 422 before anything is stored:
+   allow-list of `om_api.proxy.params` (every other field is refused with 422 before anything is stored:
    no request field can choose the host, key, headers, timeout or retries of the call), if the model is
    one `om_core.models.allowlist` allows;
 4. the call's tokens and cost are counted for the caller's tenant (`/metrics`) and API key (`/v1/usage`);
@@ -17,7 +17,7 @@ or `user`). Each request is one turn, exactly like `/turns`:
    `stream` is true; a stream the client abandons is neither stored nor metered).
 
 When the thread's config turns `retrieval` on (or a working memory its actor manages), step 3 is a loop:
-the model is offered the `recall` tool (and `updateWorkingMemory`; `om_api.proxy_tools`), the proxy
+the model is offered the `recall` tool (and `updateWorkingMemory`; `om_api.proxy.tools`), the proxy
 answers the model's calls of them and calls it again, at most `OM_PROXY_TOOL_ROUNDS` rounds, and step 4
 counts every call (`_Loop` states the rules).
 """
@@ -37,12 +37,12 @@ from fastapi import APIRouter, Header
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from om_api.actor_usage import meter, reported_cost, usage_of
 from om_api.auth import Caller, Principal, Runtime
 from om_api.errors import ApiError
 from om_api.openai_format import from_openai, split_instructions, to_openai
-from om_api.proxy_params import call_stream_options, client_wants_usage, forwarded_params
-from om_api.proxy_tools import InternalTools, answered_round, memory_tools_for, round_call, summed_usage
+from om_api.proxy.actor_usage import meter, reported_cost, usage_of
+from om_api.proxy.params import call_stream_options, client_wants_usage, forwarded_params
+from om_api.proxy.tools import InternalTools, answered_round, memory_tools_for, round_call, summed_usage
 from om_api.routes import models
 from om_api.routes.common import errors
 from om_api.routes.threads import ingest

@@ -4,8 +4,8 @@ memory), and how each actor call of its tool loop is built from the caller's req
 A chat backend behind the OpenAI proxy never sees the memory's own tools: when the thread's config turns
 `retrieval` on, the proxy adds `recall` to the tools the actor model gets, runs every `recall` call the
 model makes and calls the model again with the results, so the caller receives only the final answer
-(`om_api.proxy` runs the loop; README, "The recall tool loop", states the rules). This module holds what
-that loop needs and does no I/O of its own:
+(`om_api.proxy.chat_completions` runs the loop; README, "The recall tool loop", states the rules). This
+module holds what that loop needs and does no I/O of its own:
 
 - `InternalTools`: the schemas to offer and a blocking `call(name, arguments_json) -> str` that turns any
   outcome, a bad argument included, into the tool message's content (a model's mistake is something the

@@ -2,7 +2,7 @@
 
 Every proxy call is paid with the server's provider keys, so the operator needs to see who spent what
 (README: `OM_ACTOR_MODELS` is the spending guard, this is the bill). The numbers are litellm's: the usage
-the provider reported (a streamed call always asks for it, see `om_api.proxy_params.call_stream_options`)
+the provider reported (a streamed call always asks for it, see `om_api.proxy.params.call_stream_options`)
 and the cost litellm computed, else the model's price of those tokens.
 """
 
