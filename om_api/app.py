@@ -1,7 +1,6 @@
-"""The FastAPI application: `create_app(settings, adapters)` wires the runtime, middleware, errors and routes.
+"""The FastAPI application: `create_app(settings)` wires the runtime, middleware, errors and routes.
 
-The workers' adapters come from the layer above (`om_app.wiring`), which also holds the uvicorn factory
-(`uvicorn --factory om_app.wiring:create_app_from_env`): the API does not import the workers.
+`om serve` builds it in-process; the uvicorn factory is `om_api.asgi:create_app_from_env`.
 """
 
 from __future__ import annotations
@@ -38,7 +37,7 @@ from om_api.routes import (
     webhooks,
     working_memory,
 )
-from om_api.runtime import Adapters, build_runtime
+from om_api.runtime import build_runtime
 from om_api.settings import ApiSettings
 from om_api.sse import ThreadFeeds, listen_redis
 from om_api.stream_slots import StreamSlots
@@ -139,12 +138,10 @@ class RequestMetrics:
             record(500)
 
 
-def create_app(settings: Settings | None = None, adapters: Adapters | None = None) -> FastAPI:
-    """The API app. Plain `Settings` work too: the API-only settings are then read from the environment.
-    Without `adapters` (the workers', `om_app.wiring`) celery mode refuses to start and budgets stay in
-    the process."""
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """The API app. Plain `Settings` work too: the API-only settings are then read from the environment."""
     api_settings = ApiSettings.from_base(settings) if settings is not None else ApiSettings()
-    runtime = build_runtime(api_settings, adapters)
+    runtime = build_runtime(api_settings)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:

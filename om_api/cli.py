@@ -7,16 +7,12 @@ Settings come from the environment (`OM_DATABASE_URL`, `OM_AUTH`, `OM_EXECUTOR`,
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
 
 from om_api.loopback import loopback_bind
 from om_api.settings import ApiSettings
 from om_core import tenancy, tenant_limits
 from om_core.process.startup_heap import freeze_startup_heap
 from om_core.store.db import make_engine
-
-if TYPE_CHECKING:
-    from om_api.runtime import Adapters
 
 __all__ = [
     "keys_create",
@@ -50,11 +46,9 @@ def serve(
     port: int | None = None,
     *,
     log_level: str = "info",
-    adapters: Adapters | None = None,
     insecure_no_auth: bool = False,
 ) -> None:
-    """Run the API with uvicorn until interrupted (one process; scale out with more replicas). `adapters`
-    are the workers' (`om_app.wiring`, passed by `om serve`): celery mode needs them. Without
+    """Run the API with uvicorn until interrupted (one process; scale out with more replicas). Without
     authentication it binds only loopback addresses unless `insecure_no_auth` (ValueError otherwise)."""
     import uvicorn
 
@@ -74,7 +68,7 @@ def serve(
             host,
             port,
         )
-    app = create_app(settings, adapters)
+    app = create_app(settings)
     freeze_startup_heap()
     uvicorn.run(
         app,

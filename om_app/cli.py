@@ -1,8 +1,7 @@
 """The `om` command line: one entry point for every process of the service.
 
-Each subcommand only wires settings to a process (and, for `om serve`, the workers' adapters to the API,
-`om_app.wiring`); the processes themselves live in their shells (`om_api.cli`, `om_workers.cli`) and the
-engine. Every command reads the `OM_*` environment variables
+Each subcommand only wires settings to a process; the processes themselves live in their shells
+(`om_api.cli`, `om_workers.cli`) and the engine. Every command reads the `OM_*` environment variables
 listed by `om --help`; `.env` in the working directory is read too.
 """
 
@@ -93,7 +92,7 @@ def _worker_settings() -> None:
     from pydantic import ValidationError
 
     try:
-        from om_workers.app import WorkerSettings
+        from om_adapters.celery_app import WorkerSettings
     except ValidationError as exc:
         _refuse_invalid(exc, "OM_WORKER_")
     _settings(WorkerSettings)
@@ -114,8 +113,8 @@ def _preflight(command: str, settings: Settings, *, executor: str = "inline") ->
 @app.command("env")
 def env() -> None:
     """List the environment variables om reads (service, API and worker settings), with their defaults."""
+    from om_adapters.celery_app import WorkerSettings
     from om_api.settings import ApiSettings
-    from om_workers.app import WorkerSettings
 
     typer.echo(env_help())
     for kind in (ApiSettings, WorkerSettings):
@@ -190,9 +189,8 @@ def serve(
         raise typer.Exit(2)
     _preflight("serve", settings, executor=settings.executor)
     from om_api.cli import serve as run
-    from om_app.wiring import worker_adapters
 
-    run(host, port, adapters=worker_adapters(), insecure_no_auth=insecure_no_auth)
+    run(host, port, insecure_no_auth=insecure_no_auth)
 
 
 @app.command("worker")

@@ -1,7 +1,7 @@
 """What the engine needs from outside, as protocols, and the service knobs it runs with.
 
-The shells provide these: `om_workers` a Redis publisher and a Celery executor, `om_api` the same plus
-the model-call policy. Keeping them protocols keeps the engine free of any shell.
+The shells provide these: the workers a Redis publisher and a Celery executor (`om_adapters`), the API
+the same plus the model-call policy. Keeping them protocols keeps the engine free of any shell.
 """
 
 from __future__ import annotations

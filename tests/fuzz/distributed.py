@@ -65,6 +65,7 @@ from typing import Literal, TypeVar
 import httpx
 from sqlalchemy import Engine
 
+from om_adapters.celery_executor import CeleryExecutor
 from om_api.client import OMAPIError, OMClient, RetryPolicy
 from om_api.schemas import TurnResponse
 from om_core import tenancy
@@ -76,7 +77,6 @@ from om_core.resource_log import thread_label
 from om_core.scoped_ids import scoped_id
 from om_core.store import history, records
 from om_core.store.migrate import upgrade
-from om_workers.executor import CeleryExecutor
 from tests.fuzz.checks import FuzzReport, View, check_resource_scenario, check_scenario, view_from
 from tests.fuzz.fake_model import marker, markers_in
 from tests.fuzz.runner import Summary, fuzz_engine

@@ -25,6 +25,7 @@ import httpx
 import pytest
 from sqlalchemy import Engine, func, insert, select, text
 
+from om_adapters.celery_executor import CeleryExecutor
 from om_core import tenancy
 from om_core.engine import QUEUES, BufferObservation, TurnResult, lookup_key, new_cycle_id
 from om_core.engine import events as ev
@@ -34,7 +35,6 @@ from om_core.store import records, schema
 from om_core.store.db import make_engine
 from om_core.store.migrate import upgrade
 from om_core.store.outbox import last_event_id, list_events
-from om_workers.executor import CeleryExecutor
 from om_workers.tasks import delivery_key
 from tests.support import clock_skew
 from tests.support import fake_providers as fake

@@ -41,6 +41,7 @@ import typer.main
 from pydantic_settings import BaseSettings
 from typer.testing import CliRunner
 
+from om_adapters.celery_app import WorkerSettings
 from om_api.client import OMClient
 from om_api.settings import ApiSettings
 from om_app.cli import app
@@ -53,7 +54,6 @@ from om_core.config import (
 from om_core.engine import QUEUES
 from om_core.errors import OMConfigError
 from om_core.settings import Settings
-from om_workers.app import WorkerSettings
 from tests.support.api_server import ApiServer, api_server, new_id, tenant_key
 
 __all__ = ["api_server", "tenant_key"]  # fixtures used below

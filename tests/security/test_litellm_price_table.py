@@ -28,6 +28,7 @@ VARIABLE = "LITELLM_LOCAL_MODEL_COST_MAP"
 ENTRY_MODULES = (
     "om_core",
     "om_local",
+    "om_adapters",
     "om_api",
     "om_workers",
     "om_app",

@@ -1,6 +1,6 @@
 """A real API server process (uvicorn) for the API tests, against the test Postgres and Redis.
 
-The server runs `om_app.wiring:create_app_from_env` in its own process on a free loopback port, with the
+The server runs `om_api.asgi:create_app_from_env` in its own process on a free loopback port, with the
 offline model (`om-local/extractive`) for memory and the fake actor (`om-actor/echo`) for the proxy. It is
 ready when `/readyz` answers 200 (or `/healthz`, for servers started against a database that is down on
 purpose); a server that exits or misses the deadline fails the test with its log.
@@ -129,7 +129,7 @@ def run_api_server(
         sys.executable,
         "-m",
         "uvicorn",
-        "om_app.wiring:create_app_from_env",
+        "om_api.asgi:create_app_from_env",
         "--factory",
         "--host",
         "127.0.0.1",

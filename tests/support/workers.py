@@ -34,16 +34,16 @@ from celery.result import AsyncResult
 from pydantic import AliasChoices
 from sqlalchemy import update
 
+from om_adapters.celery_app import WorkerSettings, create_app
+from om_adapters.celery_executor import CeleryExecutor
+from om_adapters.redis_coordination import RedisCoordination
+from om_adapters.redis_events import RedisPublisher
 from om_core.engine import QUEUES, MemoryEngine, Task
 from om_core.models.client import ModelClient
 from om_core.runtime import engine_settings
 from om_core.settings import Settings
 from om_core.store import history, schema
 from om_core.store.db import make_engine
-from om_workers.app import WorkerSettings, create_app
-from om_workers.coordination import RedisCoordination
-from om_workers.events import RedisPublisher
-from om_workers.executor import CeleryExecutor
 
 REPO = Path(__file__).resolve().parents[2]
 T = TypeVar("T")

@@ -24,7 +24,7 @@ from urllib.parse import urlparse
 from kombu.transport import redis as kombu_redis
 
 #: What Celery's `broker_transport` names for a `redis://` broker.
-TRANSPORT = "om_workers.broker:Transport"
+TRANSPORT = "om_adapters.broker:Transport"
 
 
 class Channel(kombu_redis.Channel):
@@ -59,7 +59,8 @@ def restore_unacked(broker_url: str, *, queues: Collection[str] | None = None, t
     it, the tasks a SIGKILLed worker held (the synchronous observation a turn waits for, a buffering cycle)
     stay invisible for the whole visibility timeout (20 minutes by default) before kombu hands them out
     again. With a live consumer this would run its messages twice, which is why the other worker's
-    messages, recognised by their routing key (each queue's own: `om_workers.app`), stay where they are.
+    messages, recognised by their routing key (each queue's own: `om_adapters.celery_app`), stay where
+    they are.
     """
     from kombu.connection import Connection
 
