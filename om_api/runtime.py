@@ -33,10 +33,10 @@ from om_core import (
     StoredEvent,
     Task,
     build_engine,
-    tenancy,
 )
 from om_core.engine import QUEUES
 from om_core.engine.tasks import wait_all
+from om_core.tenancy import access
 
 log = logging.getLogger("om.api")
 
@@ -129,10 +129,10 @@ class ApiRuntime:
     background: BackgroundExecutor | None = None
     #: Redis client of the shared rate-limit bucket (inline mode with a Redis configured only).
     rate_limit_redis: Any | None = None
-    keys: tenancy.KeyVerifier = field(init=False)
+    keys: access.KeyVerifier = field(init=False)
 
     def __post_init__(self) -> None:
-        self.keys = tenancy.KeyVerifier(self.engine.db, self.settings.auth_cache_s)
+        self.keys = access.KeyVerifier(self.engine.db, self.settings.auth_cache_s)
 
     @property
     def db(self) -> Engine:

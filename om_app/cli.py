@@ -16,10 +16,10 @@ import typer
 from pydantic_settings import BaseSettings
 
 from om_core import Settings
-from om_core.settings import env_help
+from om_core.config.settings import env_help
 
 if TYPE_CHECKING:
-    from om_core.tenant_limits import TenantLimits
+    from om_core.tenancy.limits import TenantLimits
 
 SettingsT = TypeVar("SettingsT", bound=BaseSettings)
 
@@ -356,7 +356,7 @@ def tenants_limits(
     OM_TENANT_RATE_BURST, OM_TENANT_DAILY_BUDGET_USD). API processes apply them within
     OM_TENANT_LIMITS_REFRESH_S; the budget check within seconds."""
     from om_api.cli import tenant_limits_clear, tenant_limits_set
-    from om_core.tenant_limits import TenantLimits
+    from om_core.tenancy.limits import TenantLimits
 
     _preflight("keys", _settings(Settings))
     if clear:

@@ -143,7 +143,7 @@ _FACT_RE = re.compile(
     r"\b(?:my [a-z][a-z ]{1,30} (?:is|are)|i live in|i am|i'm|i work|i like|i love|i prefer|call me)\b",
     re.IGNORECASE,
 )
-#: Where the working-memory instructions show the memory as stored (`working_memory_extractor`), up to
+#: Where the working-memory instructions show the memory as stored (`om_core.working_memory.extractor`), up to
 #: the next extractor's line or the next heading of the prompt: an upper-case line in the Observer's system
 #: prompt (a Markdown memory may hold `#` headings of its own), a `#` heading in a structured request
 #: (schema mode: the memory is JSON).

@@ -1,5 +1,5 @@
 """The Celery shell of periodic maintenance (`om.maintenance`, scheduled by celery-beat every
-`OM_WORKER_BEAT_INTERVAL_S`). What a pass does, and why it is safe to repeat, is `om_core.maintenance`.
+`OM_WORKER_BEAT_INTERVAL_S`). What a pass does, and why it is safe to repeat, is `om_core.maintenance.sweep`.
 
 The schedule entry itself lives in `om_adapters.celery_app.create_app` (the app owns its configuration).
 """

@@ -16,7 +16,7 @@ from starlette.concurrency import run_in_threadpool
 
 from om_api.auth import Principal
 from om_api.runtime import ApiRuntime
-from om_core import tenancy
+from om_core.tenancy import access
 
 
 @dataclass(frozen=True)
@@ -69,7 +69,7 @@ async def meter(runtime: ApiRuntime, caller: Principal, model: str, usage: Actor
     )
     if caller.key_id is not None:
         await run_in_threadpool(
-            tenancy.record_key_usage,
+            access.record_key_usage,
             runtime.db,
             caller.key_id,
             prompt_tokens=usage.prompt_tokens,

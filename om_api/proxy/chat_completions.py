@@ -51,7 +51,7 @@ from om_api.schemas import ID_PATTERN, ChatCompletionRequest, ChatCompletionResp
 from om_core import Message, TurnResult
 from om_core.errors import public_text
 from om_core.models import allowlist
-from om_core.scoped_ids import scoped_id
+from om_core.tenancy.scoped_ids import scoped_id
 
 log = logging.getLogger("om.api.proxy")
 

@@ -25,10 +25,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from om_core import MemoryEngine
-from om_core import working_memory as wm
-from om_core.config import ResolvedConfig
+from om_core.config.options import ResolvedConfig
 from om_core.recall import RECALL_TOOL, RecallInvalid, RecallNotFound
 from om_core.store import history
+from om_core.working_memory import document as wm
 
 __all__ = [
     "InternalTool",

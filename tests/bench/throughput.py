@@ -28,7 +28,7 @@ import litellm
 from sqlalchemy import func, select
 
 from om_adapters.celery_executor import CeleryExecutor
-from om_core.config import ObservationalMemoryConfig
+from om_core.config.options import ObservationalMemoryConfig
 from om_core.engine import BufferObservation, MemoryEngine, new_cycle_id
 from om_core.engine import events as ev
 from om_core.models.client import ModelClient

@@ -60,7 +60,7 @@ class KnownBug(AssertionError):
 KNOWN_BUGS: dict[tuple[str, str], str] = {}
 #: Fixed: B1 (an empty reply ended buffering without a failed event), B2 (an unstorable reply failed the
 #: commit after the start event), B3 (a reply cut at maxOutputTokens was stored as complete). See
-#: `om_core/reply_checks.py`.
+#: `om_core/models/reply_checks.py`.
 
 
 # ------------------------------------------------------------------------------------------ fixtures

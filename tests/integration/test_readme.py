@@ -45,15 +45,15 @@ from om_adapters.celery_app import WorkerSettings
 from om_api.client import OMClient
 from om_api.settings import ApiSettings
 from om_app.cli import app
-from om_core.config import (
+from om_core.config.options import (
     ObservationalMemoryConfig,
     ObservationConfig,
     ReflectionConfig,
     WorkingMemoryConfig,
 )
+from om_core.config.settings import Settings
 from om_core.engine import QUEUES
 from om_core.errors import OMConfigError
-from om_core.settings import Settings
 from tests.support.api_server import ApiServer, api_server, new_id, tenant_key
 
 __all__ = ["api_server", "tenant_key"]  # fixtures used below

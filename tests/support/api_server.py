@@ -28,7 +28,7 @@ from sqlalchemy import Engine
 
 from om_api.client import OMClient
 from om_api.schemas import OMEvent
-from om_core import tenancy
+from om_core.tenancy import access
 
 REPO = Path(__file__).resolve().parents[2]
 #: The scrape token the test servers take (`OM_METRICS_TOKEN`): `/metrics` on the API port needs it.
@@ -172,7 +172,7 @@ def api_server(
 @pytest.fixture
 def tenant_key(pg_engine: Engine, tenant: str) -> str:
     """A key of `tenant` (tests/conftest.py): a fresh tenant, so every test sees only its own threads."""
-    return tenancy.create_key(pg_engine, tenant, "test").secret
+    return access.create_key(pg_engine, tenant, "test").secret
 
 
 @pytest.fixture

@@ -125,7 +125,7 @@ class ModelServer:
         """OM config overrides that send a thread's Observer and Reflector calls here, with a client
         timeout of `timeout_s`; `observation` / `reflection` options are merged in. They use the litellm
         passthrough, which the processes reading them allow only with `PASSTHROUGH_ENV` (the operator's
-        opt-in, `om_core.config_trust`)."""
+        opt-in, `om_core.config.trust`)."""
         phases = {}
         for phase in ("observation", "reflection"):
             passthrough = {"litellm": {"api_base": self.api_base, "timeout": timeout_s}}

@@ -24,10 +24,10 @@ from om_adapters.token_bucket import TokenBucket
 from om_api.runtime import build_runtime
 from om_api.settings import ApiSettings
 from om_app.preflight import check, needs
+from om_core.config.settings import Settings
 from om_core.models.call_policy import ModelCallPolicy, build_model_client
 from om_core.models.client import ModelCallFailed
 from om_core.models.rate_limit import LocalTokenBucket, RateLimit, RateLimitWaitTooLong
-from om_core.settings import Settings
 
 
 @pytest.fixture(autouse=True)

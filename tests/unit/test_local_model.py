@@ -19,7 +19,8 @@ import litellm
 import pytest
 
 from om_core.messages import Message, Part, text_message
-from om_core.observer import (
+from om_core.observer.input import observer_user_content, render_histories
+from om_core.observer.prompt import (
     ObserverPromptOptions,
     PriorThreadMetadata,
     build_observer_system_prompt,
@@ -28,15 +29,14 @@ from om_core.observer import (
     parse_observer_output,
     render_thread_blocks,
 )
-from om_core.observer_input import observer_user_content, render_histories
-from om_core.reflector import (
+from om_core.observer.transcript import render_transcript
+from om_core.reflector.prompt import (
     ReflectorPromptOptions,
     build_reflector_system_prompt,
     build_reflector_user_message,
     parse_reflector_output,
 )
 from om_core.tokens import default_estimator
-from om_core.transcript import render_transcript
 from om_local.extractive import local_reply, register_local_models
 from om_local.observer import has_fact, observe_transcript, shorten
 from om_local.reflector import count_tokens, parse_target, reflect_observations

@@ -1,5 +1,5 @@
-"""om_core.tenant_schema: what a tenant schema may hold, and that validating with one is bounded work that
-never reaches the network."""
+"""om_core.tenancy.json_schema: what a tenant schema may hold, and that validating with one is bounded work
+that never reaches the network."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import pytest
 import referencing.exceptions
 from jsonschema import Draft202012Validator
 
-from om_core import tenant_schema as ts
-from om_core.tenant_schema import SchemaRefused, check_schema, validate
+from om_core.tenancy import json_schema as ts
+from om_core.tenancy.json_schema import SchemaRefused, check_schema, validate
 
 
 @pytest.fixture
@@ -304,7 +304,7 @@ def test_no_other_module_reaches_jsonschema() -> None:
 
     from tests.support.packages import SERVER_PACKAGES
 
-    root = Path(ts.__file__).resolve().parents[1]
+    root = Path(ts.__file__).resolve().parents[2]
     reaching = set()
     for package in SERVER_PACKAGES:
         for path in (root / package).rglob("*.py"):
@@ -316,4 +316,4 @@ def test_no_other_module_reaches_jsonschema() -> None:
                     names = [node.module]
                 if any(name.split(".")[0] in {"jsonschema", "referencing"} for name in names):
                     reaching.add(str(path.relative_to(root)))
-    assert reaching == {"om_core/tenant_schema.py"}
+    assert reaching == {"om_core/tenancy/json_schema.py"}

@@ -12,8 +12,8 @@ from datetime import datetime
 
 import xxhash
 
-from om_core.observation_text import DATE_HEADER_RE
-from om_core.scoped_ids import public_id
+from om_core.observations.text import DATE_HEADER_RE
+from om_core.tenancy.scoped_ids import public_id
 
 #: A `<thread>` tag line the Observer may have written itself; sections are made here, not by the model.
 _THREAD_TAG_LINE_RE = re.compile(r"^[ \t]*</?thread\b[^>\n]*>[ \t]*$", re.MULTILINE | re.IGNORECASE)

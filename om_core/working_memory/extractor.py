@@ -23,10 +23,10 @@ from typing import Any
 
 from sqlalchemy import Engine
 
-from om_core import working_memory as wm
-from om_core.config import ResolvedConfig, ResolvedWorkingMemory
+from om_core.config.options import ResolvedConfig, ResolvedWorkingMemory
 from om_core.errors import OMError
 from om_core.extractors.definition import ExtractedContext, Extractor, RunContext
+from om_core.working_memory import document as wm
 
 __all__ = [
     "EXTRACTOR_NAME",

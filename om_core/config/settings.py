@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from om_core.config import ObservationalMemoryConfig
+from om_core.config.options import ObservationalMemoryConfig
 from om_core.models.rate_limit import RateLimit
 
 if TYPE_CHECKING:
-    from om_core.config_trust import MemoryPolicy
+    from om_core.config.trust import MemoryPolicy
     from om_core.models.call_policy import ModelCallPolicy
 
 
@@ -117,7 +117,7 @@ class Settings(BaseSettings):
     )
 
     # The operator's bounds on what a tenant key's thread or resource config may ask of the memory models
-    # (om_core.config_trust); the operator's own OM_CONFIG is not bound by them.
+    # (om_core.config.trust); the operator's own OM_CONFIG is not bound by them.
     memory_models: str | None = Field(
         default=None,
         description="Comma-separated glob patterns of the Observer/Reflector/extraction models a tenant's "
@@ -170,8 +170,8 @@ class Settings(BaseSettings):
     )
 
     def memory_policy(self) -> MemoryPolicy:
-        """The bounds on tenant-written configs (`om_core.config_trust`)."""
-        from om_core.config_trust import MemoryPolicy
+        """The bounds on tenant-written configs (`om_core.config.trust`)."""
+        from om_core.config.trust import MemoryPolicy
 
         return MemoryPolicy(
             models=tuple(p.strip() for p in (self.memory_models or "").split(",") if p.strip()),

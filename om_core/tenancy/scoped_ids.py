@@ -7,7 +7,7 @@ public id again. A public id never contains `/` (the API's id pattern refuses it
 stored id whatever the tenant's own name holds. Without tenancy (`tenant_id=None`, the embedded mode
 without auth) ids are stored as given.
 
-Kept apart from `tenancy` (keys, ownership) because event and status builders need it and import nothing
+Kept apart from `access` (keys, ownership) because event and status builders need it and import nothing
 else of the store.
 """
 
@@ -35,6 +35,6 @@ def public_id(stored: str) -> str:
 def tenant_of(stored: str) -> str | None:
     """The tenant a stored id belongs to (None when it was stored without a tenant). What code that only
     holds a stored id (an event, a run of extractors) uses to choose the operator registrations that
-    serve the tenant (`om_core.registrations`)."""
+    serve the tenant (`om_core.tenancy.registrations`)."""
     tenant, separator, _ = stored.rpartition(SCOPE_SEPARATOR)
     return tenant if separator else None

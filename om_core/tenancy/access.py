@@ -4,9 +4,9 @@ A key is `omk_<12 hex>_<secret>`. The `omk_<12 hex>` part is its public id (safe
 SHA-256 of the secret is stored, so a leaked database does not leak usable keys, and verification is one
 primary-key lookup plus a constant-time compare.
 
-Thread and resource ids belong to their tenant (`om_core.scoped_ids`): a thread is stored under an id that
-includes its tenant, so a tenant asking for another tenant's thread asks for a key that does not exist and
-gets the answer for an id nobody ever used. Ownership is also a column, checked as a second wall.
+Thread and resource ids belong to their tenant (`om_core.tenancy.scoped_ids`): a thread is stored under an id
+that includes its tenant, so a tenant asking for another tenant's thread asks for a key that does not exist
+and gets the answer for an id nobody ever used. Ownership is also a column, checked as a second wall.
 `tenant_id=None` means "no tenancy" (the embedded mode without auth): every thread is visible.
 """
 
@@ -25,8 +25,8 @@ from typing import Any
 from sqlalchemy import Connection, Engine, select, update
 
 from om_core.errors import OMError
-from om_core.scoped_ids import MAX_TENANT_LENGTH, public_id, scoped_id
 from om_core.store import history, schema
+from om_core.tenancy.scoped_ids import MAX_TENANT_LENGTH, public_id, scoped_id
 
 __all__ = [
     "KEY_PREFIX",

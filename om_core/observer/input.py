@@ -1,7 +1,7 @@
 """The Observer's user message with the attachments it may see (spec §5.3, §5.5).
 
-The transcript shows every image and file as a numbered placeholder (`om_core.transcript`). The model sees
-the attachment itself only when it travels next to the text, so when `observeAttachments` lets any
+The transcript shows every image and file as a numbered placeholder (`om_core.observer.transcript`). The model
+sees the attachment itself only when it travels next to the text, so when `observeAttachments` lets any
 through, the user message becomes a list of content parts: the text up to the end of a message's lines,
 then that message's attachments (images as `image_url` parts, other files as litellm `file` parts), then
 the text that follows. With nothing to forward it stays the plain string it has always been, so prompts,
@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from om_core.messages import Message
-from om_core.transcript import (
+from om_core.observer.transcript import (
     AttachmentCounter,
     AttachmentRef,
     Transcript,

@@ -26,7 +26,7 @@ from sqlalchemy import Engine
 from sqlalchemy.engine import URL
 
 from om_core.store.usage import tenant_day_usage, utc_day
-from om_core.tenant_limits import TenantLimits, limits_of
+from om_core.tenancy.limits import TenantLimits, limits_of
 
 __all__ = [
     "SPEND_CACHE_S",

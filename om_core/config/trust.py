@@ -19,7 +19,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from om_core.config import ObservationalMemoryConfig, ResolvedConfig, TokenRange
+from om_core.config.options import ObservationalMemoryConfig, ResolvedConfig, TokenRange
 from om_core.errors import OMConfigError
 from om_core.models import allowlist
 from om_core.models.selection import ModelByInputTokens, ModelSpec

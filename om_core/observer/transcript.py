@@ -19,8 +19,8 @@ from typing import Any, Literal
 from urllib.parse import unquote, urlparse
 from zoneinfo import ZoneInfo
 
-from om_core.degenerate import safe_cut_index
 from om_core.messages import TOOL_KIND, Message, Part
+from om_core.observations.degenerate import safe_cut_index
 
 AttachmentKind = Literal["image", "file"]
 

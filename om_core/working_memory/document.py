@@ -27,13 +27,13 @@ from typing import Any, Literal
 
 from sqlalchemy import Connection, Engine
 
-from om_core.config import ResolvedConfig, ResolvedWorkingMemory
+from om_core.config.options import ResolvedConfig, ResolvedWorkingMemory
 from om_core.errors import OMError
-from om_core.scoped_ids import public_id
 from om_core.store import working_memory as rows
 from om_core.store.history import ThreadRow
 from om_core.store.outbox import write_events
 from om_core.store.types import NewEvent, StoredEvent
+from om_core.tenancy.scoped_ids import public_id
 
 __all__ = [
     "DEFAULT_TEMPLATE",
@@ -238,9 +238,9 @@ def parse_content(wm: ResolvedWorkingMemory, content: object) -> str:
 
 
 def _validate(wm: ResolvedWorkingMemory, value: Mapping[str, Any]) -> None:
-    """Through om_core.tenant_schema, which fetches nothing and bounds the work, whatever the schema holds
-    (it may have been stored before the write checks existed)."""
-    from om_core.tenant_schema import SchemaRefused, validate
+    """Through om_core.tenancy.json_schema, which fetches nothing and bounds the work, whatever the schema
+    holds (it may have been stored before the write checks existed)."""
+    from om_core.tenancy.json_schema import SchemaRefused, validate
 
     assert wm.schema is not None, "schema mode has a schema"
     try:

@@ -38,8 +38,8 @@ from sqlalchemy import or_, select
 from om_core.coordination import Keys
 from om_core.engine import BufferObservation, DeliverWebhooks, MemoryEngine, indexing, new_cycle_id
 from om_core.engine.tasks import webhook_key
+from om_core.maintenance.triggers import IDLE, STALE, claim_due
 from om_core.store import records, schema, usage
-from om_core.triggers import IDLE, STALE, claim_due
 from om_core.webhooks import store as webhook_store
 
 log = logging.getLogger("om.maintenance")

@@ -16,9 +16,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from om_core.degenerate import degenerate_diagnosis, sanitize_lines
 from om_core.errors import OMError
-from om_core.observation_text import extract_tag_block, parse_observation_sections, strip_tag_blocks
+from om_core.observations.degenerate import degenerate_diagnosis, sanitize_lines
+from om_core.observations.text import extract_tag_block, parse_observation_sections, strip_tag_blocks
 
 __all__ = [
     "COMPRESSION_LEVELS",
@@ -296,7 +296,8 @@ class ModelReply:
     output_tokens: int = 0
     cost: float | None = None
     provider_metadata: dict[str, Any] | None = None
-    #: Why the reply must not be used at all (cut at the output limit, unstorable), from `reply_checks`.
+    #: Why the reply must not be used at all (cut at the output limit, unstorable), from
+    #: `models.reply_checks`.
     unusable: str | None = None
 
 

@@ -17,7 +17,7 @@ from datetime import timedelta
 from typing import Literal, Protocol, TypedDict
 
 from om_core.messages import TOOL_KIND, Message
-from om_core.scoped_ids import public_id
+from om_core.tenancy.scoped_ids import public_id
 from om_core.tokens.rounding import round_half_up
 
 

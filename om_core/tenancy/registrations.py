@@ -7,7 +7,7 @@ tenant plus its own, and nothing else: a name registered only for another tenant
 name nobody registered. Without tenancy (the embedded mode without auth, tenant None) only the
 registrations for every tenant apply.
 
-The tenant of a run or an event comes from its stored thread id (`om_core.scoped_ids.tenant_of`).
+The tenant of a run or an event comes from its stored thread id (`om_core.tenancy.scoped_ids.tenant_of`).
 """
 
 from __future__ import annotations

@@ -18,9 +18,9 @@ from datetime import UTC, datetime
 
 from sqlalchemy import Connection, Engine, delete, select
 
-from om_core.scoped_ids import MAX_TENANT_LENGTH
 from om_core.store import schema
 from om_core.store.db import read_only
+from om_core.tenancy.scoped_ids import MAX_TENANT_LENGTH
 
 __all__ = [
     "TenantLimits",

@@ -36,7 +36,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from om_core.durations import DurationInput, parse_duration_ms
+from om_core.config.durations import DurationInput, parse_duration_ms
 from om_core.errors import OMConfigError
 from om_core.extractors.definition import parse_list
 from om_core.models.selection import (
@@ -538,7 +538,7 @@ class ResolvedConfig:
     warnings: tuple[str, ...] = ()
     working_memory: ResolvedWorkingMemory = WORKING_MEMORY_OFF
     #: Why this config's memory-model calls are refused: a tenant's stored config that breaks the
-    #: operator's policy (`om_core.config_trust`, checked again where the config is used). None: allowed.
+    #: operator's policy (`om_core.config.trust`, checked again where the config is used). None: allowed.
     refused: str | None = None
 
 
@@ -960,8 +960,9 @@ def _resolve_working_memory(given: WorkingMemoryConfig, manage_working_memory: b
 
 
 def _check_working_memory_schema(value: dict[str, Any]) -> None:
-    """A tenant's schema is data (om_core.tenant_schema): local references only, RE2 patterns, bounded."""
-    from om_core.tenant_schema import SchemaRefused, check_schema
+    """A tenant's schema is data (om_core.tenancy.json_schema): local references only, RE2 patterns,
+    bounded."""
+    from om_core.tenancy.json_schema import SchemaRefused, check_schema
 
     try:
         check_schema(value)

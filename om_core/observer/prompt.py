@@ -16,8 +16,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from om_core.degenerate import is_degenerate, sanitize_lines
-from om_core.observation_text import (
+from om_core.observations.degenerate import is_degenerate, sanitize_lines
+from om_core.observations.text import (
     CONTINUATION_TAGS,
     extract_tag_block,
     parse_observation_sections,

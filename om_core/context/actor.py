@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from typing import Any
 
+from om_core.context.relative_time import annotate_relative_times, local_date
 from om_core.messages import Message, text_message
-from om_core.observation_groups import render_for_actor
-from om_core.relative_time import annotate_relative_times, local_date
+from om_core.observations.groups import render_for_actor
 from om_core.sized_lru import SizedLRU
 
 __all__ = [
@@ -274,9 +274,9 @@ def build_actor_context(
     the rendered log between calls (the engine passes its own). `guidance_without_memory` (resource-scope
     recall, spec §9.4) shows the retrieval guidance even with no observation yet, as a message of its
     own, so the actor can look into the user's other conversations from its first message.
-    `working_memory` are the working memory's messages (`om_core.working_memory.actor_messages`): never in
-    the stable part, so a memory update leaves the cached prefix as it was; shown even before the first
-    observation, without a continuation reminder then (there is no compressed history to continue).
+    `working_memory` are the working memory's messages (`om_core.working_memory.document.actor_messages`):
+    never in the stable part, so a memory update leaves the cached prefix as it was; shown even before the
+    first observation, without a continuation reminder then (there is no compressed history to continue).
     """
     others = bool(other_conversations and other_conversations.strip())
     standalone = bool(guidance_without_memory and retrieval_guidance and not active_observations.strip())
