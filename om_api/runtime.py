@@ -26,14 +26,7 @@ from sqlalchemy import Engine
 from om_api.metrics import Metrics
 from om_api.settings import ApiSettings
 from om_api.sse import EventFanout
-from om_core import (
-    EventPublisher,
-    MemoryEngine,
-    RateLimiter,
-    StoredEvent,
-    Task,
-    build_engine,
-)
+from om_core import EventPublisher, MemoryEngine, RateLimiter, StoredEvent, Task, build_engine
 from om_core.engine import QUEUES
 from om_core.engine.tasks import wait_all
 from om_core.tenancy import access
