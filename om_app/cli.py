@@ -87,14 +87,16 @@ def _refuse_invalid(exc: Exception, prefix: str) -> NoReturn:
 
 
 def _worker_settings() -> None:
-    """Check the OM_WORKER_* variables before a worker or beat starts. The Celery app reads them when its
-    module is imported, so a bad value surfaces as that import failing."""
+    """Check the OM_WORKER_* variables before a worker or beat starts. The workers' Celery app reads them
+    when its module is imported, so a bad value surfaces as that import failing."""
     from pydantic import ValidationError
 
     try:
-        from om_adapters.celery_app import WorkerSettings
+        import om_workers.app  # noqa: F401
     except ValidationError as exc:
         _refuse_invalid(exc, "OM_WORKER_")
+    from om_adapters.celery_app import WorkerSettings
+
     _settings(WorkerSettings)
 
 
