@@ -79,7 +79,7 @@ flower: $(STAMP)
 ## make lint: ruff, then the import contracts of pyproject.toml ([tool.importlinter]: the layers, a core
 ## without web framework, task queue or Redis).
 lint: $(STAMP)
-	$(BIN)/ruff check om_core om_workers om_api om_app clients/python tests scripts
+	$(BIN)/ruff check om_core om_local om_adapters om_workers om_api om_app clients/python tests scripts
 	$(BIN)/lint-imports
 
 typecheck: $(STAMP)

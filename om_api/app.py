@@ -1,7 +1,6 @@
-"""The FastAPI application: `create_app(settings, adapters)` wires the runtime, middleware, errors and routes.
+"""The FastAPI application: `create_app(settings)` wires the runtime, middleware, errors and routes.
 
-The workers' adapters come from the layer above (`om_app.wiring`), which also holds the uvicorn factory
-(`uvicorn --factory om_app.wiring:create_app_from_env`): the API does not import the workers.
+`om serve` builds it in-process; the uvicorn factory is `om_api.asgi:create_app_from_env`.
 """
 
 from __future__ import annotations
@@ -20,10 +19,11 @@ from fastapi import FastAPI
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 
-from om_api import errors, proxy, ui
+from om_api import errors, ui
 from om_api.errors import error_body
 from om_api.loopback import LoopbackOnly
 from om_api.metrics import Metrics, MetricsListener
+from om_api.proxy import chat_completions
 from om_api.routes import (
     dashboard,
     events,
@@ -37,7 +37,7 @@ from om_api.routes import (
     webhooks,
     working_memory,
 )
-from om_api.runtime import Adapters, build_runtime
+from om_api.runtime import build_runtime
 from om_api.settings import ApiSettings
 from om_api.sse import ThreadFeeds, listen_redis
 from om_api.stream_slots import StreamSlots
@@ -138,12 +138,10 @@ class RequestMetrics:
             record(500)
 
 
-def create_app(settings: Settings | None = None, adapters: Adapters | None = None) -> FastAPI:
-    """The API app. Plain `Settings` work too: the API-only settings are then read from the environment.
-    Without `adapters` (the workers', `om_app.wiring`) celery mode refuses to start and budgets stay in
-    the process."""
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """The API app. Plain `Settings` work too: the API-only settings are then read from the environment."""
     api_settings = ApiSettings.from_base(settings) if settings is not None else ApiSettings()
-    runtime = build_runtime(api_settings, adapters)
+    runtime = build_runtime(api_settings)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -202,7 +200,7 @@ def create_app(settings: Settings | None = None, adapters: Adapters | None = Non
         manage.router,
         working_memory.threads_router,
         working_memory.resources_router,
-        proxy.router,
+        chat_completions.router,
         usage.router,
         webhooks.router,
         dashboard.router,

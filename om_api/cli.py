@@ -7,16 +7,13 @@ Settings come from the environment (`OM_DATABASE_URL`, `OM_AUTH`, `OM_EXECUTOR`,
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
 
 from om_api.loopback import loopback_bind
 from om_api.settings import ApiSettings
-from om_core import tenancy, tenant_limits
 from om_core.process.startup_heap import freeze_startup_heap
 from om_core.store.db import make_engine
-
-if TYPE_CHECKING:
-    from om_api.runtime import Adapters
+from om_core.tenancy import access
+from om_core.tenancy.limits import TenantLimits, clear_tenant_limits, read_tenant_limits, set_tenant_limits
 
 __all__ = [
     "keys_create",
@@ -50,11 +47,9 @@ def serve(
     port: int | None = None,
     *,
     log_level: str = "info",
-    adapters: Adapters | None = None,
     insecure_no_auth: bool = False,
 ) -> None:
-    """Run the API with uvicorn until interrupted (one process; scale out with more replicas). `adapters`
-    are the workers' (`om_app.wiring`, passed by `om serve`): celery mode needs them. Without
+    """Run the API with uvicorn until interrupted (one process; scale out with more replicas). Without
     authentication it binds only loopback addresses unless `insecure_no_auth` (ValueError otherwise)."""
     import uvicorn
 
@@ -74,7 +69,7 @@ def serve(
             host,
             port,
         )
-    app = create_app(settings, adapters)
+    app = create_app(settings)
     freeze_startup_heap()
     uvicorn.run(
         app,
@@ -91,7 +86,7 @@ def keys_create(tenant: str, name: str) -> str:
     """Issue an API key for `tenant` and return it. It is shown once: only its hash is stored."""
     engine = make_engine(ApiSettings().database_url)
     try:
-        return tenancy.create_key(engine, tenant, name).secret
+        return access.create_key(engine, tenant, name).secret
     finally:
         engine.dispose()
 
@@ -100,25 +95,25 @@ def keys_revoke(key_id: str) -> bool:
     """Revoke a key by its public id (`omk_…`, the part before the second underscore); False if unknown."""
     engine = make_engine(ApiSettings().database_url)
     try:
-        return tenancy.revoke_key(engine, key_id)
+        return access.revoke_key(engine, key_id)
     finally:
         engine.dispose()
 
 
-def keys_list(tenant: str | None = None) -> list[tenancy.ApiKey]:
+def keys_list(tenant: str | None = None) -> list[access.ApiKey]:
     """Every key (or one tenant's), oldest first, without secrets."""
     engine = make_engine(ApiSettings().database_url)
     try:
-        return tenancy.list_keys(engine, tenant)
+        return access.list_keys(engine, tenant)
     finally:
         engine.dispose()
 
 
-def tenant_limits_set(tenant: str, limits: tenant_limits.TenantLimits) -> tenant_limits.TenantLimits:
+def tenant_limits_set(tenant: str, limits: TenantLimits) -> TenantLimits:
     """Set the given fields of the tenant's limits (the others keep their stored value); returns all."""
     engine = make_engine(ApiSettings().database_url)
     try:
-        return tenant_limits.set_tenant_limits(engine, tenant, limits)
+        return set_tenant_limits(engine, tenant, limits)
     finally:
         engine.dispose()
 
@@ -127,15 +122,15 @@ def tenant_limits_clear(tenant: str) -> bool:
     """Drop the tenant's limits (the settings apply again); False when it had none."""
     engine = make_engine(ApiSettings().database_url)
     try:
-        return tenant_limits.clear_tenant_limits(engine, tenant)
+        return clear_tenant_limits(engine, tenant)
     finally:
         engine.dispose()
 
 
-def tenant_limits_list() -> dict[str, tenant_limits.TenantLimits]:
+def tenant_limits_list() -> dict[str, TenantLimits]:
     """Every tenant the operator gave its own limits, by tenant id."""
     engine = make_engine(ApiSettings().database_url)
     try:
-        return tenant_limits.read_tenant_limits(engine)
+        return read_tenant_limits(engine)
     finally:
         engine.dispose()

@@ -6,8 +6,8 @@ number of API replicas and workers cooperate on one thread. Either way the engin
 one model-call policy (`om_core.models.call_policy`), with budgets in the workers' Redis bucket whenever
 this process has a Redis.
 
-The API does not import `om_workers` (the layers contract): the workers' Redis and Celery adapters come in
-as `Adapters`, which `om_app.wiring` builds and every `om_app` entry point passes to `build_runtime`.
+The Redis and Celery adapters of the core's ports are the ones the workers run on (`om_adapters`). They
+are imported only where celery mode or a Redis needs them, so an inline API loads no Celery.
 """
 
 from __future__ import annotations
@@ -26,19 +26,10 @@ from sqlalchemy import Engine
 from om_api.metrics import Metrics
 from om_api.settings import ApiSettings
 from om_api.sse import EventFanout
-from om_core import (
-    Coordination,
-    EventPublisher,
-    Executor,
-    MemoryEngine,
-    RateLimiter,
-    StoredEvent,
-    Task,
-    build_engine,
-    tenancy,
-)
+from om_core import EventPublisher, MemoryEngine, RateLimiter, StoredEvent, Task, build_engine
 from om_core.engine import QUEUES
 from om_core.engine.tasks import wait_all
+from om_core.tenancy import access
 
 log = logging.getLogger("om.api")
 
@@ -131,10 +122,10 @@ class ApiRuntime:
     background: BackgroundExecutor | None = None
     #: Redis client of the shared rate-limit bucket (inline mode with a Redis configured only).
     rate_limit_redis: Any | None = None
-    keys: tenancy.KeyVerifier = field(init=False)
+    keys: access.KeyVerifier = field(init=False)
 
     def __post_init__(self) -> None:
-        self.keys = tenancy.KeyVerifier(self.engine.db, self.settings.auth_cache_s)
+        self.keys = access.KeyVerifier(self.engine.db, self.settings.auth_cache_s)
 
     @property
     def db(self) -> Engine:
@@ -196,58 +187,18 @@ class ApiRuntime:
                 client.close()
 
 
-#: Why an API started without the workers' adapters cannot run in celery mode, and how to run it.
-CELERY_NEEDS_ADAPTERS = (
-    "OM_EXECUTOR=celery needs the workers' Redis and Celery adapters, which this API was started without: "
-    "run it with `om serve` (or `uvicorn --factory om_app.wiring:create_app_from_env`), which wires them, "
-    "or set OM_EXECUTOR=inline"
-)
-
-
-@dataclass(frozen=True)
-class Distributed:
-    """What a celery-mode API runs on, built from the workers' Redis and Celery adapters of the core's ports.
-
-    The API never imports `om_workers` (the layers contract, ARCHITECTURE.md, "Layers"): `om_app`, which
-    starts it, builds these, so each shell can be tested and reasoned about alone.
-    """
-
-    executor: Executor
-    coordination: Coordination
-    #: Publishes stored events to the other processes (Redis pub/sub); the local fan-out is added here.
-    publisher: EventPublisher
-    #: Redis client of the broker: the broker checks, the queue depths, the shared rate-limit bucket.
-    broker: Any
-    celery_app: Any
-
-
-@dataclass(frozen=True)
-class Adapters:
-    """The adapters the layer above both shells supplies (`om_app.wiring.worker_adapters`).
-
-    Two factories, not one built value: an inline API builds nothing of Celery and needs only the shared
-    rate-limit bucket, and only when a Redis is configured.
-    """
-
-    #: The celery-mode parts, from the API's settings (`OM_EXECUTOR=celery`).
-    distributed: Callable[[ApiSettings], Distributed]
-    #: The rate-limit bucket kept in the given Redis, shared with the workers and the other replicas.
-    rate_limit_bucket: Callable[[Any], RateLimiter]
-
-
-def _inline_rate_limiter(
-    settings: ApiSettings, adapters: Adapters | None
-) -> tuple[RateLimiter | None, Any | None]:
+def _inline_rate_limiter(settings: ApiSettings) -> tuple[RateLimiter | None, Any | None]:
     """(the workers' Redis bucket, its client) when a Redis is configured and there are budgets to keep,
     so an inline API next to workers, or several API replicas, spend one budget; else (None, None) and the
-    engine keeps an in-process bucket. A Redis left at its default URL is not assumed to exist, and an API
-    started without the adapters (no `om_app` to wire them) keeps its budgets in the process too."""
-    if adapters is None or not settings.redis_configured or not settings.model_call_policy().rate_limits:
+    engine keeps an in-process bucket. A Redis left at its default URL is not assumed to exist."""
+    if not settings.redis_configured or not settings.model_call_policy().rate_limits:
         return None, None
     from redis import Redis
 
+    from om_adapters.token_bucket import TokenBucket
+
     client = Redis.from_url(settings.redis_url, socket_timeout=5, socket_connect_timeout=2)
-    return adapters.rate_limit_bucket(client), client
+    return TokenBucket(client), client
 
 
 def import_plugins(settings: ApiSettings) -> None:
@@ -256,28 +207,35 @@ def import_plugins(settings: ApiSettings) -> None:
         log.info("loaded plugin module %s", name)
 
 
-def build_runtime(settings: ApiSettings, adapters: Adapters | None = None) -> ApiRuntime:
-    """The runtime for `settings`; `adapters` are the workers' (`om_app.wiring`), which celery mode needs."""
+def build_runtime(settings: ApiSettings) -> ApiRuntime:
+    """The runtime for `settings`: the engine on the Celery and Redis adapters in celery mode, on a
+    background thread pool in this process otherwise."""
     import_plugins(settings)
     fanout = EventFanout()
     metrics = Metrics()
     if settings.executor == "celery":
-        if adapters is None:
-            raise RuntimeError(CELERY_NEEDS_ADAPTERS)
-        parts = adapters.distributed(settings)
+        from redis import Redis
+
+        from om_adapters.celery_app import create_app
+        from om_adapters.celery_executor import CeleryExecutor
+        from om_adapters.redis_coordination import RedisCoordination
+        from om_adapters.redis_events import RedisPublisher
+        from om_adapters.token_bucket import TokenBucket
+
+        # One Redis client (the broker's) for coordination, events, the bucket and the broker checks.
+        broker = Redis.from_url(settings.redis_url, socket_timeout=5, socket_connect_timeout=2)
+        celery_app = create_app(settings)
         engine = build_engine(
             settings,
-            executor=parts.executor,
-            coordination=parts.coordination,
-            publisher=_Publishers([fanout, metrics.memory, parts.publisher]),
-            rate_limiter=adapters.rate_limit_bucket(parts.broker),
+            executor=CeleryExecutor(celery_app),
+            coordination=RedisCoordination(broker),
+            publisher=_Publishers([fanout, metrics.memory, RedisPublisher(broker)]),
+            rate_limiter=TokenBucket(broker),
         )
-        runtime = ApiRuntime(
-            settings, engine, fanout, metrics, broker=parts.broker, celery_app=parts.celery_app
-        )
+        runtime = ApiRuntime(settings, engine, fanout, metrics, broker=broker, celery_app=celery_app)
     else:
         background = BackgroundExecutor()
-        limiter, limiter_redis = _inline_rate_limiter(settings, adapters)
+        limiter, limiter_redis = _inline_rate_limiter(settings)
         engine = build_engine(
             settings,
             executor=background,

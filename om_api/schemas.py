@@ -81,7 +81,7 @@ from om_client.models import _CamelResponse as _CamelResponse
 from om_client.models import _Request as _Request
 from om_client.models import _Response as _Response
 from om_client.models import find_unstorable as find_unstorable
-from om_core.config import ObservationalMemoryConfig
+from om_core.config.options import ObservationalMemoryConfig
 from om_core.engine.log_edit import MAX_LINE_CHARS
 
 #: A provider's name in `actor_provider_options` (`anthropic`, `openai`).
@@ -457,7 +457,7 @@ class ChatMessage(BaseModel):
 class ChatCompletionRequest(BaseModel):
     """A standard chat-completions request; OM reads `metadata.thread_id` / `metadata.resource_id` (or the
     `X-OM-Thread-Id` / `X-OM-Resource-Id` headers). Extra fields are accepted here only to be checked
-    against the proxy's allow-list (`om_api.proxy_params.FORWARDED_FIELDS`): one not on it is a 422."""
+    against the proxy's allow-list (`om_api.proxy.params.FORWARDED_FIELDS`): one not on it is a 422."""
 
     model_config = ConfigDict(extra="allow")
 

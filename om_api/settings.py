@@ -1,4 +1,5 @@
-"""The API process's own settings, on top of the service-wide `om_core.settings.Settings` (same `OM_` prefix).
+"""The API process's own settings, on top of the service-wide `om_core.config.settings.Settings` (same `OM_`
+prefix).
 
 Only knobs that exist because there is an HTTP server live here; everything OM-related stays in the shared
 settings so the API, workers and CLI agree.

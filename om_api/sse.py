@@ -38,7 +38,6 @@ from om_core import StoredEvent
 
 log = logging.getLogger("om.api.sse")
 
-CHANNEL_PREFIX = "om:events:"
 REPLAY_PAGE = 500
 
 
@@ -89,8 +88,11 @@ class EventFanout:
 
 
 async def listen_redis(redis_url: str, fanout: EventFanout, stop: asyncio.Event) -> None:
-    """Forward Redis pub/sub notifications of every thread to local streams, reconnecting with back-off."""
+    """Forward Redis pub/sub notifications of every thread to local streams, reconnecting with back-off.
+    The channels are the ones the workers' publisher writes (`om_adapters.redis_events`)."""
     from redis import asyncio as aioredis
+
+    from om_adapters.redis_events import CHANNEL_PREFIX
 
     delay = 0.5
     while not stop.is_set():

@@ -2,7 +2,7 @@
 
 Every authenticated `/v1/` request takes one token from its tenant's bucket (all the tenant's keys share
 it). The bucket holds `burst` tokens and refills at `rate` per second: `OM_TENANT_RATE_LIMIT` and
-`OM_TENANT_RATE_BURST`, or the tenant's own (`om tenants limits`, `om_core.tenant_limits`). An empty
+`OM_TENANT_RATE_BURST`, or the tenant's own (`om tenants limits`, `om_core.tenancy.limits`). An empty
 bucket answers 429 with `Retry-After` and the IETF `RateLimit-Policy` / `RateLimit` fields
 (draft-ietf-httpapi-ratelimit-headers); every limited response carries the two fields, so a client can
 slow down before it is refused.
@@ -34,7 +34,7 @@ from starlette.concurrency import run_in_threadpool
 
 from om_api.errors import error_body
 from om_api.runtime import ApiRuntime
-from om_core.tenant_limits import TenantLimits, read_tenant_limits
+from om_core.tenancy.limits import TenantLimits, read_tenant_limits
 
 log = logging.getLogger("om.api")
 

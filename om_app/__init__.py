@@ -5,8 +5,9 @@ other), `om up` and the supervisor that keeps its children running (`up`, `super
 stack the demo and the tests start (`embedded`), the demo and its sample conversation (`demo`,
 `sample_conversation`) and the start-up checks the commands run first (`preflight`).
 
-`om_core` sits below both shells and imports neither; the shells import the core and not each other
-(`[tool.importlinter]` in pyproject.toml, checked by `make lint`). The `om` command starts the API and the
+`om_core` sits below both shells and imports neither; the shells import the core and the Redis and Celery
+adapters they share (`om_adapters`), and not each other (`[tool.importlinter]` in pyproject.toml, checked
+by `make lint`). The `om` command starts the API and the
 workers alike, so it cannot live in either shell, nor in the core they share: it lives here, and nothing
 below imports it.
 """

@@ -1,8 +1,7 @@
 """The `om` command line: one entry point for every process of the service.
 
-Each subcommand only wires settings to a process (and, for `om serve`, the workers' adapters to the API,
-`om_app.wiring`); the processes themselves live in their shells (`om_api.cli`, `om_workers.cli`) and the
-engine. Every command reads the `OM_*` environment variables
+Each subcommand only wires settings to a process; the processes themselves live in their shells
+(`om_api.cli`, `om_workers.cli`) and the engine. Every command reads the `OM_*` environment variables
 listed by `om --help`; `.env` in the working directory is read too.
 """
 
@@ -17,10 +16,10 @@ import typer
 from pydantic_settings import BaseSettings
 
 from om_core import Settings
-from om_core.settings import env_help
+from om_core.config.settings import env_help
 
 if TYPE_CHECKING:
-    from om_core.tenant_limits import TenantLimits
+    from om_core.tenancy.limits import TenantLimits
 
 SettingsT = TypeVar("SettingsT", bound=BaseSettings)
 
@@ -88,14 +87,16 @@ def _refuse_invalid(exc: Exception, prefix: str) -> NoReturn:
 
 
 def _worker_settings() -> None:
-    """Check the OM_WORKER_* variables before a worker or beat starts. The Celery app reads them when its
-    module is imported, so a bad value surfaces as that import failing."""
+    """Check the OM_WORKER_* variables before a worker or beat starts. The workers' Celery app reads them
+    when its module is imported, so a bad value surfaces as that import failing."""
     from pydantic import ValidationError
 
     try:
-        from om_workers.app import WorkerSettings
+        import om_workers.app  # noqa: F401
     except ValidationError as exc:
         _refuse_invalid(exc, "OM_WORKER_")
+    from om_adapters.celery_app import WorkerSettings
+
     _settings(WorkerSettings)
 
 
@@ -114,8 +115,8 @@ def _preflight(command: str, settings: Settings, *, executor: str = "inline") ->
 @app.command("env")
 def env() -> None:
     """List the environment variables om reads (service, API and worker settings), with their defaults."""
+    from om_adapters.celery_app import WorkerSettings
     from om_api.settings import ApiSettings
-    from om_workers.app import WorkerSettings
 
     typer.echo(env_help())
     for kind in (ApiSettings, WorkerSettings):
@@ -190,9 +191,8 @@ def serve(
         raise typer.Exit(2)
     _preflight("serve", settings, executor=settings.executor)
     from om_api.cli import serve as run
-    from om_app.wiring import worker_adapters
 
-    run(host, port, adapters=worker_adapters(), insecure_no_auth=insecure_no_auth)
+    run(host, port, insecure_no_auth=insecure_no_auth)
 
 
 @app.command("worker")
@@ -358,7 +358,7 @@ def tenants_limits(
     OM_TENANT_RATE_BURST, OM_TENANT_DAILY_BUDGET_USD). API processes apply them within
     OM_TENANT_LIMITS_REFRESH_S; the budget check within seconds."""
     from om_api.cli import tenant_limits_clear, tenant_limits_set
-    from om_core.tenant_limits import TenantLimits
+    from om_core.tenancy.limits import TenantLimits
 
     _preflight("keys", _settings(Settings))
     if clear:

@@ -72,7 +72,7 @@ TURN_CONCURRENCY = 4
 #: Niceness the background worker and beat run at above the API's (`OM_BACKGROUND_NICE`; 0: the same).
 BACKGROUND_NICE_ENV = "OM_BACKGROUND_NICE"
 DEFAULT_BACKGROUND_NICE = 10
-#: The worker's default metrics port (`OM_WORKER_METRICS_PORT`, `om_workers.app.WorkerSettings`): the
+#: The worker's default metrics port (`OM_WORKER_METRICS_PORT`, `om_adapters.celery_app.WorkerSettings`): the
 #: turn worker serves its own on the next one, so the two workers never race for one port.
 WORKER_METRICS_PORT_ENV = "OM_WORKER_METRICS_PORT"
 DEFAULT_WORKER_METRICS_PORT = 9808

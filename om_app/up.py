@@ -252,7 +252,7 @@ class _Plan:
         The other worker's tasks are left alone: it may be running them."""
 
         def restore() -> None:
-            from om_workers.broker import restore_unacked
+            from om_adapters.broker import restore_unacked
 
             restored = restore_unacked(self.redis_url, queues=queues)
             if restored:

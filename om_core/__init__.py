@@ -22,11 +22,13 @@ from typing import TYPE_CHECKING
 #: litellm reads its price table when it is first imported: from the internet unless this variable is
 #: "True", so prices (and the recorded cost of every call) would depend on a remote file that changes
 #: under a running deployment, and each start would wait on the network. Every om process imports this
-#: package before any module that imports litellm (each `om_*` package imports it first), so this line,
-#: and no other, pins litellm to the table it ships with; it overrides any other value on purpose.
+#: package before any module that imports litellm (each `om_*` package imports it first), so this line
+#: pins litellm to the table it ships with; it overrides any other value on purpose. (`om_local`, below the
+#: core and importable alone, pins the same value for itself.)
 os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
 
 if TYPE_CHECKING:
+    from om_core.config.settings import Settings as Settings
     from om_core.coordination import Coordination as Coordination
     from om_core.coordination import Peek as Peek
     from om_core.engine import BufferObservation as BufferObservation
@@ -47,18 +49,17 @@ if TYPE_CHECKING:
     from om_core.errors import OMConfigError as OMConfigError
     from om_core.errors import OMError as OMError
     from om_core.errors import OperationFailed as OperationFailed
-    from om_core.maintenance import MaintenancePolicy as MaintenancePolicy
-    from om_core.maintenance import run_maintenance as run_maintenance
+    from om_core.maintenance.sweep import MaintenancePolicy as MaintenancePolicy
+    from om_core.maintenance.sweep import run_maintenance as run_maintenance
     from om_core.messages import Message as Message
     from om_core.messages import Part as Part
     from om_core.messages import Role as Role
     from om_core.messages import text_message as text_message
     from om_core.models.rate_limit import RateLimiter as RateLimiter
     from om_core.runtime import build_engine as build_engine
-    from om_core.scoped_ids import public_id as public_id
-    from om_core.scoped_ids import scoped_id as scoped_id
-    from om_core.settings import Settings as Settings
     from om_core.store.types import StoredEvent as StoredEvent
+    from om_core.tenancy.scoped_ids import public_id as public_id
+    from om_core.tenancy.scoped_ids import scoped_id as scoped_id
 
 #: Where each public name lives. Engine names come from the package `om_core.engine`, never from its
 #: modules, so the engine can be split without moving this surface.
@@ -69,7 +70,7 @@ _HOMES: dict[str, str] = {
     "EngineSettings": "om_core.engine",
     "EventPublisher": "om_core.engine",
     "Executor": "om_core.engine",
-    "MaintenancePolicy": "om_core.maintenance",
+    "MaintenancePolicy": "om_core.maintenance.sweep",
     "MemoryDisabled": "om_core.engine",
     "MemoryEngine": "om_core.engine",
     "Message": "om_core.messages",
@@ -82,16 +83,16 @@ _HOMES: dict[str, str] = {
     "RateLimiter": "om_core.models.rate_limit",
     "Reflect": "om_core.engine",
     "Role": "om_core.messages",
-    "Settings": "om_core.settings",
+    "Settings": "om_core.config.settings",
     "StoredEvent": "om_core.store.types",
     "Task": "om_core.engine",
     "TurnResult": "om_core.engine",
     "build_engine": "om_core.runtime",
     "lookup_key": "om_core.engine",
     "new_cycle_id": "om_core.engine",
-    "public_id": "om_core.scoped_ids",
-    "run_maintenance": "om_core.maintenance",
-    "scoped_id": "om_core.scoped_ids",
+    "public_id": "om_core.tenancy.scoped_ids",
+    "run_maintenance": "om_core.maintenance.sweep",
+    "scoped_id": "om_core.tenancy.scoped_ids",
     "task_from_dict": "om_core.engine",
     "task_to_dict": "om_core.engine",
     "text_message": "om_core.messages",

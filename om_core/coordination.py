@@ -3,7 +3,7 @@
 None of this decides correctness (the storage rules do); it de-duplicates work and remembers interval
 boundaries between steps. The reference kept it in process memory, which broke across processes (P7), so
 the engine only talks to this protocol: `LocalCoordination` serves one process (tests, embedded mode),
-`om_workers` provides the Redis implementation with the same semantics.
+`om_adapters.redis_coordination` is the Redis implementation with the same semantics.
 """
 
 from __future__ import annotations

@@ -17,13 +17,13 @@ from sqlalchemy import Engine, func, or_, select, union_all
 
 from om_core.engine import lookup_key
 from om_core.engine.events import EventType
-from om_core.observation_diff import DiffLine, diff_lines
+from om_core.observations.diff import DiffLine, diff_lines
 from om_core.pagination import DEFAULT_LIMIT, Page, decode_cursor, encode_cursor
-from om_core.scoped_ids import public_id, scoped_id
 from om_core.store import schema
 from om_core.store.db import read_only
 from om_core.store.history import ThreadRow, contains_text, public_part
 from om_core.store.usage import UsageTotals
+from om_core.tenancy.scoped_ids import public_id, scoped_id
 
 __all__ = [
     "FAILURE_TYPES",

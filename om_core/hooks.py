@@ -10,7 +10,7 @@ every process that runs cycles must load the module registering them (`OM_PLUGIN
 Register with `register_hooks(MyHooks())` from a plugin module: such hooks see every tenant's cycles.
 `register_hooks(MyHooks(), tenants={"acme"})` serves only the tenants listed: they see the cycles of those
 tenants' threads and resources, nothing of any other tenant (the tenant of an event is that of its stored
-thread or record id, `om_core.scoped_ids.tenant_of`). Without tenancy only hooks for every tenant run.
+thread or record id, `om_core.tenancy.scoped_ids.tenant_of`). Without tenancy only hooks for every tenant run.
 
 `trigger` is `manual` (the observe and reflect endpoints), `turn-sync` (blocking work a turn launched) or
 `async-buffer` (buffering, and the background run of a backlog). End hooks get the cycle's usage, cost and
@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from om_core.registrations import Audience, Tenants, audience, serves
-from om_core.scoped_ids import tenant_of
 from om_core.store.types import StoredEvent
+from om_core.tenancy.registrations import Audience, Tenants, audience, serves
+from om_core.tenancy.scoped_ids import tenant_of
 
 log = logging.getLogger("om.hooks")
 

@@ -13,18 +13,18 @@ from typing import Any
 
 from sqlalchemy import Engine, func, select, update
 
-from om_core.config import ResolvedConfig
+from om_core.config.options import ResolvedConfig
 from om_core.coordination import Coordination, Keys
 from om_core.engine import MemoryEngine, lookup_key
 from om_core.errors import OMConfigError
 from om_core.extractors.registry import check_tenant_overrides
 from om_core.messages import Message
 from om_core.pagination import DEFAULT_LIMIT, CursorError, Page, decode_cursor, encode_cursor
-from om_core.scoped_ids import public_id, scoped_id, tenant_of
 from om_core.search import vectors
 from om_core.search.index import index_lag_seconds
 from om_core.store import erasure, history, records, schema
 from om_core.store.types import Chunk, Record
+from om_core.tenancy.scoped_ids import public_id, scoped_id, tenant_of
 
 __all__ = [
     "ActiveLog",
@@ -373,7 +373,7 @@ def set_resource_config_overrides(
     """Replace a resource's overrides (every thread of the resource resolves its config from them, its
     own overrides merged over them); returns the resource's effective config. Validated like a thread's:
     the overrides alone and merged under each existing thread's own overrides, so no thread is left with
-    a config that does not resolve or that the operator's policy refuses (`om_core.config_trust`), and the
+    a config that does not resolve or that the operator's policy refuses (`om_core.config.trust`), and the
     names of operator code in them resolved for the resource's tenant. Raises `OMConfigError` /
     `ValidationError` and stores nothing then."""
     stored = dict(overrides) if overrides else None
@@ -405,7 +405,7 @@ def set_config_overrides(
     engine: MemoryEngine, thread_id: str, overrides: Mapping[str, Any] | None
 ) -> dict[str, Any]:
     """Replace a thread's overrides after validating them with the config model, the operator's policy
-    (`om_core.config_trust`) and the names of operator code in them (`use`, `onExtracted`) for the
+    (`om_core.config.trust`) and the names of operator code in them (`use`, `onExtracted`) for the
     thread's tenant; returns the effective config. Raises `OMConfigError` (or pydantic's
     `ValidationError` for a wrong type) and stores nothing when the result would be invalid."""
     stored = dict(overrides) if overrides else None

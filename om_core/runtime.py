@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from om_core.config.settings import Settings
 from om_core.coordination import Coordination
 from om_core.engine import EngineSettings, EventPublisher, Executor, MemoryEngine
 from om_core.models.call_policy import build_model_client
@@ -10,7 +11,6 @@ from om_core.models.rate_limit import RateLimiter
 from om_core.search.embedder import ModelEmbedder
 from om_core.search.query import Searcher
 from om_core.search.vector_cache import VectorCache
-from om_core.settings import Settings
 from om_core.store.db import make_engine
 from om_core.webhooks.policy import WebhookPolicy
 

@@ -1,4 +1,4 @@
-"""The Celery shell: the workers, beat, their Redis adapters and metrics.
+"""The Celery shell: the workers, beat and their metrics (the Redis and Celery adapters are `om_adapters`).
 
 `om_core` is imported first, whatever module of this package a process starts from: it pins litellm to its
 local price table before anything here can import litellm.

@@ -1,16 +1,17 @@
 """The Celery shell of periodic maintenance (`om.maintenance`, scheduled by celery-beat every
-`OM_WORKER_BEAT_INTERVAL_S`). What a pass does, and why it is safe to repeat, is `om_core.maintenance`.
+`OM_WORKER_BEAT_INTERVAL_S`). What a pass does, and why it is safe to repeat, is `om_core.maintenance.sweep`.
 
-The schedule entry itself lives in `om_workers.app.create_app` (the app owns its configuration).
+The schedule entry itself lives in `om_adapters.celery_app.create_app` (the app owns its configuration).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from om_adapters.celery_app import WorkerSettings
 from om_core import MaintenancePolicy, run_maintenance
 from om_core.engine import MAINTENANCE_TASK
-from om_workers.app import WorkerSettings, app
+from om_workers.app import app
 from om_workers.tasks import worker_runtime
 
 

@@ -14,9 +14,9 @@ import os
 import sys
 from collections.abc import Mapping, Sequence
 
+from om_adapters.celery_app import WorkerSettings
 from om_core.engine import QUEUES
 from om_core.process.malloc_arenas import cap_malloc_arenas
-from om_workers.app import WorkerSettings
 
 POOLS = ("prefork", "threads", "solo", "gevent", "eventlet")
 

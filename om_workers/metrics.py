@@ -52,8 +52,8 @@ from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector
 
+from om_adapters.celery_executor import SENT_AT_HEADER
 from om_core.metering import MemoryWorkMetrics
-from om_workers.executor import SENT_AT_HEADER
 
 __all__ = ["SENT_AT_HEADER", "MemoryWorkMetrics", "MetricsServer", "WorkerMetrics", "worker_metrics"]
 

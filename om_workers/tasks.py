@@ -27,20 +27,21 @@ import redis
 from celery import Task as CeleryTask
 from celery.signals import task_postrun, task_prerun, worker_init, worker_process_init, worker_shutdown
 
+from om_adapters.celery_app import TASK_QUEUES, WorkerSettings
+from om_adapters.celery_executor import SENT_AT_HEADER, WorkerExecutor
+from om_adapters.redis_coordination import RedisCoordination
+from om_adapters.redis_events import RedisPublisher
+from om_adapters.token_bucket import TokenBucket
+from om_core.config.settings import Settings
 from om_core.engine import TASKS, MemoryEngine, Task, TaskKind, kind_of, task_from_dict
 from om_core.errors import OperationFailed
 from om_core.models.client import load_litellm
 from om_core.process.startup_heap import freeze_startup_heap
 from om_core.runtime import build_engine
-from om_core.settings import Settings
 from om_core.store.types import StoredEvent
 from om_core.tokens import TokenCounter
-from om_workers.app import TASK_QUEUES, WorkerSettings, app
-from om_workers.coordination import RedisCoordination
-from om_workers.events import RedisPublisher
-from om_workers.executor import SENT_AT_HEADER, WorkerExecutor
+from om_workers.app import app
 from om_workers.metrics import MemoryWorkMetrics, MetricsServer, worker_metrics
-from om_workers.ratelimit import TokenBucket
 
 log = logging.getLogger("om.workers.tasks")
 

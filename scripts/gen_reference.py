@@ -156,7 +156,7 @@ def _blocks_in(annotation: Any, defs: Mapping[str, Any]) -> list[type[BaseModel]
 def options() -> list[Option]:
     """Every option, in the model's order: a block of options (`observation`) by its members only; a
     field that is either a value or a block (`retrieval: true` or `{...}`) as itself and its members."""
-    from om_core.config import ObservationalMemoryConfig
+    from om_core.config.options import ObservationalMemoryConfig
 
     root = ObservationalMemoryConfig.model_json_schema(by_alias=True)
     defs = root.get("$defs", {})
@@ -189,7 +189,7 @@ def render_options() -> str:
     require_same_names("options", [o.path for o in found], written, "docs/reference/options.toml")
     lines = [
         HEADER.format(
-            source="the configuration model (om_core/config.py)", edit="docs/reference/options.toml"
+            source="the configuration model (om_core/config/options.py)", edit="docs/reference/options.toml"
         ),
         "# Configuration options",
         "",
@@ -240,9 +240,9 @@ class Variable:
 
 
 def settings_models() -> tuple[type[BaseSettings], ...]:
+    from om_adapters.celery_app import WorkerSettings
     from om_api.settings import ApiSettings
-    from om_core.settings import Settings
-    from om_workers.app import WorkerSettings
+    from om_core.config.settings import Settings
 
     return (Settings, ApiSettings, WorkerSettings)
 

@@ -17,7 +17,7 @@ from om_core.store.migrate import upgrade
 # Never let litellm try to download its price table (no network here).
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 # The suite drives thresholds of a few dozen tokens through tenant-written configs, which the server's
-# default floors refuse (`om_core.config_trust`); tests/security/ sets its own policy where it tests them.
+# default floors refuse (`om_core.config.trust`); tests/security/ sets its own policy where it tests them.
 os.environ.setdefault("OM_MEMORY_MIN_TOKENS", "1")
 os.environ.setdefault("OM_MEMORY_MIN_BUFFER_TOKENS", "1")
 

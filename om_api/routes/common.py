@@ -10,10 +10,11 @@ from om_api.auth import Principal
 from om_api.errors import ApiError, thread_not_found
 from om_api.runtime import ApiRuntime
 from om_api.schemas import ID_PATTERN, ErrorResponse, OMEvent, ThreadInfo
-from om_core import StoredEvent, tenancy
+from om_core import StoredEvent
 from om_core.pagination import DEFAULT_LIMIT, MAX_CURSOR_LENGTH, MAX_LIMIT, CursorError
-from om_core.scoped_ids import public_id
 from om_core.store.history import ThreadListing, ThreadRow, client_metadata
+from om_core.tenancy import access
+from om_core.tenancy.scoped_ids import public_id
 
 ThreadId = Annotated[
     str, Path(pattern=ID_PATTERN, min_length=1, max_length=255, description="The conversation's id")
@@ -91,7 +92,7 @@ COMMON_ERRORS = errors(401, 404, 422, 503)
 
 def require_thread(runtime: ApiRuntime, caller: Principal, thread_id: str) -> ThreadRow:
     """The caller's thread by the id it chose; its `id` is the stored id the core works with."""
-    thread = tenancy.owned_thread(runtime.db, caller.tenant_id, caller.stored_id(thread_id))
+    thread = access.owned_thread(runtime.db, caller.tenant_id, caller.stored_id(thread_id))
     if thread is None:
         raise thread_not_found(thread_id)
     return thread

@@ -42,9 +42,9 @@ from om_core import queries
 from om_core.engine import LineEditError
 from om_core.engine.extraction import persisted as extracted_values
 from om_core.pagination import CursorError
-from om_core.scoped_ids import public_id
 from om_core.store.history import ThreadRow
 from om_core.store.usage import thread_usage
+from om_core.tenancy.scoped_ids import public_id
 
 router = APIRouter(prefix="/v1/threads", tags=["threads"])
 

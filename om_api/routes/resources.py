@@ -27,9 +27,10 @@ from om_api.schemas import (
     ResourceSummary,
     ThreadsResponse,
 )
-from om_core import dashboard, queries, tenancy
+from om_core import dashboard, queries
 from om_core.errors import OMConfigError
 from om_core.pagination import CursorError
+from om_core.tenancy import access
 
 router = APIRouter(prefix="/v1/resources", tags=["resources"])
 
@@ -92,7 +93,7 @@ def visible_resource(runtime: Runtime, caller: Caller, resource_id: str) -> str:
     """The stored id of the caller's resource; 404 when the caller has none under this id (another
     tenant's answers exactly the same)."""
     stored = caller.stored_id(resource_id)
-    if not tenancy.resource_visible(runtime.db, caller.tenant_id, stored):
+    if not access.resource_visible(runtime.db, caller.tenant_id, stored):
         raise _not_found(resource_id)
     return stored
 
@@ -132,7 +133,7 @@ def put_resource_config(
     resource_id: ResourceId, body: ResourceConfigRequest, runtime: Runtime, caller: Caller
 ) -> ResourceConfigResponse:
     stored = caller.stored_id(resource_id)
-    if not tenancy.claim_resource(runtime.db, caller.tenant_id, stored):
+    if not access.claim_resource(runtime.db, caller.tenant_id, stored):
         raise _not_found(resource_id)
     try:
         effective = queries.set_resource_config_overrides(runtime.engine, stored, body.overrides)

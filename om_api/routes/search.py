@@ -15,7 +15,7 @@ from om_api.routes.common import COMMON_ERRORS, ResourceId, ThreadId, errors, re
 from om_api.routes.resources import visible_resource
 from om_api.schemas import SearchBody, SearchResponse, SearchResult, ThreadSearchBody
 from om_core import public_id
-from om_core.config import ResolvedConfig
+from om_core.config.options import ResolvedConfig
 from om_core.search import RetrievalDisabled, SearchHit, SearchRequest, VectorSearchUnavailable
 
 router = APIRouter(tags=["search"])

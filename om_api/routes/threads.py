@@ -45,12 +45,13 @@ from om_api.schemas import (
 )
 from om_api.settings import ApiSettings
 from om_api.turn_body import turn_json_response
-from om_core import queries, tenancy
+from om_core import queries
 from om_core.engine import MemoryDisabled, Task, TurnResult, kind_of
 from om_core.errors import OMConfigError
 from om_core.pagination import CursorError
-from om_core.scoped_ids import public_id, scoped_id
 from om_core.store import history
+from om_core.tenancy import access
+from om_core.tenancy.scoped_ids import public_id, scoped_id
 
 router = APIRouter(prefix="/v1/threads", tags=["threads"])
 
@@ -104,7 +105,7 @@ def _check_limits(body: TurnRequest, settings: ApiSettings) -> None:
 def _claim(runtime: ApiRuntime, caller: Principal, thread_id: str, resource_id: str) -> history.ThreadRow:
     """Create or confirm the caller's thread (public ids in, the stored row out)."""
     stored = caller.stored_id(thread_id)
-    if not tenancy.claim_thread(runtime.db, caller.tenant_id, stored, caller.stored_id(resource_id)):
+    if not access.claim_thread(runtime.db, caller.tenant_id, stored, caller.stored_id(resource_id)):
         raise thread_not_found(thread_id)
     thread = history.get_thread(runtime.db, stored)
     if thread is None:  # deleted between the two reads
@@ -152,9 +153,9 @@ def ingest(
             provider_options=provider_options,
             with_context=with_context,
         )
-    except tenancy.ThreadNotVisible as exc:
+    except access.ThreadNotVisible as exc:
         raise ApiError(404, "thread_not_found", str(exc)) from None
-    except tenancy.ResourceMismatch as exc:
+    except access.ResourceMismatch as exc:
         raise ApiError(409, "resource_mismatch", str(exc), field="resource_id") from None
     runtime.metrics.observe_turn(blocked=result.blocked, degraded=result.degraded)
     return result, result.resource_id

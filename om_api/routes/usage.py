@@ -2,7 +2,7 @@
 stands against its daily memory-model budget.
 
 A tenant sees its own key's counters (the same ones `om keys list` shows the operator) and its tenant's
-budget state (the one that pauses observation, `om_core.spend`), so a chat backend can watch its spend
+budget state (the one that pauses observation, `om_core.tenancy.spend`), so a chat backend can watch its spend
 and learn why observation paused without access to `/metrics`.
 """
 
@@ -16,7 +16,7 @@ from om_api.auth import Caller, Runtime
 from om_api.errors import ApiError
 from om_api.routes.common import errors
 from om_api.schemas import KeyUsageResponse, MemoryBudget
-from om_core import spend, tenancy
+from om_core.tenancy import access, spend
 
 router = APIRouter(tags=["usage"])
 
@@ -47,7 +47,7 @@ def key_usage(runtime: Runtime, caller: Caller) -> KeyUsageResponse | None:
     """The calling key's counters; None without a key (OM_AUTH=none) or for a key deleted since."""
     if caller.key_id is None or caller.tenant_id is None:
         return None
-    usage = tenancy.key_usage(runtime.db, caller.key_id)
+    usage = access.key_usage(runtime.db, caller.key_id)
     if usage is None:
         return None
     return KeyUsageResponse(

@@ -23,7 +23,7 @@ from om_api.schemas import (
     WebhookPatch,
 )
 from om_core.pagination import CursorError, decode_cursor, encode_cursor
-from om_core.scoped_ids import public_id
+from om_core.tenancy.scoped_ids import public_id
 from om_core.webhooks import store
 from om_core.webhooks.targets import WebhookTargetRefused, check_target
 

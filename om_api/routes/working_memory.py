@@ -16,9 +16,9 @@ from om_api.errors import ApiError
 from om_api.routes.common import ResourceId, ThreadId, errors, require_thread
 from om_api.routes.resources import visible_resource
 from om_api.schemas import WorkingMemoryPut, WorkingMemoryResponse
-from om_core import working_memory as wm
-from om_core.config import ResolvedConfig
-from om_core.scoped_ids import public_id
+from om_core.config.options import ResolvedConfig
+from om_core.tenancy.scoped_ids import public_id
+from om_core.working_memory import document as wm
 
 threads_router = APIRouter(prefix="/v1/threads", tags=["working memory"])
 resources_router = APIRouter(prefix="/v1/resources", tags=["working memory"])

@@ -10,15 +10,15 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from om_core import policy
-from om_core.config import ResolvedConfig
+from om_core.config.options import ResolvedConfig
 from om_core.coordination import Keys
 from om_core.engine import events as ev
 from om_core.engine import reflection
 from om_core.engine.core import Activity, EngineCore, early_trigger, policy_tokens
 from om_core.engine.tasks import lookup_key
 from om_core.engine.window import Window
-from om_core.resource_log import compose_section, thread_label
+from om_core.observations.resource_log import compose_section, thread_label
+from om_core.policy import decisions
 from om_core.store import history, records
 from om_core.store.types import ActivationResult, Chunk, NewEvent, Record
 
@@ -37,7 +37,7 @@ def step_zero_activation(
     if not head.chunks:
         return head
     if head.last_buffered_at_tokens:
-        reset = policy.stale_boundary_reset(head.last_buffered_at_tokens, window.tokens)
+        reset = decisions.stale_boundary_reset(head.last_buffered_at_tokens, window.tokens)
         if reset != head.last_buffered_at_tokens:
             with core.db.begin() as conn:
                 records.set_buffering_boundary(conn, head.id, reset)
@@ -54,9 +54,9 @@ def threshold_activation(
     thread_id: str,
     head: Record,
     window: Window,
-    status: policy.Status,
-    status_of: Callable[[Record, Window], policy.Status],
-) -> tuple[Record, Window, policy.Status]:
+    status: decisions.Status,
+    status_of: Callable[[Record, Window], decisions.Status],
+) -> tuple[Record, Window, decisions.Status]:
     """At the threshold: activate ready chunks until under it or nothing is left (behaviour §4.5).
     `status_of` is the turn's status rule (in resource scope it counts the other threads too)."""
     while status.should_observe and status.can_activate:
@@ -78,7 +78,7 @@ class _Choice:
     def __call__(self, chunks: Sequence[Any]) -> int:
         if self.take_all:
             return len(chunks)
-        return policy.select_activation_boundary(
+        return decisions.select_activation_boundary(
             [c.message_tokens for c in chunks], self.pending, self.floor, self.force
         )
 
@@ -137,15 +137,17 @@ def activate(
         window = core.window(thread_id, head.last_observed_seq)
         pending = pending_tokens if pending_tokens is not None else window.tokens
         log = records.get_head(core.db, shared.key) if shared is not None else head
-        threshold = policy.dynamic_threshold(
+        threshold = decisions.dynamic_threshold(
             policy_tokens(cfg.observation.message_tokens), (log or head).observation_token_count
         )
         buffer_activation = cfg.observation.buffer_activation
-        floor = policy.retention_floor(buffer_activation, threshold) if buffer_activation is not None else 0.0
+        floor = (
+            decisions.retention_floor(buffer_activation, threshold) if buffer_activation is not None else 0.0
+        )
         choose = _Choice(
             pending,
             floor,
-            policy.force_activation(pending, cfg.observation.block_after_at(threshold)),
+            decisions.force_activation(pending, cfg.observation.block_after_at(threshold)),
             activate_all,
         )
         events = _ActivationEvents(

@@ -21,14 +21,14 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
-from om_core.config import ResolvedConfig
+from om_core.config.options import ResolvedConfig
+from om_core.context.tool_exchanges import safe_cut_backward
 from om_core.engine.core import EngineCore
 from om_core.engine.tasks import Observe, lookup_key, new_cycle_id
 from om_core.engine.tool_pairs import spans_after
 from om_core.engine.window import Window, start_of_recent
 from om_core.messages import Message, Part
 from om_core.store import records
-from om_core.tool_exchanges import safe_cut_backward
 
 if TYPE_CHECKING:
     from om_core.engine.turn import TurnResult

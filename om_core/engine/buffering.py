@@ -14,8 +14,8 @@ from datetime import timedelta
 
 from sqlalchemy import Connection
 
-from om_core import policy
-from om_core.config import ResolvedConfig
+from om_core.config.options import ResolvedConfig
+from om_core.context.tool_exchanges import Span, exchange_spans, safe_cut_backward, tool_parts_of
 from om_core.coordination import Keys
 from om_core.engine import events as ev
 from om_core.engine import extraction, indexing
@@ -29,10 +29,10 @@ from om_core.engine.tasks import BufferObservation, lookup_key, new_cycle_id, re
 from om_core.engine.window import Window, build_window, cut_for_budget
 from om_core.extractors import persist
 from om_core.messages import Message
+from om_core.policy import decisions
 from om_core.store import groups, history, records
 from om_core.store.outbox import has_event
 from om_core.store.types import AppendResult, ChunkInput, Record, StoredEvent
-from om_core.tool_exchanges import Span, exchange_spans, safe_cut_backward, tool_parts_of
 
 log = logging.getLogger("om.engine")
 
@@ -102,7 +102,7 @@ def _spans(candidates: Sequence[Message], window: Window) -> list[Span]:
 
 
 def _prefix_cut(candidates: Sequence[Message], from_seq: int, window: Window) -> int:
-    safe = policy.select_safe_buffer_prefix(candidates)
+    safe = decisions.select_safe_buffer_prefix(candidates)
     if len(safe) == len(candidates):
         return window.max_seq
     if not safe:
@@ -153,11 +153,11 @@ def _batch(core: EngineCore, task: BufferObservation, snapshot: _Snapshot) -> _B
         to_seq, cut_for_budget(window, core.settings.observer_input_cap_tokens, _spans(candidates, window))
     )
     batch_tokens = window.tokens_upto(to_seq)
-    threshold = policy.dynamic_threshold(  # the log's size (the resource's in resource scope) sets it
+    threshold = decisions.dynamic_threshold(  # the log's size (the resource's in resource scope) sets it
         policy_tokens(cfg.observation.message_tokens), snapshot.log.observation_token_count
     )
     interval = cfg.observation.buffer_tokens_at(threshold) or 0
-    if not policy.meets_minimum(batch_tokens, interval, task.skip_minimum):
+    if not decisions.meets_minimum(batch_tokens, interval, task.skip_minimum):
         return None
     batch = [m for m in _parts_upto(candidates, to_seq) if m.has_visible_content]
     if not batch:

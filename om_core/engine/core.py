@@ -18,17 +18,16 @@ from typing import Any
 
 from sqlalchemy import Engine, update
 
-from om_core import config_trust, policy
-from om_core.config import (
+from om_core.config import trust
+from om_core.config.options import (
     ObservationalMemoryConfig,
     ResolvedConfig,
     ResolvedObservation,
     ResolvedReflection,
     TokenRange,
 )
-from om_core.context import RenderedLogCache
+from om_core.context.actor import RenderedLogCache
 from om_core.coordination import Coordination, Keys, LocalCoordination, Peek
-from om_core.early_activation import provider_changed, resolve_ttl_ms, ttl_expired
 from om_core.engine import events as ev
 from om_core.engine.ports import (
     Completion,
@@ -45,16 +44,18 @@ from om_core.hooks import CURRENT_TRIGGER, DISPATCHER
 from om_core.messages import Part
 from om_core.models.client import ModelClient
 from om_core.models.selection import DEFAULT_MODEL, ModelByInputTokens, ModelSpec
-from om_core.observer import thread_title_update
+from om_core.observer.prompt import thread_title_update
+from om_core.policy import decisions
+from om_core.policy.early_activation import provider_changed, resolve_ttl_ms, ttl_expired
 from om_core.recall.search_mode import Searcher
-from om_core.scoped_ids import tenant_of
 from om_core.search.embedder import Embedder, ModelEmbedder
-from om_core.spend import spend_refusal
 from om_core.store import history, records, schema
 from om_core.store.outbox import last_event_id, list_events, write_record_events
 from om_core.store.part_cache import PartCache
 from om_core.store.types import NewEvent, Record, StoredEvent
 from om_core.store.window_cache import WindowCache
+from om_core.tenancy.scoped_ids import tenant_of
+from om_core.tenancy.spend import spend_refusal
 from om_core.tokens import TokenCounter
 from om_core.tokens.memo import RememberedCounts
 
@@ -75,7 +76,7 @@ def max_threshold(value: int | TokenRange) -> int:
     return value.max if isinstance(value, TokenRange) else value
 
 
-def policy_tokens(value: int | TokenRange) -> policy.MessageTokens:
+def policy_tokens(value: int | TokenRange) -> decisions.MessageTokens:
     return (value.min, value.max) if isinstance(value, TokenRange) else value
 
 
@@ -207,7 +208,7 @@ class EngineCore:
         if cached is None:
             config = self.base_config.with_overrides(overrides)
             cached = config.resolve()
-            refused = config_trust.refusal(config, self.base_config, self.settings.memory_policy)
+            refused = trust.refusal(config, self.base_config, self.settings.memory_policy)
             if refused is not None:
                 cached = replace(cached, refused=refused)
             self._resolved_cache[cache_key] = cached
@@ -219,7 +220,7 @@ class EngineCore:
         if not overrides:
             return self.base_config.resolve()
         config = self.base_config.with_overrides(overrides)
-        config_trust.check(config, self.base_config, self.settings.memory_policy)
+        trust.check(config, self.base_config, self.settings.memory_policy)
         return self.config_for(overrides)
 
     def complete(
@@ -318,7 +319,7 @@ class EngineCore:
         *,
         log: Record | None = None,
         others_tokens: int = 0,
-    ) -> policy.Status:
+    ) -> decisions.Status:
         """The thread's status. In resource scope `log` is the resource's shared log (its observation
         and reflection state count) and `others_tokens` the other threads' context block, which the
         actor sees too and so counts toward pending (behaviour §4.12)."""
@@ -327,8 +328,8 @@ class EngineCore:
         view = view or self.peek(key, log.lookup_key)
         buffering = view.is_locked(Keys.buffer_lock(key))
         message_tokens = policy_tokens(cfg.observation.message_tokens)
-        threshold = policy.dynamic_threshold(message_tokens, log.observation_token_count)
-        return policy.compute_status(
+        threshold = decisions.dynamic_threshold(message_tokens, log.observation_token_count)
+        return decisions.compute_status(
             pending=window.tokens + others_tokens,
             message_tokens=message_tokens,
             observation_token_count=log.observation_token_count,

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from sqlalchemy import Connection
 
-from om_core.config import ResolvedConfig
+from om_core.config.options import ResolvedConfig
 from om_core.engine import events as ev
 from om_core.engine import indexing
 from om_core.engine.core import EngineCore

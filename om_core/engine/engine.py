@@ -15,7 +15,7 @@ from typing import Any
 
 from sqlalchemy import select
 
-from om_core.config import ResolvedConfig
+from om_core.config.options import ResolvedConfig
 from om_core.coordination import Keys
 from om_core.engine import (
     activation,
@@ -50,14 +50,14 @@ from om_core.engine.tasks import (
 )
 from om_core.engine.turn import TurnInput, TurnResult
 from om_core.messages import Message
-from om_core.policy import StatusPayload
+from om_core.policy.decisions import StatusPayload
 from om_core.recall import RecallNotFound, run_recall
-from om_core.scoped_ids import public_id
 from om_core.search import Searcher, SearchHit, SearchRequest
 from om_core.search import errors as search_errors
 from om_core.store import history, records, schema
 from om_core.store.outbox import last_event_id, list_events
 from om_core.store.types import Record, StoredEvent
+from om_core.tenancy.scoped_ids import public_id
 from om_core.webhooks import delivery as webhook_delivery
 
 

@@ -11,8 +11,8 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from om_core.scoped_ids import public_id
 from om_core.store.types import ActivatedChunk, NewEvent
+from om_core.tenancy.scoped_ids import public_id
 
 
 class EventType(StrEnum):

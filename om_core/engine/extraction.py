@@ -15,7 +15,7 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from om_core.config import ResolvedConfig
+from om_core.config.options import ResolvedConfig
 from om_core.engine import events as ev
 from om_core.engine.core import EngineCore, resolve_model
 from om_core.engine.cycle import Cycle, holding_lock
@@ -38,8 +38,8 @@ from om_core.extractors.structured import (
     resolve_structured,
     response_format,
 )
-from om_core.observer import InlineExtractorPrompt
-from om_core.observer_input import render_histories
+from om_core.observer.input import render_histories
+from om_core.observer.prompt import InlineExtractorPrompt
 from om_core.store import history, records
 from om_core.store.outbox import cycle_payload, has_event, write_record_events
 from om_core.store.types import StoredEvent

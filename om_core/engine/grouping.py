@@ -8,9 +8,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from om_core.config import ResolvedConfig
+from om_core.config.options import ResolvedConfig
 from om_core.messages import Message
-from om_core.observation_groups import (
+from om_core.observations.groups import (
     groups_in,
     merged_ranges,
     message_range,

@@ -20,7 +20,7 @@ import logging
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 
-from om_core.config import ResolvedConfig
+from om_core.config.options import ResolvedConfig
 from om_core.coordination import Keys
 from om_core.engine.core import EngineCore
 from om_core.engine.tasks import IndexThread, lookup_key, new_cycle_id

@@ -34,7 +34,7 @@ __all__ = ["MAX_LINE_CHARS", "LineEditError", "LineEditResult", "edit_line", "is
 MAX_LINE_CHARS = 10_000
 
 #: A line that is a tag of the log's structure (a resource's `<thread id>` section, an observation group's
-#: wrapper, `<thread-title>`...): tags count only at the start of a line (`observation_text`).
+#: wrapper, `<thread-title>`...): tags count only at the start of a line (`observations.text`).
 _TAG = re.compile(r"\s*</?[A-Za-z][\w-]*(\s[^>]*)?>")
 
 

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from sqlalchemy import Connection
 
-from om_core import policy
-from om_core.config import ResolvedConfig
+from om_core.config.options import ResolvedConfig
 from om_core.coordination import Keys
 from om_core.engine import activation, extraction, resource, resource_observation
 from om_core.engine.core import EngineCore, policy_tokens
@@ -24,6 +23,7 @@ from om_core.engine.tool_pairs import spans_after
 from om_core.engine.window import cut_for_budget, cut_keeping_tail
 from om_core.errors import OperationFailed
 from om_core.extractors import persist
+from om_core.policy import decisions
 from om_core.store import groups, history, records
 from om_core.store.types import StoredEvent, WriteResult
 
@@ -63,13 +63,13 @@ def _observe_one_batch(core: EngineCore, task: Observe, cfg: ResolvedConfig, *, 
     if head is None:
         return None
     window = core.window(task.thread_id, head.last_observed_seq)
-    threshold = policy.dynamic_threshold(
+    threshold = decisions.dynamic_threshold(
         policy_tokens(cfg.observation.message_tokens), head.observation_token_count
     )
     if not window.messages or window.tokens < (threshold if manual else 1):
         return None
     buffer_activation = cfg.observation.buffer_activation
-    floor = policy.retention_floor(buffer_activation, threshold) if buffer_activation is not None else 1.0
+    floor = decisions.retention_floor(buffer_activation, threshold) if buffer_activation is not None else 1.0
     # The kept tail is over the threshold only when one message is; it is observed by the next batch.
     spans = spans_after(core, task.thread_id, head.last_observed_seq, window)  # pairs stay together
     cut = cut_keeping_tail(window, max(floor, 1.0), max_keep=threshold - 1, spans=spans)

@@ -10,15 +10,17 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Protocol, TypeVar
 
-from om_core.config import ResolvedConfig
+from om_core.config.options import ResolvedConfig
 from om_core.engine.core import EngineCore, primary_model, resolve_model
 from om_core.engine.cycle import Usage
 from om_core.engine.extraction import NONE, RunExtractors
 from om_core.engine.ports import ObserverDegenerateError, UserContent
 from om_core.messages import Message
-from om_core.observation_groups import strip_wrappers
-from om_core.observation_text import strip_tag_blocks
-from om_core.observer import (
+from om_core.models.reply_checks import unusable_reply
+from om_core.observations.groups import strip_wrappers
+from om_core.observations.text import strip_tag_blocks
+from om_core.observer.input import forwarding_rule, observer_user_content, render_histories
+from om_core.observer.prompt import (
     InlineExtractorPrompt,
     MultiThreadObserverOutput,
     ObserverOutput,
@@ -33,8 +35,6 @@ from om_core.observer import (
     render_thread_blocks,
     thread_bodies,
 )
-from om_core.observer_input import forwarding_rule, observer_user_content, render_histories
-from om_core.reply_checks import unusable_reply
 from om_core.store import history
 from om_core.store.types import Record
 
@@ -79,7 +79,7 @@ def observe_messages(
     the log the observations will join when it is not `head`'s own (resource scope: the resource's).
 
     The user message carries the batch's images and files as content parts when `observeAttachments`
-    forwards any (`observer_input`); placeholders stay in the transcript either way. `extractors` adds the
+    forwards any (`observer.input`); placeholders stay in the transcript either way. `extractors` adds the
     run's inline extractor sections to the prompt (with their priors) and strips them from the
     observations; the caller reads their values from the output's `raw` text."""
     meta = thread.om_metadata if thread is not None else {}

@@ -1,7 +1,7 @@
 """What the engine needs from outside, as protocols, and the service knobs it runs with.
 
-The shells provide these: `om_workers` a Redis publisher and a Celery executor, `om_api` the same plus
-the model-call policy. Keeping them protocols keeps the engine free of any shell.
+The shells provide these: the workers a Redis publisher and a Celery executor (`om_adapters`), the API
+the same plus the model-call policy. Keeping them protocols keeps the engine free of any shell.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from om_core.config_trust import MemoryPolicy
+from om_core.config.trust import MemoryPolicy
 from om_core.errors import OMError
 from om_core.store.types import StoredEvent
 from om_core.webhooks.policy import WebhookPolicy
@@ -94,10 +94,10 @@ class EngineSettings:
     index_interval_s: float = 10.0
     #: Webhook delivery: backoff, bound, timeouts, private targets (`OM_WEBHOOK_*`).
     webhooks: WebhookPolicy = field(default_factory=WebhookPolicy)
-    #: The operator's bounds on tenant-written configs (`OM_MEMORY_*`, `om_core.config_trust`).
+    #: The operator's bounds on tenant-written configs (`OM_MEMORY_*`, `om_core.config.trust`).
     memory_policy: MemoryPolicy = field(default_factory=MemoryPolicy)
     #: Each tenant's memory-model spend per UTC day unless the operator set its own (`om tenants limits`);
-    #: None: no budget (`OM_TENANT_DAILY_BUDGET_USD`, `om_core.spend`).
+    #: None: no budget (`OM_TENANT_DAILY_BUDGET_USD`, `om_core.tenancy.spend`).
     tenant_daily_budget_usd: float | None = None
 
 

@@ -14,8 +14,7 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from om_core import policy
-from om_core.config import ResolvedConfig
+from om_core.config.options import ResolvedConfig
 from om_core.coordination import Keys, Peek
 from om_core.engine import events as ev
 from om_core.engine import extraction
@@ -26,7 +25,8 @@ from om_core.engine.reflector_call import ladder_usage, run_ladder
 from om_core.engine.tasks import BufferReflection, Reflect, lookup_key, new_cycle_id, task_key
 from om_core.errors import OperationFailed
 from om_core.extractors import persist
-from om_core.reflector import (
+from om_core.policy import decisions
+from om_core.reflector.prompt import (
     ReflectionEmptyError,
     RetryInfo,
     append_tail_after_reflection,
@@ -75,7 +75,7 @@ def maybe_reflect(
         return False, None
     if decision.on_no_buffer == "sync":
         last = core.coordination.get_int(Keys.reflection_suppressed(key))
-        if policy.sync_reflection_suppressed(last, head.observation_token_count, decision.triggered_by):
+        if decisions.sync_reflection_suppressed(last, head.observation_token_count, decision.triggered_by):
             return False, None
         task = Reflect(thread_id, new_cycle_id("reflect"), key=_shared_key(thread_id, key))
         return True, core.run_blocking(task, thread_id)
@@ -84,12 +84,12 @@ def maybe_reflect(
 
 def decide(
     cfg: ResolvedConfig, head: Record, activity: Activity, now: datetime, view: Peek
-) -> tuple[policy.ReflectionDecision, dict[str, Any]]:
+) -> tuple[decisions.ReflectionDecision, dict[str, Any]]:
     """What reflection work the log needs as `view` shows the coordination state, with the details of an
     early trigger (idle TTL, provider change) for its event."""
     key = head.lookup_key
     trigger, details = early_trigger(cfg, activity, now, reflection=True)
-    decision = policy.reflection_action(
+    decision = decisions.reflection_action(
         obs=head.observation_token_count,
         R=cfg.reflection.observation_tokens,
         a=cfg.reflection.buffer_activation,
@@ -105,7 +105,7 @@ def decide(
     return decision, details
 
 
-def is_due(decision: policy.ReflectionDecision) -> bool:
+def is_due(decision: decisions.ReflectionDecision) -> bool:
     """Whether the decision does anything at all."""
     return decision.start_buffered or decision.triggered_by is not None
 
@@ -174,7 +174,7 @@ def activate_buffered_reflection(
         combined = replace_leading_lines(
             head.active_observations, head.reflected_observation_line_count, head.buffered_reflection
         )
-        verdict = policy.early_trigger_guard(
+        verdict = decisions.early_trigger_guard(
             core.counter.count_string(tail),
             head.buffered_reflection_tokens or 0,
             core.counter.count_string(combined),
@@ -299,6 +299,6 @@ def _reflect_locked(core: EngineCore, task: Reflect, cfg: ResolvedConfig) -> boo
     extraction.request_structured(
         core, run, thread_id=task.thread_id, source_cycle_id=cycle.cycle_id, record_id=snapshot.id
     )
-    suppress = policy.suppression_after_reflection(out_tokens, target)
+    suppress = decisions.suppression_after_reflection(out_tokens, target)
     core.coordination.set_int(Keys.reflection_suppressed(key), suppress)
     return True

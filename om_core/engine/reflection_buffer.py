@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from sqlalchemy import Connection
 
-from om_core import policy
-from om_core.config import ResolvedConfig
+from om_core.config.options import ResolvedConfig
 from om_core.coordination import Keys
 from om_core.engine import extraction
 from om_core.engine.core import EngineCore
@@ -15,7 +14,8 @@ from om_core.engine.grouping import GroupPlace, group_reflection, reflector_inpu
 from om_core.engine.reflector_call import ladder_usage, run_ladder
 from om_core.engine.tasks import BufferReflection, lookup_key
 from om_core.extractors import persist
-from om_core.observation_groups import align_slice
+from om_core.observations.groups import align_slice
+from om_core.policy import decisions
 from om_core.store import groups, history, records
 from om_core.store.types import StoredEvent, WriteResult
 
@@ -35,7 +35,7 @@ def _buffer_locked(core: EngineCore, task: BufferReflection, cfg: ResolvedConfig
     ):
         return False
     lines = head.active_observations.split("\n")
-    n_lines, slice_estimate, target = policy.reflection_slice(
+    n_lines, slice_estimate, target = decisions.reflection_slice(
         len(lines),
         head.observation_token_count,
         cfg.reflection.observation_tokens,

@@ -6,16 +6,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from om_core import policy
-from om_core.config import ResolvedConfig
+from om_core.config.options import ResolvedConfig
 from om_core.engine.core import EngineCore, primary_model, resolve_model
 from om_core.engine.cycle import Usage
 from om_core.engine.extraction import NONE, RunExtractors
 from om_core.engine.observer_call import observer_system_prompt
 from om_core.extractors.definition import dump_value
-from om_core.observation_text import strip_tag_blocks
-from om_core.observer import inline_extractor_section
-from om_core.reflector import (
+from om_core.models.reply_checks import unusable_reply
+from om_core.observations.text import strip_tag_blocks
+from om_core.observer.prompt import inline_extractor_section
+from om_core.policy import decisions
+from om_core.reflector.prompt import (
     LadderResult,
     ModelReply,
     ReflectorPromptOptions,
@@ -23,7 +24,6 @@ from om_core.reflector import (
     build_reflector_system_prompt,
     reflect_with_ladder,
 )
-from om_core.reply_checks import unusable_reply
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,7 @@ def run_ladder(
     and the kept reply as the model wrote it: `extractors`' inline sections (described at the end of the
     system prompt, with their priors) are stripped before parsing and read from that text."""
     model = resolve_model(cfg.reflection.model, core.counter.count_string(observations))
-    start_level = policy.compression_start_level(primary_model(model), manual=manual_prompt is not None)
+    start_level = decisions.compression_start_level(primary_model(model), manual=manual_prompt is not None)
     system = build_reflector_system_prompt(
         ReflectorPromptOptions(
             observer_instructions=observer_system_prompt(cfg, include_hints=True),

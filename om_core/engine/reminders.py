@@ -18,13 +18,13 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import Connection
 
+from om_core.context.temporal import is_temporal_marker, reminder_event, temporal_marker_for
 from om_core.engine import events as ev
 from om_core.engine.core import EVENT_SINK, EngineCore
 from om_core.messages import Message
 from om_core.store import history
 from om_core.store.outbox import write_events
 from om_core.store.types import NewEvent, Record, StoredEvent
-from om_core.temporal import is_temporal_marker, reminder_event, temporal_marker_for
 
 if TYPE_CHECKING:
     from om_core.engine.turn import TurnResult

@@ -14,15 +14,15 @@ from datetime import datetime
 
 from sqlalchemy import Connection
 
-from om_core.config import ResolvedConfig
+from om_core.config.options import ResolvedConfig
 from om_core.engine.core import EngineCore
 from om_core.engine.tasks import ObserveBatch, Trigger, lookup_key, resource_key
 from om_core.engine.window import Window, build_window
 from om_core.messages import Message
-from om_core.resource_log import thread_label
+from om_core.observations.resource_log import thread_label
+from om_core.observer.transcript import render_transcript
 from om_core.store import history, records
 from om_core.store.types import Record
-from om_core.transcript import render_transcript
 
 #: Characters of each part shown in the other-conversations block (§4.11).
 OTHER_PART_CHARS = 500

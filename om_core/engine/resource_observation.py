@@ -14,8 +14,8 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from om_core import policy
-from om_core.config import ResolvedConfig
+from om_core.config.options import ResolvedConfig
+from om_core.context.tool_exchanges import safe_cut_backward
 from om_core.engine import activation, extraction, resource
 from om_core.engine.core import EngineCore, policy_tokens
 from om_core.engine.cycle import Cycle, Usage, run_if_enabled
@@ -28,9 +28,9 @@ from om_core.engine.window import build_window, cut_for_budget, cut_keeping_tail
 from om_core.errors import OperationFailed
 from om_core.extractors import persist
 from om_core.messages import Message
-from om_core.observer import ObserverOutput
-from om_core.resource_log import compose_section, strip_thread_tags, thread_label
-from om_core.scoped_ids import public_id
+from om_core.observations.resource_log import compose_section, strip_thread_tags, thread_label
+from om_core.observer.prompt import ObserverOutput
+from om_core.policy import decisions
 from om_core.store import groups, history, records
 from om_core.store.types import (
     NewEvent,
@@ -40,7 +40,7 @@ from om_core.store.types import (
     ThreadObservation,
     WriteResult,
 )
-from om_core.tool_exchanges import safe_cut_backward
+from om_core.tenancy.scoped_ids import public_id
 
 
 def observe_resource(core: EngineCore, task: Observe, cfg: ResolvedConfig) -> bool:
@@ -82,7 +82,7 @@ class _Share:
 
 
 def _shares(core: EngineCore, task: ObserveBatch, cfg: ResolvedConfig, resource_id: str) -> list[_Share]:
-    threshold = policy.dynamic_threshold(policy_tokens(cfg.observation.message_tokens), 0)
+    threshold = decisions.dynamic_threshold(policy_tokens(cfg.observation.message_tokens), 0)
     out: list[_Share] = []
     with core.db.connect() as conn:
         for thread_id in task.thread_ids:

@@ -12,12 +12,12 @@ from dataclasses import dataclass, replace
 
 from sqlalchemy import Connection
 
-from om_core import policy
-from om_core.config import ResolvedConfig
+from om_core.config.options import ResolvedConfig
 from om_core.coordination import Peek
 from om_core.engine import activation, resource
 from om_core.engine.core import EngineCore
 from om_core.engine.window import Window
+from om_core.policy import decisions
 from om_core.store import history, records
 from om_core.store.types import Record
 
@@ -41,7 +41,7 @@ def status_with(
     cfg: ResolvedConfig,
     shared: SharedView,
     view: Peek | None = None,
-) -> policy.Status:
+) -> decisions.Status:
     """The thread's status with the view's log and other-conversations block counted."""
     return core.status_of(head, window, cfg, view, log=shared.log, others_tokens=shared.others_tokens)
 
@@ -53,8 +53,8 @@ def activate_other_threads(
     head: Record,
     window: Window,
     shared: SharedView,
-    status: policy.Status,
-) -> tuple[SharedView, policy.Status]:
+    status: decisions.Status,
+) -> tuple[SharedView, decisions.Status]:
     """Resource scope at the threshold, after the thread's own chunks: the other threads' chunks, the
     largest backlog first, until the resource is under the threshold. Without this a thread whose turns
     happen to follow another's activation would never see its own chunks activated (its messages

@@ -6,7 +6,7 @@ it once, because the storage rules dedupe by cycle (chunk rows, event rows) and 
 `TASKS` is the only place a task kind's Celery name, queue, lock, failure event and engine handler are
 written: the engine, the Celery app and its executor, the embedded stack, the `om` command, readiness and
 the deploy test all read it. `InlineExecutor` runs tasks in the calling thread (tests, embedded mode);
-`om_workers` provides the Celery executor, which enqueues the same values on their queues.
+`om_adapters.celery_executor` is the Celery executor, which enqueues the same values on their queues.
 """
 
 from __future__ import annotations

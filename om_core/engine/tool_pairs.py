@@ -1,5 +1,5 @@
-"""The engine's reads for tool exchanges (`om_core.tool_exchanges`): the spans a cut must not split, and
-the observed calls the actor is shown again beside results that arrived after them.
+"""The engine's reads for tool exchanges (`om_core.context.tool_exchanges`): the spans a cut must not split,
+and the observed calls the actor is shown again beside results that arrived after them.
 """
 
 from __future__ import annotations
@@ -8,11 +8,11 @@ from collections.abc import Sequence
 
 from sqlalchemy import Connection
 
+from om_core.context.tool_exchanges import Span, ToolPart, exchange_spans, orphan_result_ids, with_companions
 from om_core.engine.core import EngineCore
 from om_core.engine.window import Window
 from om_core.messages import Message
 from om_core.store import history
-from om_core.tool_exchanges import Span, ToolPart, exchange_spans, orphan_result_ids, with_companions
 
 
 def spans_after(core: EngineCore, thread_id: str, after_seq: int, window: Window) -> list[Span]:

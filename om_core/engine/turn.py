@@ -15,11 +15,10 @@ from typing import Any, NamedTuple
 
 from sqlalchemy import Connection
 
-from om_core import policy, tenancy, triggers, working_memory
-from om_core.config import ResolvedConfig, message_threshold_max
-from om_core.context import ActorContext, build_actor_context
+from om_core.config.options import ResolvedConfig, message_threshold_max
+from om_core.context.actor import ActorContext, build_actor_context
+from om_core.context.temporal import is_temporal_marker
 from om_core.coordination import Peek
-from om_core.early_activation import resolve_ttl_ms
 from om_core.engine import (
     activation,
     backlog,
@@ -37,15 +36,19 @@ from om_core.engine.ports import ThreadIdRequired
 from om_core.engine.tasks import BufferObservation, Observe, Task, lookup_key, new_cycle_id
 from om_core.engine.tool_pairs import with_observed_calls
 from om_core.engine.window import Window, build_window, start_of_recent
+from om_core.maintenance import triggers
 from om_core.messages import Message, Part
-from om_core.policy import StatusPayload
+from om_core.policy import decisions
+from om_core.policy.decisions import StatusPayload
+from om_core.policy.early_activation import resolve_ttl_ms
 from om_core.recall.tool import RECALL_TOOL, recall_guidance
-from om_core.scoped_ids import public_id
 from om_core.store import history, records
 from om_core.store.db import is_postgres, read_only, single_write
 from om_core.store.outbox import write_events
 from om_core.store.types import NewEvent, Record, StoredEvent
-from om_core.temporal import is_temporal_marker
+from om_core.tenancy import access
+from om_core.tenancy.scoped_ids import public_id
+from om_core.working_memory import document as wm
 
 #: Parts read per page when looking for the start of the recent history (OM off); a page is ~30 KB of rows.
 _RECENT_PAGE = 512
@@ -171,7 +174,7 @@ def _ingest(core: EngineCore, turn: TurnInput, sink: list[StoredEvent]) -> TurnR
             shared, status = shared_view.activate_other_threads(
                 core, stored.thread, cfg, head, window, shared, status
             )
-    if policy.must_block(
+    if decisions.must_block(
         async_enabled=cfg.async_observation_enabled,
         pending=status.pending,
         threshold=status.threshold,
@@ -281,10 +284,10 @@ def store_and_read(core: EngineCore, turn: TurnInput) -> _Stored:
     count_part = _precounted(incoming, _count_part(core, turn.actor_model))  # outside the write lock
     with core.db.begin() as conn:
         before = history.lock_thread(conn, thread_id)
-        thread = before or tenancy.create_thread_for(
+        thread = before or access.create_thread_for(
             conn, turn.tenant_id, thread_id, turn.resource_id or thread_id
         )
-        tenancy.check_turn_access(thread, turn.tenant_id, turn.resource_id)
+        access.check_turn_access(thread, turn.tenant_id, turn.resource_id)
         cfg = core.config_for(thread.effective_overrides)
         if cfg.temporal_markers:  # never with OM off: markers are OM's own messages
             incoming = reminders.with_markers(conn, thread, incoming, core.settings.timezone)
@@ -511,7 +514,7 @@ def turn_result(
     sink: list[StoredEvent],
     *,
     current: _Current | None,
-    status: policy.Status | None = None,
+    status: decisions.Status | None = None,
     with_context: bool = True,
 ) -> TurnResult:
     """Write the turn's status event and build what the actor sees from one consistent read (only the
@@ -522,7 +525,7 @@ def turn_result(
     status = status or shared_view.status_with(core, head, window, cfg, shared)
     log = shared.log
     payload = status.to_status_payload(log.id, thread_id, step_number, log.generation_count)
-    memory: working_memory.WorkingMemory | None = None
+    memory: wm.WorkingMemory | None = None
     with single_write(core.db) as conn:  # one INSERT, and a read that need not be consistent with it
         stored = write_events(
             conn,
@@ -533,7 +536,7 @@ def turn_result(
             events=[NewEvent(ev.STATUS.value, dict(payload))],
         )
         if cfg.working_memory.enabled:  # one primary-key read, only for threads that have one
-            memory = working_memory.read_at(conn, working_memory.target_for_thread(thread, cfg), cfg)
+            memory = wm.read_at(conn, wm.target_for_thread(thread, cfg), cfg)
     core.publish(stored)
     bare = TurnResult(
         thread_id=public_id(thread_id),
@@ -573,7 +576,7 @@ def turn_result(
     )
     tools = [RECALL_TOOL] if options is not None else []
     if memory is not None and cfg.working_memory.agent_managed:
-        tools.append(working_memory.update_tool(cfg.working_memory))
+        tools.append(wm.update_tool(cfg.working_memory))
     return replace(
         bare,
         system_messages=list(context.system_messages),
@@ -594,7 +597,7 @@ def actor_context(
     others: str = "",
     retrieval_guidance: str | None = None,
     guidance_without_memory: bool = False,
-    memory: working_memory.WorkingMemory | None = None,
+    memory: wm.WorkingMemory | None = None,
     cfg: ResolvedConfig | None = None,
 ) -> ActorContext:
     """The observation log, the other conversations (resource scope) and the thread's hints as the
@@ -608,11 +611,7 @@ def actor_context(
         if thread is not None
         else {}
     )
-    shown = (
-        working_memory.actor_messages(memory, cfg.working_memory)
-        if memory is not None and cfg is not None
-        else []
-    )
+    shown = wm.actor_messages(memory, cfg.working_memory) if memory is not None and cfg is not None else []
     return build_actor_context(
         active_observations=log.active_observations,
         extra_values=extra,

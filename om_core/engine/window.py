@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from om_core.context.tool_exchanges import Span, safe_cut, safe_cut_backward
 from om_core.store.history import PartTokens
 from om_core.tokens import CONVERSATION_OVERHEAD, PartCount, TokenCounter
-from om_core.tool_exchanges import Span, safe_cut, safe_cut_backward
 
 
 def _is_visible(part_type: str) -> bool:

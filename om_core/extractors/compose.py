@@ -6,7 +6,7 @@ sections and dedicated fields in the Observer/Reflector prompts and parsers; the
 the output, as the spec orders them, and never reach `on_extracted`.
 
 The names of operator code in the user's entries (`use`, `onExtracted`) resolve for the tenant of the run's
-thread (its stored id says which, `om_core.scoped_ids.tenant_of`).
+thread (its stored id says which, `om_core.tenancy.scoped_ids.tenant_of`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from om_core.config import ResolvedConfig
+from om_core.config.options import ResolvedConfig
 from om_core.extractors.definition import (
     Extractor,
     ExtractorError,
@@ -24,8 +24,8 @@ from om_core.extractors.definition import (
     from_json,
     refused,
 )
-from om_core.scoped_ids import tenant_of
-from om_core.working_memory_extractor import build_extractor
+from om_core.tenancy.scoped_ids import tenant_of
+from om_core.working_memory.extractor import build_extractor
 
 log = logging.getLogger("om.extractors")
 

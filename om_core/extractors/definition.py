@@ -218,11 +218,11 @@ def to_json_schema(schema: Any) -> dict[str, Any] | None:
 
 def validate_value(schema: Mapping[str, Any] | None, value: Any) -> str | None:
     """None when `value` satisfies `schema` (a string when there is no schema), else what is wrong. The
-    schema may come from a tenant, so it goes through om_core.tenant_schema: nothing fetched, RE2 patterns,
-    bounded work."""
+    schema may come from a tenant, so it goes through om_core.tenancy.json_schema: nothing fetched, RE2
+    patterns, bounded work."""
     if schema is None:
         return None if isinstance(value, str) else f"expected a string, got {type(value).__name__}"
-    from om_core.tenant_schema import SchemaRefused, validate
+    from om_core.tenancy.json_schema import SchemaRefused, validate
 
     try:
         mismatch = validate(schema, value)
@@ -378,8 +378,9 @@ def _key_path(entry: Mapping[str, Any], field: str) -> str | None:
 
 
 def _check_json_schema(schema: Mapping[str, Any], *, field: str) -> None:
-    """A tenant's schema is data (om_core.tenant_schema): local references only, RE2 patterns, bounded."""
-    from om_core.tenant_schema import SchemaRefused, check_schema
+    """A tenant's schema is data (om_core.tenancy.json_schema): local references only, RE2 patterns,
+    bounded."""
+    from om_core.tenancy.json_schema import SchemaRefused, check_schema
 
     try:
         check_schema(schema)

@@ -16,7 +16,7 @@ from typing import Any
 
 from om_core.errors import public_text
 from om_core.extractors.definition import Extractor, RunContext, validate_value
-from om_core.observer import InlineExtractorPrompt
+from om_core.observer.prompt import InlineExtractorPrompt
 
 EXTRACTED_VALUES_TAG = "extracted-values"
 _JSON_START_RE = re.compile(r"^(?:[\[{\"\-0-9]|true\b|false\b|null\b)")

@@ -11,8 +11,8 @@ tenant hand its value to operator code. A plugin module registers them at import
     register_callback("mark-done", lambda ctx: "DONE", tenants={"acme"})
 
 `tenants=None` (the default) serves every tenant; a collection of tenant ids serves only those, and for
-every other tenant the name does not exist (`om_core.registrations`). Every process that runs cycles (the
-API with the inline executor, workers) must import the same plugins. The API imports them too
+every other tenant the name does not exist (`om_core.tenancy.registrations`). Every process that runs cycles
+(the API with the inline executor, workers) must import the same plugins. The API imports them too
 (`om_api.runtime.import_plugins`), so where a tenant writes its config every name in it is resolved for
 that tenant against the registrations the cycles will use (`check_tenant_overrides`): an import path, a
 name nobody registered and a name registered only for another tenant are refused alike, with the field to
@@ -32,7 +32,7 @@ from om_core.extractors.definition import (
     parse_list,
     slugify,
 )
-from om_core.registrations import NamedRegistry, Tenants
+from om_core.tenancy.registrations import NamedRegistry, Tenants
 
 __all__ = [
     "CALLBACK_NAME_RE",

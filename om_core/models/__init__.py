@@ -7,8 +7,8 @@ Submodules (import them directly; this package deliberately re-exports nothing s
 - `routing`: router IDs (`google/gemini-2.5-flash`) to litellm names, provider-option translation;
 - `retry`: the single transport-retry layer (§5.9);
 - `client`: `ModelClient.complete`, litellm behind one call with retries, fallbacks, usage and cost;
-- `local.extractive`: the offline, deterministic `om-local/extractive` model registered with litellm
-  (heuristics in `local.observer` and `local.reflector`).
+- the offline, deterministic `om-local/extractive` model is a package of its own, `om_local`, which
+  `client` registers with litellm when a configured model names it.
 
 litellm's price table is pinned to the local copy by `om_core` itself (its `__init__`), before any of
 these submodules can import litellm.

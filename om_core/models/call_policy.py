@@ -7,9 +7,9 @@ settings; the inline executor called models with neither, so an API next to a fl
 workers believed was theirs.
 
 - `ModelCallPolicy` holds the numbers: retries and their back-off, the provider budgets, the longest wait
-  for a budget token. `om_core.settings.Settings.model_call_policy()` builds it from `OM_MODEL_RETRY_*`,
-  `OM_MODEL_RATE_LIMITS` and `OM_MODEL_RATE_LIMIT_MAX_WAIT_S` (the former `OM_WORKER_*` names still read),
-  once per process.
+  for a budget token. `om_core.config.settings.Settings.model_call_policy()` builds it from
+  `OM_MODEL_RETRY_*`, `OM_MODEL_RATE_LIMITS` and `OM_MODEL_RATE_LIMIT_MAX_WAIT_S` (the former `OM_WORKER_*`
+  names still read), once per process.
 - `build_model_client(policy, limiter)` is the one place a process's model client is made. The shell
   passes where budgets live (a `RateLimiter`): the Redis bucket when a Redis is configured, so API servers
   and workers draw from one budget; without one, an in-process bucket.

@@ -258,7 +258,7 @@ class ModelClient:
         def attempt() -> list[list[float]]:
             self.before_attempt(routed.router_id)
             if routed.is_local:
-                from om_core.models.local.extractive import register_local_models
+                from om_local.extractive import register_local_models
 
                 register_local_models()
             litellm = _litellm()
@@ -315,7 +315,7 @@ class ModelClient:
         response_format: Mapping[str, Any] | None,
     ) -> Any:
         if routed.is_local:
-            from om_core.models.local.extractive import register_local_models
+            from om_local.extractive import register_local_models
 
             register_local_models()
         kwargs: dict[str, Any] = {

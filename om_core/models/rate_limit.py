@@ -2,7 +2,7 @@
 interface a process paces its model requests with (`RateLimiter`).
 
 Where a budget lives is the shell's choice. `LocalTokenBucket` keeps it in this process (one machine, one
-process calling models); `om_workers.ratelimit.TokenBucket` keeps it in Redis, so every process on that
+process calling models); `om_adapters.token_bucket.TokenBucket` keeps it in Redis, so every process on that
 Redis (workers and API servers alike) draws from one budget. Both reserve a token atomically and say how
 long to wait for it, so waiting callers queue in arrival order instead of polling, and both refuse a wait
 longer than the caller allows without taking anything.

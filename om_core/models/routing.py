@@ -31,7 +31,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-#: The offline model provider registered with litellm by `om_core.models.local.extractive`.
+#: The offline model provider registered with litellm by `om_local.extractive`.
 LOCAL_PROVIDER = "om-local"
 
 OptionTranslator = Callable[[Mapping[str, Any]], dict[str, Any]]

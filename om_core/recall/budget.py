@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from om_core.degenerate import safe_cut_index
+from om_core.observations.degenerate import safe_cut_index
 
 __all__ = [
     "RESULT_BUDGET",

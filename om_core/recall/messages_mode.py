@@ -26,7 +26,6 @@ from om_core.recall.errors import RecallInvalid, RecallNotFound
 from om_core.recall.params import RecallParams
 from om_core.recall.render import header, part_kind, part_line, part_text
 from om_core.recall.scope import RecallScope
-from om_core.scoped_ids import public_id
 from om_core.store.recall_reads import (
     MessageInfo,
     PartInfo,
@@ -36,6 +35,7 @@ from om_core.store.recall_reads import (
     messages_from,
     part_bodies,
 )
+from om_core.tenancy.scoped_ids import public_id
 
 __all__ = ["read_messages"]
 

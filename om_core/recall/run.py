@@ -9,7 +9,7 @@ from typing import Any
 
 from sqlalchemy import Engine
 
-from om_core.config import ResolvedRetrieval
+from om_core.config.options import ResolvedRetrieval
 from om_core.recall.budget import Count
 from om_core.recall.errors import RecallNotFound, RetrievalDisabled
 from om_core.recall.messages_mode import read_messages
@@ -17,8 +17,8 @@ from om_core.recall.params import RecallParams, parse_params
 from om_core.recall.scope import RecallScope
 from om_core.recall.search_mode import Searcher, search
 from om_core.recall.threads_mode import list_threads
-from om_core.scoped_ids import public_id
 from om_core.store.recall_reads import thread_info
+from om_core.tenancy.scoped_ids import public_id
 
 __all__ = ["run_recall"]
 

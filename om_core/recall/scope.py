@@ -2,8 +2,8 @@
 its resource. Every thread a call names is resolved here, so access control is written once.
 
 A thread id a model names is a public id; its stored id carries the active thread's tenant
-(`om_core.scoped_ids`), so a model can only ever name threads of its own tenant, and a thread of another
-resource is answered exactly like one that does not exist.
+(`om_core.tenancy.scoped_ids`), so a model can only ever name threads of its own tenant, and a thread of
+another resource is answered exactly like one that does not exist.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from sqlalchemy import Connection
 
 from om_core.recall.budget import Count
 from om_core.recall.errors import RecallNotFound
-from om_core.scoped_ids import SCOPE_SEPARATOR, public_id
 from om_core.store.recall_reads import ThreadInfo, thread_info
+from om_core.tenancy.scoped_ids import SCOPE_SEPARATOR, public_id
 
 __all__ = ["RecallScope", "sibling_id"]
 

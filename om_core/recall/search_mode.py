@@ -21,10 +21,10 @@ from om_core.recall.budget import limit_result
 from om_core.recall.params import MAX_LIMIT, RecallParams
 from om_core.recall.render import stamp
 from om_core.recall.scope import RecallScope
-from om_core.scoped_ids import public_id
 from om_core.search.errors import VectorSearchUnavailable
 from om_core.search.types import SearchHit, SearchRequest
 from om_core.store.recall_reads import ThreadInfo, threads_by_id
+from om_core.tenancy.scoped_ids import public_id
 
 __all__ = ["NOT_CONFIGURED", "NO_MATCHES", "Searcher", "fetch_size", "search"]
 

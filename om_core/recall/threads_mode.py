@@ -15,8 +15,8 @@ from om_core.recall.budget import limit_result
 from om_core.recall.params import RecallParams
 from om_core.recall.render import stamp
 from om_core.recall.scope import RecallScope
-from om_core.scoped_ids import public_id
 from om_core.store.recall_reads import ThreadInfo, resource_threads
+from om_core.tenancy.scoped_ids import public_id
 
 __all__ = ["NO_THREADS", "list_threads"]
 

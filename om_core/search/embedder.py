@@ -3,7 +3,7 @@
 The model is a server setting (`OM_EMBEDDING_MODEL`), never part of a thread's or a caller's config:
 nothing a caller sends can redirect a model call, and every vector of one deployment must come from one
 model to be comparable. The default, `om-local/hashing-embedding`, is the offline deterministic embedder
-registered with litellm like the offline model (`om_core.models.local.embedding`: lexical similarity of
+registered with litellm like the offline model (`om_local.embedding`: lexical similarity of
 words and word fragments, not understanding). Calls go through the process's `ModelClient`, so they are
 retried, paced and credential-checked like every Observer call.
 """

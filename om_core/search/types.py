@@ -13,7 +13,7 @@ HitKind = Literal["group", "message"]
 
 @dataclass(frozen=True)
 class SearchRequest:
-    """One search over a resource. Ids are stored ids (`om_core.scoped_ids`); the caller has already
+    """One search over a resource. Ids are stored ids (`om_core.tenancy.scoped_ids`); the caller has already
     checked that the resource belongs to its tenant. `thread_ids` (when given) restricts the hits to those
     threads; `after` / `before` bound the hit's time (strictly)."""
 

@@ -17,9 +17,9 @@ from sqlalchemy import Connection, Engine, bindparam, func, select, text, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from om_core.messages import Message, Part, Role
-from om_core.scoped_ids import public_id
 from om_core.store import schema
 from om_core.store.records import deep_merge
+from om_core.tenancy.scoped_ids import public_id
 
 T = schema.threads
 M = schema.messages

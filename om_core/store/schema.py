@@ -42,8 +42,8 @@ from sqlalchemy.engine import Dialect
 
 metadata = MetaData()
 
-#: Thread and resource ids as stored: `<tenant>/<id>` (`om_core.scoped_ids`), a 255-character tenant and a
-#: 255-character public id at most.
+#: Thread and resource ids as stored: `<tenant>/<id>` (`om_core.tenancy.scoped_ids`), a 255-character tenant
+#: and a 255-character public id at most.
 ID_LENGTH = 512
 #: Lookup keys: `thread:` or `resource:` and a stored id.
 KEY_LENGTH = 600
@@ -441,13 +441,14 @@ usage_tenant_deltas = Table(
     Column("output_tokens", BigInteger, nullable=False),
     Column("cost_usd", Float, nullable=False),
     Column("cycles", BigInteger, nullable=False),
-    # The UTC day of the event (`om_core.spend` reads a tenant's spend per day); NULL for deltas written
-    # before migration 0009, which count in the tenant's totals but in no day.
+    # The UTC day of the event (`om_core.tenancy.spend` reads a tenant's spend per day); NULL for deltas
+    # written before migration 0009, which count in the tenant's totals but in no day.
     Column("day", Date, nullable=True),
 )
 
 #: A tenant's usage per UTC day, folded from `usage_tenant_deltas` by the same maintenance pass: what a
-#: daily spend budget (`om_core.spend`) is checked against, plus the deltas of that day not folded yet.
+#: daily spend budget (`om_core.tenancy.spend`) is checked against, plus the deltas of that day not folded
+#: yet.
 usage_tenant_days = Table(
     "om_usage_tenant_days",
     metadata,

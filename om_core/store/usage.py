@@ -19,10 +19,10 @@ from typing import Any
 from sqlalchemy import Connection, Engine, Subquery, Table, bindparam, delete, func, insert, select, union_all
 from sqlalchemy.dialects import postgresql, sqlite
 
-from om_core.scoped_ids import tenant_of
 from om_core.store import schema
 from om_core.store.db import read_only
 from om_core.store.types import StoredEvent
+from om_core.tenancy.scoped_ids import tenant_of
 
 
 @dataclass(frozen=True)

@@ -36,8 +36,8 @@ from typing import Any
 import httpx
 from sqlalchemy import Engine
 
-from om_core.scoped_ids import public_id
 from om_core.store.types import StoredEvent
+from om_core.tenancy.scoped_ids import public_id
 from om_core.webhooks import store
 from om_core.webhooks.policy import WebhookPolicy
 from om_core.webhooks.signing import SIGNATURE_HEADER, signature

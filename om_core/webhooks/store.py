@@ -14,10 +14,10 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, delete, func, insert, select, update
 
-from om_core.scoped_ids import SCOPE_SEPARATOR
 from om_core.store import schema
 from om_core.store.db import read_only
 from om_core.store.types import StoredEvent
+from om_core.tenancy.scoped_ids import SCOPE_SEPARATOR
 from om_core.webhooks.signing import new_secret
 
 #: Attempts kept per endpoint for `GET /v1/webhooks/{id}/deliveries`; older ones are deleted.

@@ -34,8 +34,8 @@ import litellm
 from litellm.llms.custom_llm import CustomLLM
 from litellm.types.utils import Choices, Message, ModelResponse, Usage
 
-from om_core.models.local.extractive import local_reply
-from om_core.models.local.reflector import count_tokens
+from om_local.extractive import local_reply
+from om_local.reflector import count_tokens
 from tests.bench.latency_model_ids import MODEL_PREFIX, PROVIDER, latency_of
 
 _priced: set[str] = set()

@@ -341,8 +341,8 @@ def _where_lost(
 ) -> tuple[list[str], list[str]]:
     """Split the missing facts into those no Observer output ever stated and those lost afterwards
     (a reflection condensed them away)."""
-    from om_core.scoped_ids import scoped_id
     from om_core.store.outbox import list_events
+    from om_core.tenancy.scoped_ids import scoped_id
 
     events = list_events(
         bench.services.db,

@@ -36,6 +36,7 @@ import httpx
 import xxhash
 from sqlalchemy import Engine, text
 
+from om_adapters.celery_executor import CeleryExecutor
 from om_core.engine import INDEX_QUEUE, IndexThread, new_cycle_id
 from om_core.messages import Message, text_message
 from om_core.models.client import ModelClient
@@ -45,7 +46,6 @@ from om_core.search.index import index_lag_seconds, index_thread, track
 from om_core.store import history, schema
 from om_core.store.db import make_engine
 from om_core.store.migrate import upgrade
-from om_workers.executor import CeleryExecutor
 from tests.bench.harness import Bench
 from tests.bench.results import FigureDef, Target, percentile
 from tests.bench.stack import worker_cluster

@@ -23,11 +23,11 @@ from typing import Any
 
 from sqlalchemy import Engine
 
-from om_core import tenancy
-from om_core.settings import Settings
+from om_adapters.celery_app import WorkerSettings
+from om_core.config.settings import Settings
 from om_core.store.db import make_engine
 from om_core.store.migrate import upgrade
-from om_workers.app import WorkerSettings
+from om_core.tenancy import access
 from tests.support.api_server import ApiServer, run_api_server
 from tests.support.workers import TEST_WORKER_ENV, Process, WorkerCluster, redis_db_url
 
@@ -167,7 +167,7 @@ def api_server(
 
 
 def new_key(svc: Services, tenant: str) -> str:
-    return tenancy.create_key(svc.db, tenant, "bench").secret
+    return access.create_key(svc.db, tenant, "bench").secret
 
 
 def config_env(config: Mapping[str, Any]) -> dict[str, str]:

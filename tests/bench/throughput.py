@@ -27,13 +27,13 @@ from typing import Any
 import litellm
 from sqlalchemy import func, select
 
-from om_core.config import ObservationalMemoryConfig
+from om_adapters.celery_executor import CeleryExecutor
+from om_core.config.options import ObservationalMemoryConfig
 from om_core.engine import BufferObservation, MemoryEngine, new_cycle_id
 from om_core.engine import events as ev
 from om_core.models.client import ModelClient
 from om_core.store import schema
 from om_core.store.db import make_engine
-from om_workers.executor import CeleryExecutor
 from tests.bench.conversations import generate
 from tests.bench.cpu import CpuSpan, postgres_pids
 from tests.bench.harness import Bench

@@ -17,7 +17,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from om_core.config import ObservationalMemoryConfig
+from om_core.config.options import ObservationalMemoryConfig
 from om_core.engine import MemoryEngine
 from om_core.models.client import ModelClient
 from om_core.tokens import TokenCounter

@@ -21,8 +21,8 @@ import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
 from sqlalchemy import Engine
 
-from om_core import tenancy
 from om_core.engine import QUEUES
+from om_core.tenancy import access
 from tests.support.api_server import ApiServer, new_id, run_api_server
 from tests.support.browser import LAPTOP, launch_chromium
 from tests.support.browser import screenshot as save_screenshot
@@ -70,7 +70,7 @@ class UiStack:
 
     def new_tenant(self, prefix: str = "tenant") -> Tenant:
         tenant_id = new_id(prefix)
-        return Tenant(tenant_id, tenancy.create_key(self.db, tenant_id, "browser").secret)
+        return Tenant(tenant_id, access.create_key(self.db, tenant_id, "browser").secret)
 
 
 @pytest.fixture(scope="package")

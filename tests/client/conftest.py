@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 from sqlalchemy import Engine
 
-from om_core import tenancy
+from om_core.tenancy import access
 from tests.support.api_server import ApiServer, run_api_server
 
 #: The operator's allow-list of the test server: one model written out, two patterns.
@@ -28,4 +28,4 @@ def stack(
 @pytest.fixture
 def key(pg_engine: Engine, tenant: str) -> str:
     """A key of a fresh tenant."""
-    return tenancy.create_key(pg_engine, tenant, "client-test").secret
+    return access.create_key(pg_engine, tenant, "client-test").secret

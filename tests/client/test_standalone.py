@@ -19,7 +19,7 @@ import pytest
 from sqlalchemy import Engine
 
 from om_client import OMClient
-from om_core import tenancy
+from om_core.tenancy import access
 from tests.support.api_server import REPO, ApiServer, new_id
 from tests.support.docs import fenced
 
@@ -114,7 +114,7 @@ def test_the_readme_client_example_runs_in_the_clients_own_virtualenv(
 def test_models_lists_the_allowed_actor_models_in_openais_format(
     stack: ApiServer, key: str, pg_engine: Engine
 ) -> None:
-    other = tenancy.create_key(pg_engine, new_id("tenant"), "models").secret
+    other = access.create_key(pg_engine, new_id("tenant"), "models").secret
     listed = openai.OpenAI(base_url=f"{stack.base_url}/v1", api_key=key).models.list()
     ids = [model.id for model in listed.data]
     assert "om-actor/echo" in ids and "openai/gpt-4o-mini" in ids and "ollama/llama3" in ids

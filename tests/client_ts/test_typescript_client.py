@@ -33,7 +33,7 @@ import httpx
 import pytest
 from sqlalchemy import Engine
 
-from om_core import tenancy
+from om_core.tenancy import access
 from tests.support.api_server import ApiServer, run_api_server
 from tests.support.docs import fenced
 
@@ -181,7 +181,7 @@ def server(
 @pytest.fixture(scope="module")
 def api_key(pg_engine: Engine) -> str:
     tenant = f"tenant-ts-{os.urandom(4).hex()}"
-    return tenancy.create_key(pg_engine, tenant, "ts-client").secret
+    return access.create_key(pg_engine, tenant, "ts-client").secret
 
 
 def test_committed_types_are_generated_from_the_servers_openapi_document(

@@ -19,15 +19,15 @@ from sqlalchemy import Engine, create_engine, func, select, text
 from sqlalchemy.engine import make_url
 
 from om_core import queries
-from om_core.config import ObservationalMemoryConfig
+from om_core.config.options import ObservationalMemoryConfig
 from om_core.engine import EngineSettings, MemoryEngine, lookup_key
 from om_core.messages import text_message
-from om_core.scoped_ids import scoped_id
 from om_core.store import history, records, schema
 from om_core.store.db import make_engine
 from om_core.store.migrate import upgrade
 from om_core.store.outbox import list_events
 from om_core.store.revision import SCHEMA_HEAD
+from om_core.tenancy.scoped_ids import scoped_id
 from tests.support.fake_models import FakeModels
 from tests.support.invariants import check_thread
 

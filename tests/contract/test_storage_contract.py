@@ -10,8 +10,8 @@ import pytest
 from sqlalchemy import Engine, select
 
 from om_core.messages import Message, Part, text_message
-from om_core.reflector import append_tail_after_reflection as compose_after_reflection
-from om_core.reflector import replace_leading_lines
+from om_core.reflector.prompt import append_tail_after_reflection as compose_after_reflection
+from om_core.reflector.prompt import replace_leading_lines
 from om_core.store import history, records, schema
 from om_core.store.types import ChunkInput, NewEvent, Record
 

@@ -65,18 +65,18 @@ from typing import Literal, TypeVar
 import httpx
 from sqlalchemy import Engine
 
+from om_adapters.celery_executor import CeleryExecutor
 from om_api.client import OMAPIError, OMClient, RetryPolicy
 from om_api.schemas import TurnResponse
-from om_core import tenancy
-from om_core.config import ObservationalMemoryConfig
+from om_core.config.options import ObservationalMemoryConfig
 from om_core.engine import MAINTENANCE_QUEUE, QUEUES, BufferObservation, lookup_key, new_cycle_id
 from om_core.engine.tasks import BufferReflection, Observe, ObserveBatch, Reflect, Task, resource_key
 from om_core.messages import Message, Part
-from om_core.resource_log import thread_label
-from om_core.scoped_ids import scoped_id
+from om_core.observations.resource_log import thread_label
 from om_core.store import history, records
 from om_core.store.migrate import upgrade
-from om_workers.executor import CeleryExecutor
+from om_core.tenancy import access
+from om_core.tenancy.scoped_ids import scoped_id
 from tests.fuzz.checks import FuzzReport, View, check_resource_scenario, check_scenario, view_from
 from tests.fuzz.fake_model import marker, markers_in
 from tests.fuzz.runner import Summary, fuzz_engine
@@ -400,7 +400,7 @@ def running_stack(
             workers_ready = starter.submit(timed, "workers", lambda: cluster.start_workers(specs))
             apis = timed("API processes", lambda: enter_all(servers, api_servers))
             tenant = f"dfuzz-{uuid.uuid4().hex[:8]}"
-            key = tenancy.create_key(db, tenant, "distributed fuzz").secret
+            key = access.create_key(db, tenant, "distributed fuzz").secret
             try:
                 yield Stack(
                     apis=apis,

@@ -32,8 +32,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from om_core.observer import NEW_HISTORY_HEADING, YOUR_TASK_HEADING
-from om_core.reflector import OBSERVATIONS_HEADING
+from om_core.observer.prompt import NEW_HISTORY_HEADING, YOUR_TASK_HEADING
+from om_core.reflector.prompt import OBSERVATIONS_HEADING
 from tests.support.fake_models import user_text
 
 MARKER_RE = re.compile(r"id\[(m\d+\.\d+)\]")
@@ -41,8 +41,8 @@ MARKER_RE = re.compile(r"id\[(m\d+\.\d+)\]")
 Role = Literal["observer", "reflector"]
 Outcome = Literal["ok", "error", "empty", "garbage", "degenerate", "bloated", "partial"]
 
-#: One block of a multi-thread Observer prompt (`om_core.observer.render_thread_blocks`) or a section of a
-#: resource's log.
+#: One block of a multi-thread Observer prompt (`om_core.observer.prompt.render_thread_blocks`) or a section
+#: of a resource's log.
 THREAD_BLOCK_RE = re.compile(r'<thread id="(?P<id>[^"\n]+)">\n(?P<body>.*?)\n</thread>', re.DOTALL)
 _OPEN_TAG_RE = re.compile(r'^\s*<thread id="(?P<id>[^"\n]+)">\s*$')
 _CLOSE_TAG_RE = re.compile(r"^\s*</thread>\s*$")

@@ -40,7 +40,7 @@ from typing import Any, Literal
 
 from sqlalchemy import Connection, Engine, func, select
 
-from om_core.config import ObservationalMemoryConfig
+from om_core.config.options import ObservationalMemoryConfig
 from om_core.coordination import LocalCoordination
 from om_core.engine import (
     BufferObservation,
@@ -52,8 +52,8 @@ from om_core.engine import (
 from om_core.engine.tasks import Observe, Reflect, Task, Trigger, lookup_key, new_cycle_id, run_each
 from om_core.errors import OMConfigError, OperationFailed
 from om_core.messages import Message, Part
-from om_core.reflector import ReflectionEmptyError
-from om_core.resource_log import thread_label
+from om_core.observations.resource_log import thread_label
+from om_core.reflector.prompt import ReflectionEmptyError
 from om_core.store import history, schema
 from om_core.tokens import TokenCounter
 from tests.fuzz.checks import FuzzReport, View, check_resource_scenario, check_scenario, view_of

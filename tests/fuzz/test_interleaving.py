@@ -34,12 +34,12 @@ from typing import Any
 import pytest
 from sqlalchemy import Connection, Engine, func, select, text, update
 
-from om_core.config import ObservationalMemoryConfig
+from om_core.config.options import ObservationalMemoryConfig
 from om_core.engine import MemoryEngine, ObserverDegenerateError
 from om_core.engine.tasks import Observe, resource_key
 from om_core.errors import OperationFailed
-from om_core.observer import NEW_HISTORY_HEADING, parse_multi_thread_output, render_thread_blocks
-from om_core.reflector import append_tail_after_reflection, replace_leading_lines
+from om_core.observer.prompt import NEW_HISTORY_HEADING, parse_multi_thread_output, render_thread_blocks
+from om_core.reflector.prompt import append_tail_after_reflection, replace_leading_lines
 from om_core.store import history, records, schema
 from om_core.store.types import Record
 from tests.fuzz.checks import View, check_resource_scenario, check_scenario

@@ -18,8 +18,8 @@ import pytest
 from sqlalchemy import Engine
 
 from om_api.client import OMClient
-from om_core import tenancy
 from om_core.engine import QUEUES
+from om_core.tenancy import access
 from tests.support import fake_providers as fake
 from tests.support.api_server import ApiServer, new_id, run_api_server
 from tests.support.queues import drain
@@ -73,7 +73,7 @@ class Caller:
 
     def __init__(self, api: ApiServer, db: Engine, prefix: str) -> None:
         self.tenant = new_id(prefix)
-        self.key = tenancy.create_key(db, self.tenant, "dashboard").secret
+        self.key = access.create_key(db, self.tenant, "dashboard").secret
         self.base_url = api.base_url
         self.client = OMClient(api.base_url, self.key, timeout=120)
 

@@ -11,8 +11,8 @@ from sqlalchemy import Engine, func, select
 
 from om_api.client import OMClient, OMConflict
 from om_core.engine import lookup_key
-from om_core.scoped_ids import scoped_id
 from om_core.store import records, schema
+from om_core.tenancy.scoped_ids import scoped_id
 from tests.support.api_server import api_server, new_id, om, tenant_key
 from tests.support.invariants import check_thread
 from tests.support.workers import wait_until

@@ -15,9 +15,9 @@ import pytest
 from sqlalchemy import Engine
 
 from om_api.client import OMClient
-from om_core import tenancy
-from om_core.scoped_ids import scoped_id
 from om_core.store import history
+from om_core.tenancy import access
+from om_core.tenancy.scoped_ids import scoped_id
 from tests.support.api_server import ApiServer, Follower, free_port, new_id, run_api_server
 from tests.support.invariants import check_thread
 from tests.support.workers import TEST_WORKER_ENV, WorkerCluster, worker_cluster
@@ -57,7 +57,7 @@ def test_a_conversation_through_the_api_with_workers(
     distributed: ApiServer, cluster: WorkerCluster, pg_engine: Engine
 ) -> None:
     tenant = new_id("tenant")
-    key = tenancy.create_key(pg_engine, tenant, "distributed").secret
+    key = access.create_key(pg_engine, tenant, "distributed").secret
     thread = new_id("dist")
     with OMClient(distributed.base_url, key) as om:
         om.set_config(thread, CYCLE, resource_id=thread)

@@ -13,9 +13,9 @@ from sqlalchemy import Engine
 from om_api.client import AsyncOMClient, OMClient
 from om_api.schemas import OMEvent
 from om_api.sse import _Tail, parse_cursor
-from om_core.scoped_ids import scoped_id
 from om_core.store.outbox import list_events
 from om_core.store.types import StoredEvent
+from om_core.tenancy.scoped_ids import scoped_id
 from tests.support.api_server import ApiServer, Follower, api_server, new_id, om, tenant_key
 
 __all__ = ["api_server", "om", "tenant_key"]  # fixtures used below

@@ -18,8 +18,7 @@ from starlette.testclient import TestClient
 from om_api.app import create_app
 from om_api.client import line_sha256
 from om_api.settings import ApiSettings
-from om_core import tenancy
-from om_core.config import ObservationalMemoryConfig
+from om_core.config.options import ObservationalMemoryConfig
 from om_core.coordination import Keys
 from om_core.engine import (
     BufferObservation,
@@ -32,10 +31,11 @@ from om_core.engine import (
 )
 from om_core.engine.log_edit import is_structural
 from om_core.messages import text_message
-from om_core.scoped_ids import scoped_id
 from om_core.store import erasure, records
 from om_core.store.outbox import list_events, write_events
 from om_core.store.types import NewEvent
+from om_core.tenancy import access
+from om_core.tenancy.scoped_ids import scoped_id
 from tests.support.fake_models import FakeModels
 
 pytestmark = [pytest.mark.postgres]
@@ -104,8 +104,8 @@ def _url(db: Engine) -> str:
 @pytest.fixture
 def api(engine: Engine) -> Iterator[Api]:
     tenant = new_id("mgr")
-    key = tenancy.create_key(engine, tenant, "manage").secret
-    other = tenancy.create_key(engine, new_id("intruder"), "manage").secret
+    key = access.create_key(engine, tenant, "manage").secret
+    other = access.create_key(engine, new_id("intruder"), "manage").secret
     settings = ApiSettings(
         database_url=_url(engine), auth="keys", executor="inline", model="om-local/extractive"
     )

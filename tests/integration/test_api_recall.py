@@ -14,8 +14,8 @@ import pytest
 from sqlalchemy import Engine
 
 from om_api.client import AsyncOMClient, OMBadRequest, OMClient, OMConflict, OMNotFound
-from om_core import tenancy
 from om_core.recall import RECALL_TOOL, recall_guidance
+from om_core.tenancy import access
 from tests.support.api_server import ApiServer, api_server, new_id, om, tenant_key
 
 __all__ = ["api_server", "om", "tenant_key"]  # fixtures used below
@@ -71,7 +71,7 @@ def post(client: OMClient, thread: str, resource: str, messages: list[dict[str, 
 
 @pytest.fixture
 def other_tenant(api_server: ApiServer, pg_engine: Engine) -> Iterator[OMClient]:
-    key = tenancy.create_key(pg_engine, new_id("other"), "test").secret
+    key = access.create_key(pg_engine, new_id("other"), "test").secret
     with OMClient(api_server.base_url, key, timeout=60) as client:
         yield client
 

@@ -10,10 +10,10 @@ import pytest
 from sqlalchemy import Engine, func, select
 
 from om_api.client import OMBadRequest, OMClient, OMNotFound
-from om_core import tenancy
 from om_core.engine import resource_key
-from om_core.scoped_ids import scoped_id
 from om_core.store import records, schema
+from om_core.tenancy import access
+from om_core.tenancy.scoped_ids import scoped_id
 from tests.support.api_server import ApiServer, api_server, new_id
 
 __all__ = ["api_server"]  # fixture used below
@@ -23,8 +23,8 @@ pytestmark = [pytest.mark.postgres, pytest.mark.redis]
 
 @pytest.fixture
 def two_tenants(api_server: ApiServer, pg_engine: Engine) -> Iterator[tuple[OMClient, OMClient]]:
-    a = tenancy.create_key(pg_engine, new_id("tenant-a"), "a").secret
-    b = tenancy.create_key(pg_engine, new_id("tenant-b"), "b").secret
+    a = access.create_key(pg_engine, new_id("tenant-a"), "a").secret
+    b = access.create_key(pg_engine, new_id("tenant-b"), "b").secret
     with OMClient(api_server.base_url, a) as first, OMClient(api_server.base_url, b) as second:
         yield first, second
 

@@ -53,7 +53,7 @@ CHECKS = ",".join(
 #: - config PUTs (REMAINING FINDING, not a policy): the overrides schema is generated from
 #:   `ObservationalMemoryConfig` and states every option, type and bound of the model, but the rules
 #:   checked when the config is resolved are not in it yet (a model selector's shape, `{}` as `model`;
-#:   durations such as a negative `activateAfterIdle`; the cross-option rules of `om_core.config`).
+#:   durations such as a negative `activateAfterIdle`; the cross-option rules of `om_core.config.options`).
 ST_CONFIG = """
 [[operations]]
 include-name-regex = "^GET /v1/(resources|threads|webhooks)(/[^/]+/(threads|messages|deliveries))?$"

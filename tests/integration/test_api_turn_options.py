@@ -12,8 +12,8 @@ from sqlalchemy import Engine, select
 
 from om_api.client import OMClient
 from om_core.engine import lookup_key
-from om_core.scoped_ids import scoped_id
 from om_core.store import history, schema
+from om_core.tenancy.scoped_ids import scoped_id
 from tests.support.api_server import ApiServer, api_server, collect_events, new_id, om, tenant_key
 
 __all__ = ["api_server", "om", "tenant_key"]  # fixtures used below

@@ -14,9 +14,9 @@ from sqlalchemy import Engine
 
 from om_api.client import OMClient, OMNotFound
 from om_core.messages import text_message
-from om_core.scoped_ids import scoped_id
 from om_core.store import history, records
 from om_core.store.outbox import list_events
+from om_core.tenancy.scoped_ids import scoped_id
 from tests.support.api_server import (
     ApiServer,
     api_server,

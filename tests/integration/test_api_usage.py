@@ -27,9 +27,9 @@ from om_api.app import create_app
 from om_api.metrics import NO_TENANT
 from om_api.settings import ApiSettings
 from om_app.cli import app as om_cli
-from om_core import tenancy
 from om_core.store.db import make_engine
 from om_core.store.migrate import alembic_config, upgrade
+from om_core.tenancy import access
 from tests.support.api_server import METRICS_HEADERS, METRICS_TOKEN, ApiServer, api_server, new_id
 
 __all__ = ["api_server"]  # fixture used below
@@ -101,15 +101,15 @@ def _actor_samples(metrics_text: str, tenant: str) -> dict[str, float]:
 
 
 @pytest.fixture
-def tenant(pg_engine: Engine) -> tenancy.IssuedKey:
-    return tenancy.create_key(pg_engine, new_id("spender"), "usage")
+def tenant(pg_engine: Engine) -> access.IssuedKey:
+    return access.create_key(pg_engine, new_id("spender"), "usage")
 
 
 def test_plain_and_streamed_calls_are_counted_on_the_key_and_in_metrics(
-    api_server: ApiServer, pg_engine: Engine, tenant: tenancy.IssuedKey, postgres_url: str
+    api_server: ApiServer, pg_engine: Engine, tenant: access.IssuedKey, postgres_url: str
 ) -> None:
     key = tenant.secret
-    bystander = tenancy.create_key(pg_engine, new_id("bystander"), "usage").secret
+    bystander = access.create_key(pg_engine, new_id("bystander"), "usage").secret
 
     plain = _plain(api_server, key)
     with_usage = _streamed(api_server, key, stream_options={"include_usage": True})
@@ -145,7 +145,7 @@ def test_plain_and_streamed_calls_are_counted_on_the_key_and_in_metrics(
     assert f"3 calls\t{prompt} prompt tokens\t{completion} completion tokens" in listed.output
 
 
-def test_concurrent_calls_of_one_key_all_count(api_server: ApiServer, tenant: tenancy.IssuedKey) -> None:
+def test_concurrent_calls_of_one_key_all_count(api_server: ApiServer, tenant: access.IssuedKey) -> None:
     with ThreadPoolExecutor(max_workers=8) as pool:
         usages = list(pool.map(lambda _: _plain(api_server, tenant.secret), range(16)))
     spent = _usage(api_server, tenant.secret)
@@ -155,19 +155,19 @@ def test_concurrent_calls_of_one_key_all_count(api_server: ApiServer, tenant: te
 
 
 def test_the_counters_are_added_in_the_database_not_overwritten(
-    pg_engine: Engine, tenant: tenancy.IssuedKey
+    pg_engine: Engine, tenant: access.IssuedKey
 ) -> None:
     def spend(_: int) -> None:
         for _ in range(25):
-            tenancy.record_key_usage(
+            access.record_key_usage(
                 pg_engine, tenant.key.id, prompt_tokens=3, completion_tokens=2, cost_usd=0.25
             )
 
     with ThreadPoolExecutor(max_workers=8) as pool:
         list(pool.map(spend, range(8)))
-    usage = tenancy.key_usage(pg_engine, tenant.key.id)
-    assert usage == tenancy.KeyUsage(calls=200, prompt_tokens=600, completion_tokens=400, cost_usd=50.0)
-    assert tenancy.key_usage(pg_engine, "omk_000000000000") is None
+    usage = access.key_usage(pg_engine, tenant.key.id)
+    assert usage == access.KeyUsage(calls=200, prompt_tokens=600, completion_tokens=400, cost_usd=50.0)
+    assert access.key_usage(pg_engine, "omk_000000000000") is None
 
 
 @pytest.fixture
@@ -236,12 +236,12 @@ def test_migration_0004_adds_zeroed_counters_to_existing_keys_and_reverts(fresh_
                 {"digest": "0" * 64},
             )
         upgrade(engine, "0004")
-        assert tenancy.key_usage(engine, "omk_0123456789ab") == tenancy.KeyUsage()
-        tenancy.record_key_usage(
+        assert access.key_usage(engine, "omk_0123456789ab") == access.KeyUsage()
+        access.record_key_usage(
             engine, "omk_0123456789ab", prompt_tokens=5, completion_tokens=7, cost_usd=0.5
         )
-        [listed] = tenancy.list_keys(engine, "old-tenant")
-        assert listed.usage == tenancy.KeyUsage(calls=1, prompt_tokens=5, completion_tokens=7, cost_usd=0.5)
+        [listed] = access.list_keys(engine, "old-tenant")
+        assert listed.usage == access.KeyUsage(calls=1, prompt_tokens=5, completion_tokens=7, cost_usd=0.5)
 
         config = alembic_config()
         with engine.begin() as conn:
@@ -251,6 +251,6 @@ def test_migration_0004_adds_zeroed_counters_to_existing_keys_and_reverts(fresh_
         assert not {c for c in columns if c.startswith("actor_")}
         assert "tenant_id" in columns
         upgrade(engine)
-        assert tenancy.key_usage(engine, "omk_0123456789ab") == tenancy.KeyUsage()
+        assert access.key_usage(engine, "omk_0123456789ab") == access.KeyUsage()
     finally:
         engine.dispose()

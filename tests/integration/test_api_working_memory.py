@@ -19,17 +19,17 @@ from starlette.testclient import TestClient
 
 from om_api.app import create_app
 from om_api.settings import ApiSettings
-from om_core import tenancy
-from om_core import working_memory as wm
-from om_core.config import ObservationalMemoryConfig
+from om_core.config.options import ObservationalMemoryConfig
 from om_core.engine import EngineSettings, MemoryEngine
 from om_core.extractors import compose
 from om_core.extractors.definition import ExtractedContext, RunContext
 from om_core.messages import text_message
-from om_core.scoped_ids import scoped_id
 from om_core.store import schema
 from om_core.store.outbox import list_events
-from om_core.working_memory_extractor import EXTRACTOR_SLUG, apply_extracted, build_extractor
+from om_core.tenancy import access
+from om_core.tenancy.scoped_ids import scoped_id
+from om_core.working_memory import document as wm
+from om_core.working_memory.extractor import EXTRACTOR_SLUG, apply_extracted, build_extractor
 from tests.support.fake_models import FakeModels
 
 pytestmark = [pytest.mark.postgres]
@@ -89,8 +89,8 @@ class Api:
 @pytest.fixture
 def api(engine: Engine) -> Iterator[Api]:
     tenant = new_id("wm")
-    key = tenancy.create_key(engine, tenant, "wm").secret
-    other = tenancy.create_key(engine, new_id("intruder"), "wm").secret
+    key = access.create_key(engine, tenant, "wm").secret
+    other = access.create_key(engine, new_id("intruder"), "wm").secret
     settings = ApiSettings(
         database_url=engine.url.render_as_string(hide_password=False),
         auth="keys",

@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import Engine
 
 from om_core import queries
-from om_core.config import ObservationalMemoryConfig
+from om_core.config.options import ObservationalMemoryConfig
 from om_core.engine import EngineSettings, MemoryEngine
 from om_core.engine.backlog import NOTE_ID
 from om_core.engine.tasks import InlineExecutor, Observe, Task

@@ -13,10 +13,10 @@ from sqlalchemy import Engine, insert, update
 from om_core import dashboard, queries
 from om_core.messages import Part, text_message
 from om_core.pagination import CursorError
-from om_core.reflector import append_tail_after_reflection
-from om_core.scoped_ids import scoped_id
+from om_core.reflector.prompt import append_tail_after_reflection
 from om_core.store import history, records, schema
 from om_core.store.types import ChunkInput
+from om_core.tenancy.scoped_ids import scoped_id
 
 T0 = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 

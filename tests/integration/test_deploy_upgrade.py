@@ -25,11 +25,11 @@ from sqlalchemy.engine import make_url
 
 from om_core.engine import EngineSettings, MemoryEngine
 from om_core.messages import text_message
-from om_core.scoped_ids import scoped_id
 from om_core.store import schema
 from om_core.store.db import make_engine
 from om_core.store.migrate import upgrade
 from om_core.store.revision import SCHEMA_HEAD
+from om_core.tenancy.scoped_ids import scoped_id
 from tests.support.fake_models import FakeModels
 from tests.support.invariants import check_thread
 from tests.support.workers import wait_until

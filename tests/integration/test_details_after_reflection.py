@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine
 
-from om_core.config import ObservationalMemoryConfig
+from om_core.config.options import ObservationalMemoryConfig
 from om_core.engine import EngineSettings, MemoryEngine
 from om_core.messages import text_message
 from om_core.models.client import ModelClient

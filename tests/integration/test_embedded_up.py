@@ -422,7 +422,7 @@ def keys_listed(stack: OmUp) -> str:
 HOLDS_A_MESSAGE = """
 import sys, time
 from kombu import Connection, Exchange, Queue
-from om_workers.broker import Transport
+from om_adapters.broker import Transport
 with Connection(sys.argv[1], transport=Transport) as connection:
     queue = Queue("om.observe", Exchange("om.observe", type="direct"), routing_key="om.observe")
     message = queue(connection.default_channel).get(no_ack=False)
@@ -442,14 +442,14 @@ def observe_queue() -> Any:
 def broker(url: str) -> Any:
     from kombu.connection import Connection
 
-    from om_workers.broker import Transport
+    from om_adapters.broker import Transport
 
     return Connection(url, transport=Transport)  # type: ignore[no-untyped-call]
 
 
 def test_the_tasks_a_killed_consumer_held_are_handed_back_to_their_queue(tmp_path: Path) -> None:
+    from om_adapters.broker import restore_unacked
     from om_app.embedded import start_redis, stop_process
-    from om_workers.broker import restore_unacked
 
     server, url = start_redis(tmp_path / "redis")
     try:

@@ -12,10 +12,10 @@ from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import Engine
 
-from om_core.config import ObservationalMemoryConfig
+from om_core.config.options import ObservationalMemoryConfig
 from om_core.engine import BufferObservation, EngineSettings, MemoryEngine
 from om_core.messages import text_message
-from om_core.observer import PREVIOUS_OBSERVATIONS_HEADING
+from om_core.observer.prompt import PREVIOUS_OBSERVATIONS_HEADING
 from om_core.store import records
 from tests.support.fake_models import FakeModels
 from tests.support.invariants import check_thread

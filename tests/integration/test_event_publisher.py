@@ -12,8 +12,8 @@ from datetime import UTC, datetime
 import pytest
 import redis
 
+from om_adapters.redis_events import RedisPublisher, channel_for
 from om_core import StoredEvent
-from om_workers.events import RedisPublisher, channel_for
 
 pytestmark = [pytest.mark.redis]
 

@@ -31,12 +31,12 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, func, select
 
+from om_adapters.celery_executor import CeleryExecutor
 from om_core.engine import BufferObservation, BufferReflection, Reflect, lookup_key, new_cycle_id
 from om_core.engine import events as ev
 from om_core.messages import Role, text_message
 from om_core.store import history, records, schema
 from om_core.store.outbox import last_event_id, list_events
-from om_workers.executor import CeleryExecutor
 from tests.support.invariants import check_thread
 from tests.support.model_server import CLIENT_TIMEOUT_S, PASSTHROUGH_ENV, SHORT_TIMEOUT_S, ModelServer
 from tests.support.services import kill_workers
@@ -60,7 +60,7 @@ class KnownBug(AssertionError):
 KNOWN_BUGS: dict[tuple[str, str], str] = {}
 #: Fixed: B1 (an empty reply ended buffering without a failed event), B2 (an unstorable reply failed the
 #: commit after the start event), B3 (a reply cut at maxOutputTokens was stored as complete). See
-#: `om_core/reply_checks.py`.
+#: `om_core/models/reply_checks.py`.
 
 
 # ------------------------------------------------------------------------------------------ fixtures

@@ -25,16 +25,16 @@ import httpx
 import pytest
 from sqlalchemy import Engine, func, insert, select, text
 
-from om_core import tenancy
+from om_adapters.celery_executor import CeleryExecutor
 from om_core.engine import QUEUES, BufferObservation, TurnResult, lookup_key, new_cycle_id
 from om_core.engine import events as ev
 from om_core.messages import Role, text_message
-from om_core.scoped_ids import scoped_id
 from om_core.store import records, schema
 from om_core.store.db import make_engine
 from om_core.store.migrate import upgrade
 from om_core.store.outbox import last_event_id, list_events
-from om_workers.executor import CeleryExecutor
+from om_core.tenancy import access
+from om_core.tenancy.scoped_ids import scoped_id
 from om_workers.tasks import delivery_key
 from tests.support import clock_skew
 from tests.support import fake_providers as fake
@@ -145,7 +145,7 @@ def api(services: Services, workers: Workers) -> Iterator[ApiServer]:
 
 @pytest.fixture
 def http(api: ApiServer, services: Services, tenant: str) -> Iterator[httpx.Client]:
-    key = tenancy.create_key(services.db, tenant, "faults").secret
+    key = access.create_key(services.db, tenant, "faults").secret
     with httpx.Client(
         base_url=api.base_url, headers={"Authorization": f"Bearer {key}"}, timeout=120
     ) as client:

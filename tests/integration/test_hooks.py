@@ -15,15 +15,15 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, func, select
 
-from om_core.config import ObservationalMemoryConfig
+from om_core.config.options import ObservationalMemoryConfig
 from om_core.engine import EngineSettings, MemoryEngine, Task
 from om_core.engine import events as ev
 from om_core.hooks import DISPATCHER, DebugEvent, HookContext, ObserveHooks, register_hooks, unregister_hooks
 from om_core.messages import text_message
-from om_core.scoped_ids import scoped_id
 from om_core.store import schema
 from om_core.store.outbox import list_events
 from om_core.store.usage import fold_tenant_deltas, tenant_usage, thread_usage
+from om_core.tenancy.scoped_ids import scoped_id
 from tests.support.fake_models import FakeCompletion, FakeModels
 
 pytestmark = [pytest.mark.postgres]

@@ -11,7 +11,7 @@ from typing import Any
 
 from sqlalchemy import Engine, select
 
-from om_core.config import ObservationalMemoryConfig
+from om_core.config.options import ObservationalMemoryConfig
 from om_core.engine import BufferObservation, EngineSettings, MemoryEngine, lookup_key
 from om_core.messages import text_message
 from om_core.store import records, schema

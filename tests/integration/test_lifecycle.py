@@ -8,7 +8,7 @@ import uuid
 import pytest
 from sqlalchemy import Engine
 
-from om_core.config import ObservationalMemoryConfig
+from om_core.config.options import ObservationalMemoryConfig
 from om_core.engine import MemoryEngine
 from om_core.models.client import ModelClient
 from om_core.store.outbox import list_events

@@ -11,9 +11,9 @@ from sqlalchemy import Engine, select
 
 from om_core.coordination import LocalCoordination
 from om_core.engine import MemoryEngine, lookup_key
-from om_core.maintenance import MaintenancePolicy, run_maintenance
+from om_core.maintenance.sweep import MaintenancePolicy, run_maintenance
+from om_core.maintenance.triggers import IDLE, schedule
 from om_core.store import schema
-from om_core.triggers import IDLE, schedule
 from tests.support.fake_models import FakeModels
 from tests.support.workers import wait_until
 

@@ -16,7 +16,7 @@ import pytest
 from sqlalchemy import Engine, func, select
 
 from om_core import queries
-from om_core.config import ObservationalMemoryConfig
+from om_core.config.options import ObservationalMemoryConfig
 from om_core.engine import (
     BufferObservation,
     BufferReflection,
@@ -28,7 +28,7 @@ from om_core.engine import (
     lookup_key,
     new_cycle_id,
 )
-from om_core.maintenance import MaintenancePolicy, run_maintenance
+from om_core.maintenance.sweep import MaintenancePolicy, run_maintenance
 from om_core.messages import text_message
 from om_core.store import history, records, schema
 from om_core.store.outbox import list_events

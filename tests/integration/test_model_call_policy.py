@@ -2,9 +2,8 @@
 
 The inline executor (the API process running background work itself) used to call models with a bare
 client: no shared rate limit, the built-in retry numbers. Here it is built the way `om serve` builds it
-(`om_api.runtime.build_runtime` with the adapters of `om_app.wiring`) and must retry exactly as
-configured, charge every request it sends to the Redis bucket the workers use, and share that one budget
-with a worker process.
+(`om_api.runtime.build_runtime`) and must retry exactly as configured, charge every request it sends to
+the Redis bucket the workers use, and share that one budget with a worker process.
 
 The model is a loopback OpenAI-compatible server (`tests/support/model_server.py`) reached through litellm,
 the OpenAI SDK and httpx, so a 429 and a 500 are real HTTP statuses on the real client path.
@@ -21,13 +20,12 @@ from typing import Any
 import pytest
 import redis
 
+from om_adapters.token_bucket import KEY_PREFIX, TokenBucket
 from om_api.runtime import ApiRuntime, build_runtime
 from om_api.settings import ApiSettings
-from om_app.wiring import worker_adapters
 from om_core import queries
 from om_core.messages import text_message
 from om_core.models.rate_limit import RateLimit
-from om_workers.ratelimit import KEY_PREFIX, TokenBucket
 from tests.support.model_server import ModelServer
 from tests.support.shared_budget import assert_one_budget, race
 from tests.support.workers import redis_db_url
@@ -67,7 +65,7 @@ def inline_runtime(postgres_url: str, redis_url: str, max_retries: int) -> ApiRu
         model_rate_limits={"openai": SLOW},
         memory_tenant_passthrough=True,  # `ModelServer.thread_config` routes through it
     )
-    return build_runtime(settings, worker_adapters())
+    return build_runtime(settings)
 
 
 def tokens_left(client: redis.Redis, key: str) -> float:
@@ -138,8 +136,7 @@ CALLER = textwrap.dedent(
     else:
         from om_api.runtime import build_runtime
         from om_api.settings import ApiSettings
-        from om_app.wiring import worker_adapters
-        models = build_runtime(ApiSettings(), worker_adapters()).engine.models
+        models = build_runtime(ApiSettings()).engine.models
     client = redis.Redis.from_url(url)
     grants = []
     take = models.take_token
@@ -178,5 +175,5 @@ def test_a_worker_and_an_inline_api_share_one_budget(
     }
     reports = race(bucket_redis, CALLER, [["worker"], ["inline"]], calls=CALLS, logs=tmp_path, env=env)
     assert sorted(r["kind"] for r in reports) == ["inline", "worker"]
-    assert {r["limiter"] for r in reports} == {"om_workers.ratelimit.TokenBucket"}
+    assert {r["limiter"] for r in reports} == {"om_adapters.token_bucket.TokenBucket"}
     assert_one_budget(reports, RATE, CALLS)

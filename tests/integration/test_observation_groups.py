@@ -14,8 +14,8 @@ import re
 
 from sqlalchemy import Engine, select
 
-from om_core.config import ObservationalMemoryConfig
-from om_core.context import build_actor_context
+from om_core.config.options import ObservationalMemoryConfig
+from om_core.context.actor import build_actor_context
 from om_core.engine.tasks import resource_key
 from om_core.store import groups, records, schema
 from om_core.store.types import ObservationGroup

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine
 
-from om_core.config import ObservationalMemoryConfig
+from om_core.config.options import ObservationalMemoryConfig
 from om_core.engine import MemoryEngine, TurnResult
 from om_core.engine.events import OBSERVATION_FAILED, THREAD_UPDATE
 from om_core.messages import Message, Part, text_message

@@ -6,7 +6,7 @@ The real app runs in-process on the test Postgres (the `openai` client talks to 
 test client). The actor is a scripted litellm custom provider (`om-script/loop`): each test says what it
 replies to each request, and every request it gets is kept, tools included, so a test can check exactly
 what the proxy sent. The recall executor is a fake set on the engine (`engine.recall`, the entry point
-`om_api.proxy_tools.recall_tools_for` calls), recording the arguments it got.
+`om_api.proxy.tools.recall_tools_for` calls), recording the arguments it got.
 """
 
 from __future__ import annotations
@@ -37,9 +37,9 @@ from starlette.testclient import TestClient
 
 from om_api.app import create_app
 from om_api.settings import ApiSettings
-from om_core import tenancy
 from om_core.recall import RecallInvalid
-from om_core.scoped_ids import scoped_id
+from om_core.tenancy import access
+from om_core.tenancy.scoped_ids import scoped_id
 
 pytestmark = [pytest.mark.postgres]
 
@@ -250,7 +250,7 @@ class Setup:
 def setup(
     app_client: TestClient, pg_engine: Engine, tenant: str, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[Setup]:
-    key = tenancy.create_key(pg_engine, tenant, "recall-loop").secret
+    key = access.create_key(pg_engine, tenant, "recall-loop").secret
     thread, resource = f"loop-{uuid.uuid4().hex[:10]}", f"user-{uuid.uuid4().hex[:10]}"
     chat = openai.OpenAI(
         base_url=str(app_client.base_url) + "/v1",
@@ -590,7 +590,7 @@ def test_the_real_recall_reads_the_threads_stored_messages(
     app_client: TestClient, pg_engine: Engine, tenant: str, stream: bool
 ) -> None:
     """No fake: the proxy's loop calls the engine's own recall, which reads what earlier requests stored."""
-    key = tenancy.create_key(pg_engine, tenant, "recall-loop-real").secret
+    key = access.create_key(pg_engine, tenant, "recall-loop-real").secret
     thread, resource = f"loop-{uuid.uuid4().hex[:10]}", f"user-{uuid.uuid4().hex[:10]}"
     chat = openai.OpenAI(
         base_url=str(app_client.base_url) + "/v1",

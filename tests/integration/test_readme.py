@@ -47,10 +47,11 @@ import typer.main
 from pydantic_settings import BaseSettings
 from typer.testing import CliRunner
 
+from om_adapters.celery_app import WorkerSettings
 from om_api.client import OMClient
 from om_api.settings import ApiSettings
 from om_app.cli import app
-from om_core.config import (
+from om_core.config.options import (
     ModelSettings,
     ObservationalMemoryConfig,
     ObservationConfig,
@@ -58,12 +59,11 @@ from om_core.config import (
     RetrievalConfig,
     WorkingMemoryConfig,
 )
+from om_core.config.settings import Settings
 from om_core.engine import QUEUES
 from om_core.errors import OMConfigError
 from om_core.extractors.definition import parse_list
 from om_core.hooks import DebugEvent, HookContext, ObserveHooks, registered_hooks, unregister_hooks
-from om_core.settings import Settings
-from om_workers.app import WorkerSettings
 from tests.support.api_server import ApiServer, api_server, new_id, tenant_key
 from tests.support.docs import REPO, Doc, docs
 

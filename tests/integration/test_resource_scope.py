@@ -15,12 +15,12 @@ import pytest
 from sqlalchemy import Engine
 
 from om_api.openai_format import to_openai
-from om_core.config import ObservationalMemoryConfig
+from om_core.config.options import ObservationalMemoryConfig
 from om_core.engine import EngineSettings, InlineExecutor, MemoryEngine
 from om_core.engine.tasks import ObserveBatch, resource_key
 from om_core.messages import text_message
+from om_core.observations.resource_log import thread_label
 from om_core.queries import set_config_overrides, set_resource_config_overrides
-from om_core.resource_log import thread_label
 from om_core.store import history, records
 from om_core.store.outbox import list_events
 from tests.integration.test_engine_inprocess import T0, chatter

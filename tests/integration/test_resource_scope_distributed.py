@@ -17,12 +17,12 @@ import pytest
 from sqlalchemy import Engine
 
 from om_api.client import OMClient
-from om_core import tenancy
 from om_core.engine import resource_key
-from om_core.scoped_ids import scoped_id
 from om_core.store import records
 from om_core.store.outbox import list_events
 from om_core.store.types import StoredEvent
+from om_core.tenancy import access
+from om_core.tenancy.scoped_ids import scoped_id
 from tests.support import fake_providers as fake
 from tests.support.api_server import ApiServer, new_id, run_api_server
 from tests.support.invariants import check_thread
@@ -94,7 +94,7 @@ def test_five_threads_of_one_user_share_one_log_observed_in_parallel_batches(
     api: ApiServer, cluster: WorkerCluster, pg_engine: Engine
 ) -> None:
     tenant = new_id("tenant")
-    key = tenancy.create_key(pg_engine, tenant, "resource-scope").secret
+    key = access.create_key(pg_engine, tenant, "resource-scope").secret
     user = new_id("user")
     threads = [f"{user}-t{k}" for k in range(THREADS)]
     namespace = f"ns{uuid.uuid4().hex[:8]}"

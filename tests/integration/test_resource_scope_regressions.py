@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine
 
-from om_core.config import ObservationalMemoryConfig
+from om_core.config.options import ObservationalMemoryConfig
 from om_core.engine import EngineSettings, InlineExecutor, MemoryEngine, ObserverDegenerateError, turn
 from om_core.engine import resource as resource_module
 from om_core.engine.tasks import ObserveBatch, lookup_key

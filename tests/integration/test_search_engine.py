@@ -17,7 +17,7 @@ from typing import Any
 
 from sqlalchemy import Engine, event, func, select
 
-from om_core.config import ObservationalMemoryConfig
+from om_core.config.options import ObservationalMemoryConfig
 from om_core.coordination import LocalCoordination
 from om_core.engine import EngineSettings, IndexThread, InlineExecutor, MemoryEngine, Observe
 from om_core.messages import text_message

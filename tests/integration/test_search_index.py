@@ -490,7 +490,7 @@ def test_recall_search_on_a_database_without_vectors_says_so(
 ) -> None:
     """Vectors turned on service-wide (`OM_CONFIG`) where Postgres has no pgvector: the recall tool's
     search mode answers that search is unavailable and why, instead of failing the tool call."""
-    from om_core.config import ObservationalMemoryConfig
+    from om_core.config.options import ObservationalMemoryConfig
     from om_core.engine import MemoryEngine
     from om_core.search import Searcher
     from tests.support.fake_models import FakeModels

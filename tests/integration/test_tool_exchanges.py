@@ -14,11 +14,11 @@ from typing import Any
 from sqlalchemy import Engine
 
 from om_api.openai_format import to_openai
-from om_core.config import ObservationalMemoryConfig
+from om_core.config.options import ObservationalMemoryConfig
+from om_core.context.tool_exchanges import REPEATED_CALLS_KEY
 from om_core.engine import BufferObservation, EngineSettings, MemoryEngine
 from om_core.messages import Message, Part, text_message
 from om_core.store import records
-from om_core.tool_exchanges import REPEATED_CALLS_KEY
 from tests.support.fake_models import FakeModels
 from tests.support.invariants import check_thread
 

@@ -17,8 +17,8 @@ from sqlalchemy import Engine
 
 from om_core.engine import EngineSettings, MemoryEngine
 from om_core.messages import text_message
-from om_core.scoped_ids import scoped_id
 from om_core.store.outbox import list_events
+from om_core.tenancy.scoped_ids import scoped_id
 from om_core.webhooks import store
 from om_core.webhooks.delivery import deliver_endpoint
 from om_core.webhooks.policy import WebhookPolicy

@@ -28,10 +28,10 @@ from starlette.testclient import TestClient
 
 from om_api.app import create_app
 from om_api.settings import ApiSettings
-from om_core import tenancy
 from om_core.engine import MAINTENANCE_QUEUE, WEBHOOK_QUEUE
-from om_core.scoped_ids import scoped_id
 from om_core.store.outbox import list_events
+from om_core.tenancy import access
+from om_core.tenancy.scoped_ids import scoped_id
 from om_core.webhooks.signing import SIGNATURE_HEADER, verify
 from tests.support.api_server import METRICS_HEADERS, METRICS_TOKEN
 from tests.support.workers import WorkerCluster, wait_until, worker_cluster
@@ -170,7 +170,7 @@ class Api:
 
     def tenant(self, prefix: str) -> Tenant:
         name = f"{prefix}-{uuid.uuid4().hex[:8]}"
-        return Tenant(name, tenancy.create_key(self.db, name, "webhooks").secret)
+        return Tenant(name, access.create_key(self.db, name, "webhooks").secret)
 
     def call(self, who: Tenant, method: str, path: str, **kwargs: Any) -> Any:
         return self.client.request(method, path, headers={"Authorization": f"Bearer {who.key}"}, **kwargs)

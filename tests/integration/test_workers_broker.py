@@ -15,9 +15,9 @@ import pytest
 import redis
 from kombu import Connection, Exchange, Queue
 
-from om_core.settings import Settings
-from om_workers.app import create_app
-from om_workers.broker import TRANSPORT
+from om_adapters.broker import TRANSPORT
+from om_adapters.celery_app import create_app
+from om_core.config.settings import Settings
 from tests.support.workers import redis_db_url
 
 pytestmark = [pytest.mark.redis]

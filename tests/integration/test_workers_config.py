@@ -17,6 +17,9 @@ import pytest
 from celery.exceptions import TimeoutError as ResultTimeout
 from pydantic import ValidationError
 
+from om_adapters.celery_app import TASK_QUEUES, WorkerSettings, create_app
+from om_adapters.celery_executor import SENT_AT_HEADER, CeleryExecutor, WorkerExecutor
+from om_core.config.settings import Settings
 from om_core.engine import (
     QUEUES,
     BufferObservation,
@@ -28,10 +31,7 @@ from om_core.engine import (
     task_from_dict,
 )
 from om_core.errors import OperationFailed
-from om_core.settings import Settings
-from om_workers.app import TASK_QUEUES, WorkerSettings, create_app
 from om_workers.cli import worker_argv
-from om_workers.executor import SENT_AT_HEADER, CeleryExecutor, WorkerExecutor
 from tests.support.workers import REPO, redis_db_url, wait_until
 
 

@@ -11,8 +11,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import redis
 
+from om_adapters.redis_coordination import RedisCoordination
 from om_core.coordination import Coordination, LocalCoordination
-from om_workers.coordination import RedisCoordination
 from tests.support.workers import redis_db_url, wait_until
 
 pytestmark = pytest.mark.redis

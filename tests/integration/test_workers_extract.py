@@ -13,13 +13,13 @@ from sqlalchemy import Engine
 
 from om_api.client import OMClient
 from om_api.schemas import ThreadDetail
-from om_core import tenancy
 from om_core.engine import EXTRACT_QUEUE
 from om_core.engine import events as ev
 from om_core.engine.tasks import OBSERVE_QUEUE, REFLECT_QUEUE
-from om_core.scoped_ids import scoped_id
 from om_core.store import records
 from om_core.store.outbox import list_events
+from om_core.tenancy import access
+from om_core.tenancy.scoped_ids import scoped_id
 from tests.support.api_server import ApiServer, new_id, run_api_server
 from tests.support.workers import TEST_WORKER_ENV, WorkerCluster, wait_until, worker_cluster
 
@@ -70,7 +70,7 @@ def test_a_structured_extractor_runs_on_om_extract_and_reads_back_through_the_ap
     api: ApiServer, cluster: WorkerCluster, pg_engine: Engine
 ) -> None:
     tenant = new_id("tenant")
-    key = tenancy.create_key(pg_engine, tenant, "extract").secret
+    key = access.create_key(pg_engine, tenant, "extract").secret
     thread = new_id("extract")
     stored = scoped_id(tenant, thread)
     with OMClient(api.base_url, key) as om:

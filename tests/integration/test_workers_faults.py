@@ -22,13 +22,13 @@ import pytest
 import redis
 from sqlalchemy import Engine, func, select
 
+from om_adapters.celery_executor import CeleryExecutor
 from om_core.coordination import Keys
 from om_core.engine import BufferObservation, Observe, TurnResult, lookup_key, new_cycle_id
 from om_core.engine import events as ev
 from om_core.messages import Role, text_message
 from om_core.store import records, schema
 from om_core.store.outbox import list_events
-from om_workers.executor import CeleryExecutor
 from om_workers.tasks import delivery_key
 from tests.support import fake_providers as fake
 from tests.support.invariants import check_thread

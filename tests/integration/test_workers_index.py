@@ -16,7 +16,7 @@ import pytest
 from sqlalchemy import Engine, func, select
 
 from om_core.engine import INDEX_QUEUE, IndexThread, kind_of
-from om_core.maintenance import MaintenancePolicy, run_maintenance
+from om_core.maintenance.sweep import MaintenancePolicy, run_maintenance
 from om_core.messages import text_message
 from om_core.search import SearchRequest
 from om_core.store import schema

@@ -11,15 +11,15 @@ import litellm
 import pytest
 import redis
 
-from om_core.models.client import ModelCallFailed
-from om_core.models.retry import RetryPolicy
-from om_workers.ratelimit import (
+from om_adapters.token_bucket import (
     RateLimit,
     RateLimitedModelClient,
     RateLimitWaitTooLong,
     TokenBucket,
     limit_for,
 )
+from om_core.models.client import ModelCallFailed
+from om_core.models.retry import RetryPolicy
 from tests.support.shared_budget import assert_one_budget, race
 from tests.support.workers import redis_db_url
 
@@ -34,7 +34,7 @@ CALLER = textwrap.dedent(
     """
     import json, sys, time
     import redis
-    from om_workers.ratelimit import RateLimit, RateLimitedModelClient, TokenBucket
+    from om_adapters.token_bucket import RateLimit, RateLimitedModelClient, TokenBucket
 
     url, run, index, calls, bucket_prefix = sys.argv[1:6]
     client = redis.Redis.from_url(url)

@@ -18,14 +18,14 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine
 
+from om_adapters.redis_events import channel_for
 from om_core.coordination import Keys
 from om_core.engine import QUEUES, TurnResult, lookup_key
 from om_core.engine import events as ev
-from om_core.maintenance import rebuffer_marker
+from om_core.maintenance.sweep import rebuffer_marker
 from om_core.messages import Role, text_message
 from om_core.store import history, records
 from om_core.store.outbox import list_events
-from om_workers.events import channel_for
 from tests.support.invariants import check_thread
 from tests.support.workers import (
     Producer,

@@ -11,12 +11,12 @@ from itertools import pairwise
 
 from sqlalchemy import Engine
 
-from om_core import working_memory as wm
-from om_core.config import ObservationalMemoryConfig
+from om_core.config.options import ObservationalMemoryConfig
 from om_core.engine import EngineSettings, MemoryEngine
 from om_core.messages import text_message
 from om_core.models.client import ModelClient
 from om_core.store import history, records
+from om_core.working_memory import document as wm
 
 CONFIG = {
     "model": "om-local/extractive",

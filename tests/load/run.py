@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from om_core import tenancy
+from om_core.tenancy import access
 from tests.bench import stack as bench_stack
 from tests.bench.http_driver import TurnPoster
 from tests.load.driver import Chats, LoadLog, LoadSettings, percentile
@@ -106,7 +106,7 @@ def load_stack(services: bench_stack.Services, workdir: Path, options: StackOpti
         api_server = bench_stack.api_server(services, cluster.redis_url, workdir / "api", env=env)
         apis, _ = call_all([lambda: enter_all(servers, [api_server]), lambda: cluster.start_workers(specs)])
         tenant = f"load-{uuid.uuid4().hex[:8]}"
-        key = tenancy.create_key(services.db, tenant, "load test").secret
+        key = access.create_key(services.db, tenant, "load test").secret
         yield Stack(apis[0], cluster, key, services, tenant)
 
 

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 
 from sqlalchemy import Engine
 
-from om_core.scoped_ids import scoped_id
 from om_core.store import history
+from om_core.tenancy.scoped_ids import scoped_id
 from tests.fuzz.checks import View, check_scenario
 from tests.fuzz.fake_model import markers_in
 from tests.load.driver import Posted, ThreadLog

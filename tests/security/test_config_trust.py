@@ -24,14 +24,14 @@ from starlette.testclient import TestClient
 
 from om_api.app import create_app
 from om_api.settings import ApiSettings
-from om_core import config as om_config
-from om_core import tenancy
-from om_core.config_trust import OPTION_RULES
-from om_core.scoped_ids import scoped_id
-from om_core.settings import Settings
+from om_core.config import options as om_config
+from om_core.config.settings import Settings
+from om_core.config.trust import OPTION_RULES
 from om_core.store import schema
 from om_core.store.db import make_engine
 from om_core.store.migrate import upgrade
+from om_core.tenancy import access
+from om_core.tenancy.scoped_ids import scoped_id
 from tests.support.listener import Listener, listening
 
 SERVER_KEY = "sk-server-secret-0123456789"
@@ -103,7 +103,7 @@ def make_server(tmp_path: Path) -> Iterator[Any]:
         url = f"sqlite:///{tmp_path / f'om{len(opened)}.db'}"
         db = make_engine(url)
         upgrade(db)
-        key = tenancy.create_key(db, TENANT, "attacker").secret
+        key = access.create_key(db, TENANT, "attacker").secret
         values: dict[str, Any] = {"database_url": url, "auth": "keys", **SERVER_DEFAULTS}
         if "config" not in settings:
             values["model"] = "om-local/extractive"
@@ -362,7 +362,7 @@ def test_every_configuration_option_is_classified() -> None:
     """A new option fails here until `OPTION_RULES` says who may set it."""
     options = set(_options(om_config.ObservationalMemoryConfig))
     assert {"observation.providerOptions", "workingMemory.schema", "retrieval.vector"} <= options
-    assert options - set(OPTION_RULES) == set(), "classify these in om_core.config_trust.OPTION_RULES"
+    assert options - set(OPTION_RULES) == set(), "classify these in om_core.config.trust.OPTION_RULES"
     assert set(OPTION_RULES) - options == set(), "these are no longer options"
 
 

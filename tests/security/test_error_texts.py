@@ -27,10 +27,10 @@ from starlette.testclient import TestClient
 
 from om_api.app import create_app
 from om_api.settings import ApiSettings
-from om_core import tenancy
 from om_core.errors import OMError, public_text
 from om_core.models.client import ModelCallFailed
-from om_core.models.local.extractive import local_reply
+from om_core.tenancy import access
+from om_local.extractive import local_reply
 
 pytestmark = [pytest.mark.postgres]
 
@@ -152,7 +152,7 @@ def client(postgres_url: str, provider: LeakyProvider) -> Iterator[TestClient]:
 
 @pytest.fixture
 def key(pg_engine: Engine) -> str:
-    return tenancy.create_key(pg_engine, f"leak-{uuid.uuid4().hex[:8]}", "attacker").secret
+    return access.create_key(pg_engine, f"leak-{uuid.uuid4().hex[:8]}", "attacker").secret
 
 
 def _headers(key: str) -> dict[str, str]:

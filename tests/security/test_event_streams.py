@@ -30,9 +30,9 @@ from om_api.app import create_app
 from om_api.client import OMClient
 from om_api.schemas import OMEvent
 from om_api.settings import ApiSettings
-from om_core import tenancy
 from om_core.store.db import make_engine
 from om_core.store.migrate import upgrade
+from om_core.tenancy import access
 from tests.support.api_server import Follower, free_port
 
 if TYPE_CHECKING:  # the attacker tests also run against code without them (to see them fail there)
@@ -72,10 +72,10 @@ class Server:
         engine: Engine = self.app.state.runtime.db
         return engine
 
-    def key(self, tenant: str) -> tenancy.IssuedKey:
-        return tenancy.create_key(self.db, tenant, "streams")
+    def key(self, tenant: str) -> access.IssuedKey:
+        return access.create_key(self.db, tenant, "streams")
 
-    def thread(self, key: tenancy.IssuedKey) -> str:
+    def thread(self, key: access.IssuedKey) -> str:
         """A thread of `key`'s tenant with one turn (so its stream has a replay)."""
         thread = f"t-{uuid.uuid4().hex[:8]}"
         with OMClient(self.url, key.secret) as om:
@@ -125,7 +125,7 @@ class Streams:
         #: Each open stream's line iterator, kept: dropping one closes its connection.
         self._lines: dict[int, Iterator[str]] = {}
 
-    def start(self, key: tenancy.IssuedKey, thread: str) -> httpx.Response:
+    def start(self, key: access.IssuedKey, thread: str) -> httpx.Response:
         """Open a stream; a refused one is read and closed (an accepted one is kept open)."""
         request = self.http.build_request(
             "GET", f"/v1/threads/{thread}/events", headers={"Authorization": f"Bearer {key.secret}"}

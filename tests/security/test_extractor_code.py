@@ -27,13 +27,13 @@ from starlette.testclient import TestClient
 
 from om_api.app import create_app
 from om_api.settings import ApiSettings
-from om_core import tenancy
 from om_core.engine import events as ev
 from om_core.extractors import registry
 from om_core.hooks import DISPATCHER, HookContext, ObserveHooks, register_hooks, unregister_hooks
-from om_core.scoped_ids import scoped_id
 from om_core.store import schema
 from om_core.store.outbox import list_events
+from om_core.tenancy import access
+from om_core.tenancy.scoped_ids import scoped_id
 from tests.support.workers import wait_until
 
 #: Observation in the turn once a few messages are in (no buffering).
@@ -174,9 +174,9 @@ def _serve(db: Engine, directory: Path, plugin: str | None) -> Iterator[Attack]:
                 db,
                 db_path,
                 tenant,
-                tenancy.create_key(db, tenant, "victim").secret,
+                access.create_key(db, tenant, "victim").secret,
                 other_tenant,
-                tenancy.create_key(db, other_tenant, "attacker").secret,
+                access.create_key(db, other_tenant, "attacker").secret,
                 canary_module=canary,
                 canary_marker=marker,
                 **names,

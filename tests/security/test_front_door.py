@@ -26,9 +26,9 @@ from starlette.testclient import TestClient
 
 from om_api.app import create_app
 from om_api.settings import ApiSettings
-from om_core import tenancy
 from om_core.store.db import make_engine
 from om_core.store.migrate import upgrade
+from om_core.tenancy import access
 from tests.support.api_server import REPO, free_port
 
 REBINDING_HOSTS = [
@@ -116,7 +116,7 @@ def test_keys_mode_is_not_affected(tmp_path: Path) -> None:
     settings = ApiSettings(database_url=_database(tmp_path), auth="keys", model="om-local/extractive")
     app = create_app(settings)
     with TestClient(app, base_url="http://om.example.com") as client:
-        key = tenancy.create_key(app.state.runtime.db, "tenant", "front-door").secret
+        key = access.create_key(app.state.runtime.db, "tenant", "front-door").secret
         headers = {"Host": "api.om.example.com", "Origin": "https://app.example.com"}
         anonymous = client.get("/v1/threads", headers=headers)
         assert anonymous.status_code == 401, "a key is still required"

@@ -4,7 +4,8 @@ litellm downloads its price table when it is first imported unless `LITELLM_LOCA
 in the environment by then; the download's URL comes from `LITELLM_MODEL_COST_MAP_URL`. Each test starts a
 fresh interpreter with the variable unset (or set to "False", as an environment might carry it), points
 the URL at a loopback listener, and asserts the listener heard nothing: the cost of every call then
-depends on the installed litellm only. `om_core` pins the variable; each `om_*` package imports it first.
+depends on the installed litellm only. `om_core` pins the variable; each `om_*` package imports it first
+(`om_local`, importable alone, pins it too).
 """
 
 from __future__ import annotations
@@ -24,7 +25,17 @@ from tests.support.listener import Listener, listening
 ROOT = Path(str(importlib.util.find_spec("om_core").origin)).parents[1]  # type: ignore[union-attr]
 VARIABLE = "LITELLM_LOCAL_MODEL_COST_MAP"
 #: What a fresh process may start from: a package of each layer, and the modules processes start from.
-ENTRY_MODULES = ("om_core", "om_api", "om_workers", "om_app", "om_app.cli", "om_workers.cli", "om_api.cli")
+ENTRY_MODULES = (
+    "om_core",
+    "om_local",
+    "om_adapters",
+    "om_api",
+    "om_workers",
+    "om_app",
+    "om_app.cli",
+    "om_workers.cli",
+    "om_api.cli",
+)
 
 
 @pytest.fixture

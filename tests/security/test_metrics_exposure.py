@@ -25,7 +25,7 @@ from starlette.testclient import TestClient
 
 from om_api.app import create_app
 from om_api.settings import ApiSettings
-from om_core import tenancy
+from om_core.tenancy import access
 from tests.support.api_server import free_port
 
 pytestmark = [pytest.mark.postgres]
@@ -47,13 +47,13 @@ def _settings(postgres_url: str, **extra: Any) -> ApiSettings:
 
 
 @pytest.fixture(scope="module")
-def victim(pg_engine: Engine) -> tenancy.IssuedKey:
-    return tenancy.create_key(pg_engine, f"victim-{uuid.uuid4().hex[:8]}", "victim")
+def victim(pg_engine: Engine) -> access.IssuedKey:
+    return access.create_key(pg_engine, f"victim-{uuid.uuid4().hex[:8]}", "victim")
 
 
 @pytest.fixture(scope="module")
 def attacker(pg_engine: Engine) -> str:
-    return tenancy.create_key(pg_engine, f"attacker-{uuid.uuid4().hex[:8]}", "attacker").secret
+    return access.create_key(pg_engine, f"attacker-{uuid.uuid4().hex[:8]}", "attacker").secret
 
 
 def _spend(client: TestClient, key: str) -> None:
@@ -67,20 +67,20 @@ def _spend(client: TestClient, key: str) -> None:
 
 
 @pytest.fixture
-def default_app(postgres_url: str, victim: tenancy.IssuedKey) -> Iterator[TestClient]:
+def default_app(postgres_url: str, victim: access.IssuedKey) -> Iterator[TestClient]:
     with TestClient(create_app(_settings(postgres_url))) as client:
         _spend(client, victim.secret)
         yield client
 
 
 @pytest.fixture
-def token_app(postgres_url: str, victim: tenancy.IssuedKey) -> Iterator[TestClient]:
+def token_app(postgres_url: str, victim: access.IssuedKey) -> Iterator[TestClient]:
     with TestClient(create_app(_settings(postgres_url, metrics_token=TOKEN))) as client:
         _spend(client, victim.secret)
         yield client
 
 
-def _callers(attacker: str, victim: tenancy.IssuedKey) -> dict[str, dict[str, str]]:
+def _callers(attacker: str, victim: access.IssuedKey) -> dict[str, dict[str, str]]:
     return {
         "anonymous": {},
         "a tenant key": {"Authorization": f"Bearer {attacker}"},
@@ -92,7 +92,7 @@ def _callers(attacker: str, victim: tenancy.IssuedKey) -> dict[str, dict[str, st
 
 
 def test_by_default_the_api_port_serves_no_metrics_to_anyone(
-    default_app: TestClient, attacker: str, victim: tenancy.IssuedKey
+    default_app: TestClient, attacker: str, victim: access.IssuedKey
 ) -> None:
     for who, headers in _callers(attacker, victim).items():
         response = default_app.get("/metrics", headers=headers)
@@ -103,7 +103,7 @@ def test_by_default_the_api_port_serves_no_metrics_to_anyone(
 
 
 def test_with_a_scrape_token_only_the_token_reads_metrics(
-    token_app: TestClient, attacker: str, victim: tenancy.IssuedKey
+    token_app: TestClient, attacker: str, victim: access.IssuedKey
 ) -> None:
     for who, headers in _callers(attacker, victim).items():
         response = token_app.get("/metrics", headers=headers)
@@ -122,7 +122,7 @@ def test_a_short_scrape_token_is_refused_at_start(postgres_url: str) -> None:
 
 
 def test_the_metrics_port_serves_them_on_loopback_and_the_api_port_still_does_not(
-    postgres_url: str, victim: tenancy.IssuedKey, attacker: str
+    postgres_url: str, victim: access.IssuedKey, attacker: str
 ) -> None:
     port = free_port()
     assert ApiSettings.model_fields["metrics_host"].default == "127.0.0.1"

@@ -23,9 +23,9 @@ from sqlalchemy import Engine
 from starlette.testclient import TestClient
 
 from om_api.app import create_app
-from om_api.proxy_params import CALL_KWARGS, FORWARDED_FIELDS, OWN_FIELDS, SERVER_SET_KWARGS
+from om_api.proxy.params import CALL_KWARGS, FORWARDED_FIELDS, OWN_FIELDS, SERVER_SET_KWARGS
 from om_api.settings import ApiSettings
-from om_core import tenancy
+from om_core.tenancy import access
 
 pytestmark = [pytest.mark.postgres]
 
@@ -155,7 +155,7 @@ def recorder(monkeypatch: pytest.MonkeyPatch) -> Recorder:
 
 @pytest.fixture(scope="module")
 def key(pg_engine: Engine) -> str:
-    return tenancy.create_key(pg_engine, f"kwargs-{uuid.uuid4().hex[:8]}", "kwargs").secret
+    return access.create_key(pg_engine, f"kwargs-{uuid.uuid4().hex[:8]}", "kwargs").secret
 
 
 def _send(client: TestClient, key: str, name: str, value: Any, stream: bool) -> tuple[int, dict[str, Any]]:

@@ -21,7 +21,7 @@ import httpx
 import pytest
 from sqlalchemy import Engine
 
-from om_core import tenancy
+from om_core.tenancy import access
 from tests.support.api_server import ApiServer, new_id, run_api_server
 from tests.support.listener import REPLY, Listener, listening
 
@@ -63,7 +63,7 @@ def server(
 
 @pytest.fixture(scope="module")
 def key(pg_engine: Engine) -> str:
-    return tenancy.create_key(pg_engine, new_id("attacker"), "attacker").secret
+    return access.create_key(pg_engine, new_id("attacker"), "attacker").secret
 
 
 def _post(server: ApiServer, key: str, body: dict[str, Any]) -> httpx.Response:

@@ -12,8 +12,10 @@ import ast
 from collections.abc import Iterator
 from pathlib import Path
 
+from tests.support.packages import SERVER_PACKAGES
+
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("om_core", "om_api", "om_workers", "om_app")
+PACKAGES = SERVER_PACKAGES
 
 #: litellm functions that send a request to a provider.
 MODEL_CALLS = frozenset(
@@ -37,13 +39,13 @@ CONNECTING = {
 #: (file, enclosing function, kind) -> why tenant input cannot choose where it goes.
 SINKS: dict[tuple[str, str, str], str] = {
     ("om_core/models/client.py", "ModelClient._call_once", "model call"): (
-        "memory-model completions: the model and kwargs come from a config checked by om_core.config_trust "
+        "memory-model completions: the model and kwargs come from a config checked by om_core.config.trust "
         "where written and used (EngineCore.complete); provider options only through routing's translations"
     ),
     ("om_core/models/client.py", "ModelClient.embed.attempt", "model call"): (
         "embeddings with OM_EMBEDDING_MODEL, a server setting; no request or config names it"
     ),
-    ("om_api/proxy.py", "_Loop._acompletion", "model call"): (
+    ("om_api/proxy/chat_completions.py", "_Loop._acompletion", "model call"): (
         "the proxy's actor call: fields from FORWARDED_FIELDS only, the model allowed by OM_ACTOR_MODELS"
     ),
     (
@@ -54,7 +56,7 @@ SINKS: dict[tuple[str, str, str], str] = {
     ("om_core/store/db.py", "_optional", "import by name"): "optional drivers named in the code",
     ("om_core/store/db.py", "make_engine", "import by name"): "the standard library's sqlite3",
     ("om_api/runtime.py", "import_plugins", "import by name"): "OM_PLUGINS, an operator setting",
-    ("om_core/tenant_schema.py", "<module>", "schema validator"): (
+    ("om_core/tenancy/json_schema.py", "<module>", "schema validator"): (
         "the one module that validates tenant schemas: local references only, a registry that retrieves "
         "nothing, RE2 patterns, bounded size and work"
     ),

@@ -18,9 +18,9 @@ import pytest
 from sqlalchemy import Engine
 
 from om_api.client import OMClient
-from om_core import tenancy
-from om_core.scoped_ids import scoped_id
 from om_core.store.outbox import list_events
+from om_core.tenancy import access
+from om_core.tenancy.scoped_ids import scoped_id
 from tests.support.api_server import ApiServer, api_server, new_id
 from tests.support.invariants import check_thread
 
@@ -110,7 +110,7 @@ def id_routes(server: ApiServer) -> set[tuple[str, str]]:
 class Tenant:
     def __init__(self, server: ApiServer, db: Engine, name: str) -> None:
         self.name = name
-        self.key = tenancy.create_key(db, name, "security").secret
+        self.key = access.create_key(db, name, "security").secret
         self.server = server
         self.client = OMClient(server.base_url, self.key, timeout=60)
 

@@ -11,12 +11,12 @@ import pytest
 from sqlalchemy import Engine, select
 
 from om_api.client import OMClient
-from om_core import tenancy
 from om_core.engine import QUEUES
 from om_core.engine import events as ev
-from om_core.scoped_ids import scoped_id
 from om_core.store import schema
 from om_core.store.outbox import list_events
+from om_core.tenancy import access
+from om_core.tenancy.scoped_ids import scoped_id
 from tests.support.api_server import ApiServer, new_id, run_api_server
 from tests.support.invariants import check_thread
 from tests.support.workers import TEST_WORKER_ENV, WorkerCluster, wait_until, worker_cluster
@@ -69,7 +69,7 @@ def test_workers_and_beat_keep_two_tenants_with_the_same_ids_apart(
 ) -> None:
     thread, resource = "t1", "user-1"
     tenants = {
-        name: tenancy.create_key(pg_engine, name, "workers").secret for name in (new_id("a"), new_id("b"))
+        name: access.create_key(pg_engine, name, "workers").secret for name in (new_id("a"), new_id("b"))
     }
     secrets = dict(zip(tenants, ("alphasecret", "betasecret"), strict=True))
     for name, key in tenants.items():

@@ -5,9 +5,9 @@ an API process's requests from the other tenants nor spend without bound on memo
   with `Retry-After` and the IETF `RateLimit-Policy` / `RateLimit` fields, while another tenant is
   answered; once the `Retry-After` has passed the first tenant is answered again; the operator's
   per-tenant limits (`om tenants limits`) apply, and a change reaches a running process.
-- A memory-model budget per tenant per UTC day (`om_core.spend`): `spend_refusal` against recorded costs
-  on the real Postgres and on SQLite, around the budget and across the UTC day boundary (clock injected),
-  with the tenant's own budget over the setting's; `GET /v1/usage` shows the state.
+- A memory-model budget per tenant per UTC day (`om_core.tenancy.spend`): `spend_refusal` against recorded
+  costs on the real Postgres and on SQLite, around the budget and across the UTC day boundary (clock
+  injected), with the tenant's own budget over the setting's; `GET /v1/usage` shows the state.
 
 Before issue 28 nothing limited a tenant: every request was served and no budget existed.
 """
@@ -30,12 +30,12 @@ from typer.testing import CliRunner
 from om_api.app import create_app
 from om_api.settings import ApiSettings
 from om_app.cli import app as om_cli
-from om_core import tenancy
-from om_core.scoped_ids import scoped_id
-from om_core.spend import SpendCache, spend_refusal
 from om_core.store.types import StoredEvent
 from om_core.store.usage import count_usage, fold_tenant_deltas
-from om_core.tenant_limits import TenantLimits, clear_tenant_limits, set_tenant_limits
+from om_core.tenancy import access
+from om_core.tenancy.limits import TenantLimits, clear_tenant_limits, set_tenant_limits
+from om_core.tenancy.scoped_ids import scoped_id
+from om_core.tenancy.spend import SpendCache, spend_refusal
 from tests.support.listener import listening
 
 pytestmark = [pytest.mark.postgres]
@@ -74,7 +74,7 @@ def client(postgres_url: str, pg_engine: Engine) -> Iterator[TestClient]:
 
 
 def _key(db: Engine, tenant: str) -> str:
-    return tenancy.create_key(db, tenant, "limits").secret
+    return access.create_key(db, tenant, "limits").secret
 
 
 def _until_refused(client: TestClient, key: str, most: int = 30) -> tuple[list[int], httpx.Response, float]:

@@ -28,10 +28,10 @@ from starlette.testclient import TestClient
 
 from om_api.app import create_app
 from om_api.settings import ApiSettings
-from om_core import tenancy
-from om_core.scoped_ids import scoped_id
 from om_core.store import schema as tables
 from om_core.store.outbox import list_events
+from om_core.tenancy import access
+from om_core.tenancy.scoped_ids import scoped_id
 
 pytestmark = [pytest.mark.postgres]
 
@@ -135,7 +135,7 @@ class Attacker:
 @pytest.fixture(scope="module")
 def attacker(postgres_url: str, pg_engine: Engine) -> Iterator[Attacker]:
     tenant = f"schemas-{uuid.uuid4().hex[:8]}"
-    key = tenancy.create_key(pg_engine, tenant, "attacker").secret
+    key = access.create_key(pg_engine, tenant, "attacker").secret
     settings = ApiSettings(
         database_url=postgres_url, auth="keys", executor="inline", model="om-local/extractive"
     )

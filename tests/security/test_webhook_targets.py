@@ -42,9 +42,9 @@ from starlette.testclient import TestClient
 
 from om_api.app import create_app
 from om_api.settings import ApiSettings
-from om_core import tenancy
 from om_core.store.db import make_engine
 from om_core.store.migrate import upgrade
+from om_core.tenancy import access
 from om_core.webhooks import store
 from om_core.webhooks.delivery import RunReport, deliver_endpoint
 from om_core.webhooks.policy import WebhookPolicy
@@ -171,7 +171,7 @@ def attacking(client: TestClient, database: Engine) -> Iterator[Attacker]:
     beat (the database outlives the test) delivers them."""
     tenant = f"wh-attacker-{uuid.uuid4().hex[:8]}"
     try:
-        yield Attacker(client, database, tenancy.create_key(database, tenant, "attacker").secret, tenant)
+        yield Attacker(client, database, access.create_key(database, tenant, "attacker").secret, tenant)
     finally:
         for endpoint in store.list_for(database, tenant, limit=1000, after=None):
             store.remove(database, endpoint.id, tenant)

@@ -1,6 +1,6 @@
 """A real API server process (uvicorn) for the API tests, against the test Postgres and Redis.
 
-The server runs `om_app.wiring:create_app_from_env` in its own process on a free loopback port, with the
+The server runs `om_api.asgi:create_app_from_env` in its own process on a free loopback port, with the
 offline model (`om-local/extractive`) for memory and the fake actor (`om-actor/echo`) for the proxy. It is
 ready when `/readyz` answers 200 (or `/healthz`, for servers started against a database that is down on
 purpose); a server that exits or misses the deadline fails the test with its log.
@@ -28,7 +28,7 @@ from sqlalchemy import Engine
 
 from om_api.client import OMClient
 from om_api.schemas import OMEvent
-from om_core import tenancy
+from om_core.tenancy import access
 
 REPO = Path(__file__).resolve().parents[2]
 #: The scrape token the test servers take (`OM_METRICS_TOKEN`): `/metrics` on the API port needs it.
@@ -129,7 +129,7 @@ def run_api_server(
         sys.executable,
         "-m",
         "uvicorn",
-        "om_app.wiring:create_app_from_env",
+        "om_api.asgi:create_app_from_env",
         "--factory",
         "--host",
         "127.0.0.1",
@@ -172,7 +172,7 @@ def api_server(
 @pytest.fixture
 def tenant_key(pg_engine: Engine, tenant: str) -> str:
     """A key of `tenant` (tests/conftest.py): a fresh tenant, so every test sees only its own threads."""
-    return tenancy.create_key(pg_engine, tenant, "test").secret
+    return access.create_key(pg_engine, tenant, "test").secret
 
 
 @pytest.fixture

@@ -31,8 +31,8 @@ from litellm.exceptions import RateLimitError
 from litellm.llms.custom_llm import CustomLLM
 from litellm.types.utils import Choices, Message, ModelResponse, Usage
 
-from om_core.models.local.extractive import local_reply
-from om_core.models.local.reflector import count_tokens
+from om_local.extractive import local_reply
+from om_local.reflector import count_tokens
 
 PROVIDER = "om-fake"
 #: Prices registered for every fake model, so cost accounting shows up on events.

@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from om_core.models.local.extractive import local_reply
-from om_core.models.local.reflector import count_tokens, is_reflector_prompt
+from om_local.extractive import local_reply
+from om_local.reflector import count_tokens, is_reflector_prompt
 
 #: How long a `timeout` or `hold` call keeps its connection before giving up on its own.
 STALL_S = 60.0
@@ -125,7 +125,7 @@ class ModelServer:
         """OM config overrides that send a thread's Observer and Reflector calls here, with a client
         timeout of `timeout_s`; `observation` / `reflection` options are merged in. They use the litellm
         passthrough, which the processes reading them allow only with `PASSTHROUGH_ENV` (the operator's
-        opt-in, `om_core.config_trust`)."""
+        opt-in, `om_core.config.trust`)."""
         phases = {}
         for phase in ("observation", "reflection"):
             passthrough = {"litellm": {"api_base": self.api_base, "timeout": timeout_s}}

@@ -23,7 +23,7 @@ import litellm
 from litellm.llms.custom_llm import CustomLLM
 from litellm.types.utils import Choices, Message, ModelResponse, Usage
 
-from om_core.models.local.extractive import local_reply
+from om_local.extractive import local_reply
 
 PROVIDER = "om-rec"
 SIGHTED = f"{PROVIDER}/sighted"

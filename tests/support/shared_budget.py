@@ -23,7 +23,7 @@ from typing import Any
 
 import redis
 
-from om_workers.ratelimit import RateLimit
+from om_adapters.token_bucket import RateLimit
 from tests.support.workers import REPO, wait_until
 
 

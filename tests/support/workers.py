@@ -34,16 +34,16 @@ from celery.result import AsyncResult
 from pydantic import AliasChoices
 from sqlalchemy import update
 
+from om_adapters.celery_app import WorkerSettings, create_app
+from om_adapters.celery_executor import CeleryExecutor
+from om_adapters.redis_coordination import RedisCoordination
+from om_adapters.redis_events import RedisPublisher
+from om_core.config.settings import Settings
 from om_core.engine import QUEUES, MemoryEngine, Task
 from om_core.models.client import ModelClient
 from om_core.runtime import engine_settings
-from om_core.settings import Settings
 from om_core.store import history, schema
 from om_core.store.db import make_engine
-from om_workers.app import WorkerSettings, create_app
-from om_workers.coordination import RedisCoordination
-from om_workers.events import RedisPublisher
-from om_workers.executor import CeleryExecutor
 
 REPO = Path(__file__).resolve().parents[2]
 T = TypeVar("T")
@@ -53,7 +53,7 @@ BEAT_PREFIX = "beat"
 #: Worker knobs for tests: short leases and backoffs so failure paths run in seconds.
 TEST_WORKER_ENV = {
     # The suite's thresholds of a few dozen tokens are below a fresh server's floors for tenant configs
-    # (`om_core.config_trust`; tests/conftest.py lowers them for in-process apps the same way).
+    # (`om_core.config.trust`; tests/conftest.py lowers them for in-process apps the same way).
     "OM_MEMORY_MIN_TOKENS": "1",
     "OM_MEMORY_MIN_BUFFER_TOKENS": "1",
     "OM_WORKER_LOCK_LEASE_S": "2",
@@ -461,7 +461,7 @@ def run_inline(database_url: str, config_json: str, jobs: list[tuple[str, int]],
 
     Runs in its own (spawned) process next to the distributed run, so both use the machine at once.
     """
-    from om_core.config import ObservationalMemoryConfig
+    from om_core.config.options import ObservationalMemoryConfig
     from om_core.engine import EngineSettings
     from tests.support.conversation import generate
 

@@ -9,6 +9,8 @@ tests/integration/test_model_call_policy.py.
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,15 +18,16 @@ from typing import Any
 import litellm
 import pytest
 
-from om_api.runtime import CELERY_NEEDS_ADAPTERS, build_runtime
+from om_adapters.celery_executor import CeleryExecutor
+from om_adapters.redis_coordination import RedisCoordination
+from om_adapters.token_bucket import TokenBucket
+from om_api.runtime import build_runtime
 from om_api.settings import ApiSettings
 from om_app.preflight import check, needs
-from om_app.wiring import worker_adapters
+from om_core.config.settings import Settings
 from om_core.models.call_policy import ModelCallPolicy, build_model_client
 from om_core.models.client import ModelCallFailed
 from om_core.models.rate_limit import LocalTokenBucket, RateLimit, RateLimitWaitTooLong
-from om_core.settings import Settings
-from om_workers.ratelimit import TokenBucket
 
 
 @pytest.fixture(autouse=True)
@@ -187,7 +190,7 @@ def test_every_api_runtime_follows_the_policy_with_the_bucket_its_redis_allows(
         model_rate_limit_max_wait_s=7,
         **knobs,
     )
-    runtime = build_runtime(settings, worker_adapters())  # as `om serve` builds it
+    runtime = build_runtime(settings)  # as `om serve` builds it
     try:
         models: Any = runtime.engine.models
         assert models.retry.max_retries == 4 and models.max_wait_s == 7
@@ -197,25 +200,37 @@ def test_every_api_runtime_follows_the_policy_with_the_bucket_its_redis_allows(
         runtime.close()
 
 
-def test_an_api_without_the_workers_adapters_keeps_its_budgets_and_refuses_celery(database: str) -> None:
-    """The API does not import the workers: built alone (no `om_app` to wire their adapters), an inline
-    runtime keeps its budgets in the process even with a Redis configured, and celery mode refuses to
-    start, saying how to run it."""
-    redis_url = "redis://127.0.0.1:1/0"
+def test_a_celery_mode_api_runs_on_the_adapters_it_imports_itself(database: str) -> None:
+    """Nothing above the API hands it its adapters: built alone, as the uvicorn factory builds it, a
+    celery-mode runtime sends work through Celery and keeps its locks in Redis."""
     settings = ApiSettings(
-        _env_file=None, database_url=database, redis_url=redis_url, model_rate_limits=BUDGETS
+        _env_file=None, database_url=database, redis_url="redis://127.0.0.1:1/0", executor="celery"
     )
     runtime = build_runtime(settings)
     try:
-        models: Any = runtime.engine.models
-        assert isinstance(models.limiter, LocalTokenBucket)
-        assert runtime.rate_limit_redis is None
+        executor: Any = runtime.engine.executor
+        assert isinstance(executor, CeleryExecutor) and executor.app is runtime.celery_app
+        assert isinstance(runtime.engine.coordination, RedisCoordination)
     finally:
         runtime.close()
-    celery = ApiSettings(_env_file=None, database_url=database, redis_url=redis_url, executor="celery")
-    with pytest.raises(RuntimeError, match="om serve") as refused:
-        build_runtime(celery)
-    assert str(refused.value) == CELERY_NEEDS_ADAPTERS
+
+
+def test_an_inline_api_loads_no_celery(database: str) -> None:
+    """The adapters are imported where celery mode needs them, so an inline API process never loads
+    Celery (a fresh interpreter: this one has imported it already)."""
+    code = (
+        "import sys\n"
+        "from om_api.runtime import build_runtime\n"
+        "from om_api.settings import ApiSettings\n"
+        f"build_runtime(ApiSettings(_env_file=None, database_url={database!r})).close()\n"
+        "print('celery' in sys.modules)\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OM_")}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")]))
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "False"
 
 
 def test_an_api_keeping_budgets_in_redis_checks_that_redis_before_it_starts(database: str) -> None:

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from om_core.config import (
+from om_core.config.durations import parse_duration_ms
+from om_core.config.options import (
     ObservationalMemoryConfig,
     OMConfigError,
     ResolvedConfig,
@@ -18,7 +19,6 @@ from om_core.config import (
     TokenRange,
     message_threshold_max,
 )
-from om_core.durations import parse_duration_ms
 from om_core.models.selection import DEFAULT_MODEL, ModelByInputTokens
 
 
@@ -381,7 +381,7 @@ def test_reflection_block_after_below_threshold(block_after: float) -> None:
 
 
 def test_block_after_without_buffering_is_dropped_with_a_warning(caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.WARNING, logger="om_core.config"):
+    with caplog.at_level(logging.WARNING, logger="om_core.config.options"):
         rc = resolve(
             {"observation": {"bufferTokens": False, "blockAfter": 1.5}, "reflection": {"blockAfter": 2}}
         )

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from om_core.context import (
+from om_core.context.actor import (
     CONTINUATION_MESSAGE_ID,
     OTHER_CONVERSATIONS_END,
     OTHER_CONVERSATIONS_START,
@@ -196,7 +196,7 @@ def test_other_conversations_and_extra_values_stay_out_of_the_stable_block() -> 
 
 
 def test_a_rendered_log_is_reused_until_the_local_date_changes() -> None:
-    from om_core.context import RenderedLogCache, _render_stable
+    from om_core.context.actor import RenderedLogCache, _render_stable
 
     log = "Date: Mar 1, 2026\n* 🔴 (09:00) User said the tent has a broken zip\n* 🟡 (09:05) Assistant: ok"
     cache = RenderedLogCache(1_000_000)
@@ -213,7 +213,7 @@ def test_a_rendered_log_is_reused_until_the_local_date_changes() -> None:
 
 
 def test_a_grown_log_renders_only_its_new_piece(monkeypatch: pytest.MonkeyPatch) -> None:
-    import om_core.context as context
+    import om_core.context.actor as context
 
     first = "Date: Mar 1, 2026\n* 🔴 (09:00) User said the tent has a broken zip"
     grown = (
@@ -239,7 +239,7 @@ def test_a_grown_log_renders_only_its_new_piece(monkeypatch: pytest.MonkeyPatch)
 
 
 def test_the_rendered_log_cache_stays_within_its_size() -> None:
-    from om_core.context import RenderedLogCache
+    from om_core.context.actor import RenderedLogCache
 
     cache = RenderedLogCache(max_bytes=24_000)
     now = datetime(2026, 3, 2, 8, 0, tzinfo=UTC)

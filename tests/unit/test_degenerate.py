@@ -6,7 +6,12 @@ import re
 
 import pytest
 
-from om_core.degenerate import degenerate_diagnosis, is_degenerate, safe_cut_index, sanitize_lines
+from om_core.observations.degenerate import (
+    degenerate_diagnosis,
+    is_degenerate,
+    safe_cut_index,
+    sanitize_lines,
+)
 
 
 def _normal_content(lines: int = 40) -> str:

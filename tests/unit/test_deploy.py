@@ -23,14 +23,14 @@ import typer.main
 import yaml  # type: ignore[import-untyped]
 from typer.testing import CliRunner
 
+from om_adapters.celery_app import WorkerSettings
 from om_api.settings import ApiSettings
 from om_app.cli import app
 from om_app.embedded import TURN_QUEUES
 from om_app.preflight import check_flower_auth
+from om_core.config.settings import Settings
 from om_core.engine import MAINTENANCE_QUEUE
 from om_core.engine import QUEUES as TABLE_QUEUES
-from om_core.settings import Settings
-from om_workers.app import WorkerSettings
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -180,7 +180,7 @@ def assert_known_settings(env: Mapping[str, Any], where: str, *, process: str | 
         if (process, model) in {("api", ApiSettings), ("worker", WorkerSettings)}
     }
     unknown = sorted(set(om_vars) - KNOWN_OM_VARS - own)
-    assert not unknown, f"{where} sets {unknown}, which om_core.settings.Settings does not know"
+    assert not unknown, f"{where} sets {unknown}, which om_core.config.settings.Settings does not know"
     for name, value in om_vars.items():
         if value is None or "${" in str(value):
             continue  # passed through or interpolated by compose at run time
@@ -692,7 +692,7 @@ def beat_probe_code(container: Doc) -> str:
 def test_beat_liveness_reads_the_schedule_file_beat_writes(k8s: list[Doc]) -> None:
     import celery.beat
 
-    from om_workers.app import WorkerSettings
+    from om_adapters.celery_app import WorkerSettings
 
     ((deployment, beat),) = by_subcommand(k8s, "beat")
     code = beat_probe_code(beat)

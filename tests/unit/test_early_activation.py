@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from om_core.early_activation import (
+from om_core.messages import Message, Part, text_message
+from om_core.policy.early_activation import (
     auto_ttl_ms,
     last_activity_at,
     last_actor_model,
@@ -18,7 +19,6 @@ from om_core.early_activation import (
     ttl_expired,
     unix_ms,
 )
-from om_core.messages import Message, Part, text_message
 
 FIVE_MIN = 300_000
 ONE_HOUR = 3_600_000

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from om_adapters.celery_app import WorkerSettings
 from om_app.cli import app
 from om_app.embedded import (
     AUTOGROUP_SWITCH,
@@ -30,7 +31,6 @@ from om_app.embedded import (
     stop_process,
 )
 from om_core.engine import QUEUES
-from om_workers.app import WorkerSettings
 
 #: Starts a second thread, says so, then waits to be stopped.
 WITH_A_THREAD = """

@@ -17,8 +17,7 @@ import pytest
 from pydantic import BaseModel
 from sqlalchemy import Engine
 
-from om_core import working_memory
-from om_core.config import ObservationalMemoryConfig
+from om_core.config.options import ObservationalMemoryConfig
 from om_core.engine import EngineSettings, MemoryEngine
 from om_core.engine import events as ev
 from om_core.engine.tasks import BufferReflection, new_cycle_id
@@ -37,6 +36,7 @@ from om_core.extractors.structured import StructuredSpec, parse_reply
 from om_core.messages import text_message
 from om_core.store import history, records
 from om_core.store.outbox import list_events
+from om_core.working_memory import document as wm
 
 T0 = datetime(2026, 3, 3, 9, 0, tzinfo=UTC)
 OBSERVATIONS = "<observations>\nDate: Mar 3, 2026\n* 🔴 (09:00) User stated they like tea\n</observations>"
@@ -515,7 +515,7 @@ def test_the_observer_writes_working_memory_through_its_extractor(sqlite_engine:
     cfg = om.thread_config("t-wm")
     thread = history.get_thread(sqlite_engine, "t-wm")
     assert thread is not None
-    memory = working_memory.read(sqlite_engine, working_memory.target_for_thread(thread, cfg), cfg)
+    memory = wm.read(sqlite_engine, wm.target_for_thread(thread, cfg), cfg)
     assert (memory.content, memory.version) == ("# Name\nAda", 1)
     meta = _meta(sqlite_engine, "t-wm")
     assert "extracted" not in meta and "working-memory" not in json.dumps(meta)

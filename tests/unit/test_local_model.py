@@ -19,11 +19,8 @@ import litellm
 import pytest
 
 from om_core.messages import Message, Part, text_message
-from om_core.models.local.extractive import local_reply, register_local_models
-from om_core.models.local.observer import has_fact, observe_transcript, shorten
-from om_core.models.local.reflector import count_tokens, parse_target, reflect_observations
-from om_core.models.local.salience import Tier, is_correction, salience, supersedes
-from om_core.observer import (
+from om_core.observer.input import observer_user_content, render_histories
+from om_core.observer.prompt import (
     ObserverPromptOptions,
     PriorThreadMetadata,
     build_observer_system_prompt,
@@ -32,15 +29,18 @@ from om_core.observer import (
     parse_observer_output,
     render_thread_blocks,
 )
-from om_core.observer_input import observer_user_content, render_histories
-from om_core.reflector import (
+from om_core.observer.transcript import render_transcript
+from om_core.reflector.prompt import (
     ReflectorPromptOptions,
     build_reflector_system_prompt,
     build_reflector_user_message,
     parse_reflector_output,
 )
 from om_core.tokens import default_estimator
-from om_core.transcript import render_transcript
+from om_local.extractive import local_reply, register_local_models
+from om_local.observer import has_fact, observe_transcript, shorten
+from om_local.reflector import count_tokens, parse_target, reflect_observations
+from om_local.salience import Tier, is_correction, salience, supersedes
 
 MODEL = "om-local/extractive"
 OBSERVATION_LINE = re.compile(r"^\* (?:🔴|🟡|🟢|✅) \((?:[01]\d|2[0-3]):[0-5]\d\) \S")
@@ -716,7 +716,7 @@ def test_other_prompts_get_a_short_observation_block() -> None:
     assert "shellfish" in reply and "June 2" in reply
 
 
-# --- what the local model keeps when memory is tight (local.salience) ---------------------------------------
+# --- what the local model keeps when memory is tight (om_local.salience) -------------------------------
 
 _PEOPLE = ("Aiko", "Bram", "Celia", "Dario", "Elif", "Femi", "Goran", "Hana")
 _PLACES = ("Leeds", "Aarhus", "Namur", "Parma", "Oulu", "Zadar", "Trier", "Cadiz")

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import json
 
-from om_core import working_memory as wm
-from om_core.config import ObservationalMemoryConfig
+from om_core.config.options import ObservationalMemoryConfig
 from om_core.extractors.structured import StructuredSpec, build_user_message
-from om_core.models.local.extraction import structured_reply, working_memory_markdown
-from om_core.working_memory_extractor import EXTRACTOR_SLUG, extraction_schema, instructions_text
+from om_core.working_memory import document as wm
+from om_core.working_memory.extractor import EXTRACTOR_SLUG, extraction_schema, instructions_text
+from om_local.extraction import structured_reply, working_memory_markdown
 
 PROFILE = {"type": "object", "properties": {"name": {"type": "string"}, "city": {"type": "string"}}}
 

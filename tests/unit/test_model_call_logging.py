@@ -29,7 +29,7 @@ from litellm import exceptions as llm_errors
 from litellm.litellm_core_utils.litellm_logging import Logging
 from sqlalchemy import Engine
 
-from om_core.config import ObservationalMemoryConfig
+from om_core.config.options import ObservationalMemoryConfig
 from om_core.engine import BufferObservation, MemoryEngine, new_cycle_id
 from om_core.engine import events as ev
 from om_core.messages import text_message

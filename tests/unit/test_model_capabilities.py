@@ -8,7 +8,7 @@ import pytest
 import om_core.models  # noqa: F401
 from om_core.models.capabilities import accepts_images
 from om_core.models.client import ModelClient
-from om_core.models.local.extractive import register_local_models
+from om_local.extractive import register_local_models
 
 
 @pytest.mark.parametrize(

@@ -6,9 +6,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from tests.support.packages import SERVER_PACKAGES
+
 ROOT = Path(__file__).resolve().parents[2]
 MAP = ROOT / "docs" / "architecture" / "modules.md"
-PACKAGES = ("om_core", "om_api", "om_workers", "om_app")
+PACKAGES = SERVER_PACKAGES
 #: One module per Alembic revision: the map names the folder and what it holds.
 EXEMPT = ("om_core/store/migrations/versions/",)
 ENTRY = re.compile(r"^(?P<indent> *)(?P<name>[A-Za-z_][\w.]*(?:\.py|/))(?: |$)")

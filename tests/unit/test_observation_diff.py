@@ -1,4 +1,4 @@
-"""The generation diff (`om_core.observation_diff`): every line of both logs accounted for once, in order,
+"""The generation diff (`om_core.observations.diff`): every line of both logs accounted for once, in order,
 with what a reflection typically does (condense several lines into one, drop, keep) reported as such."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from om_core.observation_diff import DiffLine, diff_lines
+from om_core.observations.diff import DiffLine, diff_lines
 
 
 def test_a_reflection_that_condenses_and_drops_lines() -> None:

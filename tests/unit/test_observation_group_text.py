@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import pytest
 
 from om_core.messages import Message, Part, text_message
-from om_core.observation_groups import (
+from om_core.observations.groups import (
     GroupSpan,
     align_slice,
     groups_in,

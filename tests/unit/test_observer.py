@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from om_core.observation_text import (
+from om_core.observations.text import (
     DATE_HEADER_RE,
     OBSERVATION_LINE_RE,
     count_lines,
@@ -16,7 +16,7 @@ from om_core.observation_text import (
     parse_observation_sections,
     sort_by_time,
 )
-from om_core.observer import (
+from om_core.observer.prompt import (
     InlineExtractorPrompt,
     ObserverPromptOptions,
     PriorThreadMetadata,
@@ -575,7 +575,7 @@ def test_multi_thread_output_is_split_per_thread() -> None:
     assert not result.degenerate
 
 
-# --- observation_text utilities -----------------------------------------------------------------------
+# --- observations.text utilities ----------------------------------------------------------------------
 
 
 def test_extract_tag_block_modes() -> None:

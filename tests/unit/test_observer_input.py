@@ -9,14 +9,14 @@ from typing import Any
 import pytest
 
 from om_core.messages import Message, Part, text_message
-from om_core.observer import build_observer_user_message, render_thread_blocks
-from om_core.observer_input import (
+from om_core.observer.input import (
     attachment_content,
     forwarding_rule,
     observer_user_content,
     render_histories,
 )
-from om_core.transcript import render_transcript
+from om_core.observer.prompt import build_observer_user_message, render_thread_blocks
+from om_core.observer.transcript import render_transcript
 
 T0 = datetime(2026, 3, 3, 9, 0, tzinfo=UTC)
 PNG_B64 = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="

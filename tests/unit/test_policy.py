@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from om_core.messages import Message, Part, text_message
-from om_core.policy import (
+from om_core.policy.decisions import (
     ReflectionDecision,
     Status,
     activation_pending,

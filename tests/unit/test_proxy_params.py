@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from om_api.errors import ApiError
-from om_api.proxy_params import (
+from om_api.proxy.params import (
     CALL_KWARGS,
     FORWARDED_FIELDS,
     OWN_FIELDS,

@@ -8,7 +8,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from om_api.proxy_tools import (
+from om_api.proxy.tools import (
     InternalTool,
     InternalTools,
     answered_round,

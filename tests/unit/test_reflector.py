@@ -8,10 +8,10 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from om_core.degenerate import is_degenerate
 from om_core.errors import OMError
-from om_core.observer import ObserverPromptOptions, build_observer_system_prompt
-from om_core.reflector import (
+from om_core.observations.degenerate import is_degenerate
+from om_core.observer.prompt import ObserverPromptOptions, build_observer_system_prompt
+from om_core.reflector.prompt import (
     COMPRESSION_LEVELS,
     MAX_LEVEL,
     LadderResult,

@@ -1,5 +1,5 @@
-"""Operator registrations by name, per tenant (`om_core.registrations`, the extractor and callback registries,
-hooks): who sees what, what the operator is refused, and how a stored id names its tenant."""
+"""Operator registrations by name, per tenant (`om_core.tenancy.registrations`, the extractor and callback
+registries, hooks): who sees what, what the operator is refused, and how a stored id names its tenant."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from om_core.extractors import registry
 from om_core.extractors.definition import CALLBACK_NAME_RE, ExtractedContext, Extractor, ExtractorError
 from om_core.extractors.registry import check_tenant_overrides
 from om_core.hooks import ObserveHooks, event_tenant, hooks_for, register_hooks, unregister_hooks
-from om_core.registrations import NamedRegistry, audience, serves
-from om_core.scoped_ids import scoped_id, tenant_of
 from om_core.store.types import StoredEvent
+from om_core.tenancy.registrations import NamedRegistry, audience, serves
+from om_core.tenancy.scoped_ids import scoped_id, tenant_of
 
 
 def test_a_stored_id_names_its_tenant_even_when_the_tenant_holds_the_separator() -> None:

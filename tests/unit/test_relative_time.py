@@ -6,7 +6,7 @@ from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
-from om_core.relative_time import (
+from om_core.context.relative_time import (
     annotate_relative_times,
     gap_label,
     local_date,

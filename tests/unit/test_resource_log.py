@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 
-from om_core.context import split_log_chunks
-from om_core.resource_log import compose_section, strip_thread_tags, thread_label
+from om_core.context.actor import split_log_chunks
+from om_core.observations.resource_log import compose_section, strip_thread_tags, thread_label
 
 AT = datetime(2026, 3, 3, 9, 30, tzinfo=UTC)
 LATER = datetime(2026, 3, 3, 11, 0, tzinfo=UTC)

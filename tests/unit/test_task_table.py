@@ -28,10 +28,11 @@ from om_core.engine import (
     task_to_dict,
 )
 from om_core.engine import events as ev
+from tests.support.packages import SERVER_PACKAGES
 
 ROOT = Path(__file__).resolve().parents[2]
 TABLE = ROOT / "om_core" / "engine" / "tasks.py"
-SHELLS_AND_CORE = [p for p in ("om_core", "om_api", "om_workers", "om_app") if (ROOT / p).is_dir()]
+SHELLS_AND_CORE = [p for p in SERVER_PACKAGES if (ROOT / p).is_dir()]
 
 #: Any `om.<word>` that names a queue or a task, including kinds that do not exist (yet): a queue
 #: declared anywhere but the table is exactly what this test is for.

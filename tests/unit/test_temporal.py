@@ -6,8 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from om_core.messages import Message, Part, text_message
-from om_core.temporal import (
+from om_core.context.temporal import (
     format_stamp,
     gap_text,
     is_temporal_marker,
@@ -15,6 +14,7 @@ from om_core.temporal import (
     reminder_event,
     temporal_marker_for,
 )
+from om_core.messages import Message, Part, text_message
 
 MINUTE = 60_000
 HOUR = 60 * MINUTE

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from om_api.tenant_rate_limit import Rate, TokenBuckets, rate_for
-from om_core.tenant_limits import TenantLimits
+from om_core.tenancy.limits import TenantLimits
 
 
 class Clock:

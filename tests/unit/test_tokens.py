@@ -148,10 +148,12 @@ def test_round_half_up_rounds_ties_away_from_zero(value: float, expected: int) -
 
 def test_configuration_policy_and_durations_round_with_the_one_helper() -> None:
     """Three helpers once disagreed at 0.49999999999999994; every rounding now goes through one."""
-    from om_core import config, durations, policy
+    from om_core.config import durations, options
+    from om_core.policy import decisions
     from om_core.tokens import rounding
 
-    assert config.round_half_up is durations.round_half_up is policy.round_half_up is rounding.round_half_up
+    one = rounding.round_half_up
+    assert options.round_half_up is durations.round_half_up is decisions.round_half_up is one
     assert durations.parse_duration_ms("0.0005s", field="activateAfterIdle") == 1
 
 

@@ -9,14 +9,14 @@ from typing import Any
 import pytest
 
 from om_core.messages import Message, Part, text_message
-from om_core.tokens import default_estimator
-from om_core.transcript import (
+from om_core.observer.transcript import (
     TOOL_RESULT_TOKEN_CAP,
     AttachmentCounter,
     AttachmentRef,
     filter_attachments,
     render_transcript,
 )
+from om_core.tokens import default_estimator
 
 T0 = datetime(2025, 12, 4, 14, 30, tzinfo=UTC)
 

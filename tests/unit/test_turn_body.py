@@ -13,7 +13,7 @@ from om_api.openai_format import to_openai
 from om_api.routes.common import event_out
 from om_api.schemas import StatusPayload, StoredMessage, TurnContext, TurnRequest, TurnResponse
 from om_api.turn_body import turn_body
-from om_core.config import ObservationalMemoryConfig
+from om_core.config.options import ObservationalMemoryConfig
 from om_core.engine import MemoryEngine, TurnResult
 from om_core.messages import Message, Part
 from om_core.models.client import ModelClient

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from om_core import working_memory as wm
-from om_core.config import WORKING_MEMORY_OFF, ObservationalMemoryConfig
-from om_core.context import build_actor_context
+from om_core.config.options import WORKING_MEMORY_OFF, ObservationalMemoryConfig
+from om_core.context.actor import build_actor_context
 from om_core.errors import OMConfigError
-from om_core.working_memory_extractor import extraction_schema, instructions_text
+from om_core.working_memory import document as wm
+from om_core.working_memory.extractor import extraction_schema, instructions_text
 
 PROFILE = {
     "type": "object",

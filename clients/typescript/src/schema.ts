@@ -658,7 +658,7 @@ export interface components {
          * ChatCompletionRequest
          * @description A standard chat-completions request; OM reads `metadata.thread_id` / `metadata.resource_id` (or the
          *     `X-OM-Thread-Id` / `X-OM-Resource-Id` headers). Extra fields are accepted here only to be checked
-         *     against the proxy's allow-list (`om_api.proxy_params.FORWARDED_FIELDS`): one not on it is a 422.
+         *     against the proxy's allow-list (`om_api.proxy.params.FORWARDED_FIELDS`): one not on it is a 422.
          */
         ChatCompletionRequest: {
             /** Model */

@@ -13,7 +13,7 @@ import { configEditor } from "./config.js";
 const REFRESH_ON = /^data-om-(buffering|observation|activation|reflection|thread-update|working-memory|extraction|status)/;
 const FEED_MAX = 200;
 
-/** `blockAfter` in tokens, as om_core.config resolves it; null when buffering is off (nothing blocks). */
+/** `blockAfter` in tokens, as om_core.config.options resolves it; null when buffering is off (nothing blocks). */
 export function blockAfterTokens(raw, threshold, asyncEnabled) {
   if (!asyncEnabled || !threshold) return null;
   const value = raw === undefined || raw === null ? 1.2 : Number(raw);
@@ -22,7 +22,7 @@ export function blockAfterTokens(raw, threshold, asyncEnabled) {
   return null;
 }
 
-/** Whether async buffering is on for an effective config (om_core.config._async_buffering_enabled). */
+/** Whether async buffering is on for an effective config (om_core.config.options._async_buffering_enabled). */
 export function asyncBuffering(effective) {
   const obs = (effective && effective.observation) || {};
   const refl = (effective && effective.reflection) || {};

@@ -1,4 +1,4 @@
-"""Thread and resource ids belong to their tenant: stored as `<tenant>/<id>` (see `om_core.scoped_ids`).
+"""Thread and resource ids belong to their tenant: stored as `<tenant>/<id>` (see `om_core.tenancy.scoped_ids`).
 
 Revision ID: 0003
 Revises: 0002
