@@ -82,7 +82,7 @@ from om_client.models import _Request as _Request
 from om_client.models import _Response as _Response
 from om_client.models import find_unstorable as find_unstorable
 from om_core.config.options import ObservationalMemoryConfig
-from om_core.engine.log_edit import MAX_LINE_CHARS
+from om_core.engine import MAX_LINE_CHARS
 
 #: A provider's name in `actor_provider_options` (`anthropic`, `openai`).
 #: Checked by `TurnRequest._small_plain_options` (with a message that gives examples); the schema says so.

@@ -1,7 +1,7 @@
 """Read models and maintenance operations the HTTP API exposes, kept out of the HTTP layer.
 
 The API shell only translates HTTP to these calls; everything that knows how memory is stored (heads,
-generations, chunk rows, the outbox, coordination keys) lives here, next to the storage it reads.
+generations, chunk rows, the outbox) lives here, next to the storage it reads.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from typing import Any
 from sqlalchemy import Engine, func, select, update
 
 from om_core.config.options import ResolvedConfig
-from om_core.coordination import Coordination, Keys
 from om_core.engine import MemoryEngine, lookup_key
 from om_core.errors import OMConfigError
 from om_core.extractors.registry import check_tenant_overrides
@@ -22,7 +21,7 @@ from om_core.messages import Message
 from om_core.pagination import DEFAULT_LIMIT, CursorError, Page, decode_cursor, encode_cursor
 from om_core.search import vectors
 from om_core.search.index import index_lag_seconds
-from om_core.store import erasure, history, records, schema
+from om_core.store import history, records, schema
 from om_core.store.types import Chunk, Record
 from om_core.tenancy.scoped_ids import public_id, scoped_id, tenant_of
 
@@ -34,8 +33,6 @@ __all__ = [
     "ObservationsView",
     "ThreadCounts",
     "ThreadSummary",
-    "delete_resource",
-    "delete_thread",
     "effective_config",
     "messages_cursor",
     "messages_cursor_seq",
@@ -323,48 +320,6 @@ def update_thread(
             metadata=metadata,
             clear_metadata=clear_metadata,
         )
-
-
-def delete_thread(db: Engine, thread_id: str, coordination: Coordination | None = None) -> bool:
-    """Erase a thread and everything OM keeps for it, in one transaction (`store.erasure`: every table
-    with a thread, resource or key column). False if it did not exist.
-
-    A worker still running on the thread finds its head gone and its commit fails as not-found, and the
-    outbox writes no event of a thread that is gone, so nothing of the deleted memory is resurrected (ids
-    are never reused). Coordination values (buffering boundaries, reflection suppression) are dropped too,
-    so a new thread with the same id starts clean.
-    """
-    erased = erasure.erase_in_transaction(db, lambda conn: erasure.erase_thread(conn, thread_id))
-    if erased is None:
-        return False
-    if coordination is not None:
-        for key in erased.lookup_keys:
-            _forget(coordination, key)
-    return True
-
-
-def delete_resource(db: Engine, resource_id: str, coordination: Coordination | None = None) -> bool:
-    """Erase a resource and everything OM keeps for it, in one transaction (`store.erasure`): every
-    thread of it with its messages, records, chunks, events, triggers, observation groups and search
-    entries, its shared log (resource scope) with all its generations, its overrides. False if it did not
-    exist.
-
-    The threads' rows are locked first, in id order, before any key lock is taken, so a turn that holds
-    one of them never waits for this while it waits for that turn. A worker still running on one of the
-    threads or on the log finds its record gone and its commit fails as not found."""
-    erased = erasure.erase_in_transaction(db, lambda conn: erasure.erase_resource(conn, resource_id))
-    if erased is None:
-        return False
-    if coordination is not None:
-        for key in erased.lookup_keys:
-            _forget(coordination, key)
-    return True
-
-
-def _forget(coordination: Coordination, key: str) -> None:
-    """Drop a key's coordination values, so a new thread or resource with the same id starts clean."""
-    for name in (Keys.buffer_boundary(key), Keys.reflection_boundary(key), Keys.reflection_suppressed(key)):
-        coordination.set_int(name, None)
 
 
 def set_resource_config_overrides(

@@ -183,10 +183,9 @@ def working_memory_tool_for(
         if thread is None:
             raise wm.WorkingMemoryInvalid("this conversation no longer exists")
         target = wm.target_for_thread(thread, config)
-        written, events = wm.update(
-            engine.db, target, config, arguments["content"], by="actor", via_thread=thread_id
+        written = engine.write_working_memory(
+            target, config, arguments["content"], by="actor", via_thread=thread_id
         )
-        engine.publish(events)
         return {"updated": True, "version": written.version}
 
     return InternalTool(wm.update_tool(memory), run, input_errors=(wm.WorkingMemoryInvalid,))

@@ -89,9 +89,8 @@ def generation_diff(
     thread_id: ThreadId, generation: Generation, runtime: Runtime, caller: Caller
 ) -> GenerationDiffResponse:
     thread = require_thread(runtime, caller, thread_id)
-    cfg = runtime.engine.config_for(thread.effective_overrides)
     diff = dashboard.generation_diff(
-        runtime.db, thread, generation, log_key=runtime.engine.log_key(thread.id, cfg)
+        runtime.db, thread, generation, log_key=runtime.engine.log_key_of(thread)
     )
     if diff is None:
         raise ApiError(

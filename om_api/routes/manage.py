@@ -39,8 +39,7 @@ from om_api.schemas import (
     ThreadPatch,
 )
 from om_core import queries
-from om_core.engine import LineEditError
-from om_core.engine.extraction import persisted as extracted_values
+from om_core.engine import LineEditError, extracted_values
 from om_core.pagination import CursorError
 from om_core.store.history import ThreadRow
 from om_core.store.usage import thread_usage
@@ -75,8 +74,7 @@ ResourceFilter = Annotated[
 
 def _detail(runtime: Runtime, thread: ThreadRow) -> ThreadDetail:
     cfg = runtime.engine.config_for(thread.effective_overrides)
-    log_key = runtime.engine.log_key(thread.id, cfg)
-    summary = queries.thread_summary(runtime.db, thread, log_key=log_key)
+    summary = queries.thread_summary(runtime.db, thread, log_key=runtime.engine.log_key_of(thread))
     usage = thread_usage(runtime.db, thread.id)
     return ThreadDetail(
         **thread_info(thread, messages=summary.counts.messages, cost_usd=usage.cost_usd).model_dump(),

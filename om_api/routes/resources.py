@@ -156,6 +156,6 @@ def put_resource_config(
 )
 def delete_resource(resource_id: ResourceId, runtime: Runtime, caller: Caller) -> Response:
     stored = visible_resource(runtime, caller, resource_id)
-    if not queries.delete_resource(runtime.db, stored, runtime.engine.coordination):
+    if not runtime.engine.delete_resource(stored):
         raise _not_found(resource_id)
     return Response(status_code=204)

@@ -10,7 +10,6 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Query, Response
 from pydantic import ValidationError
-from sqlalchemy.exc import DBAPIError
 
 from om_api.auth import Caller, Principal, Runtime
 from om_api.errors import ApiError, field_path, thread_not_found
@@ -46,7 +45,7 @@ from om_api.schemas import (
 from om_api.settings import ApiSettings
 from om_api.turn_body import turn_json_response
 from om_core import queries
-from om_core.engine import MemoryDisabled, Task, TurnResult, kind_of
+from om_core.engine import MemoryDisabled, OperationOutcome, TurnResult
 from om_core.errors import OMConfigError
 from om_core.pagination import CursorError
 from om_core.store import history
@@ -55,13 +54,14 @@ from om_core.tenancy.scoped_ids import public_id, scoped_id
 
 router = APIRouter(prefix="/v1/threads", tags=["threads"])
 
-#: Failures of the infrastructure (not of the memory model) propagate to the 503 handlers.
-_INFRASTRUCTURE: tuple[type[BaseException], ...] = (DBAPIError,)
+#: The broker's failures (not the memory model's) propagate from manual work to the 503 handlers, as the
+#: database's do.
+_BROKER: tuple[type[BaseException], ...] = ()
 try:
     from kombu.exceptions import OperationalError as _KombuError
     from redis.exceptions import RedisError as _RedisError
 
-    _INFRASTRUCTURE = (DBAPIError, _RedisError, _KombuError)
+    _BROKER = (_RedisError, _KombuError)
 except ImportError:  # pragma: no cover - both are dependencies
     pass
 
@@ -231,7 +231,7 @@ def get_observations(
         thread,
         history_limit=history_limit,
         history_offset=history_offset,
-        log_key=runtime.engine.log_key(thread.id, runtime.engine.config_for(thread.effective_overrides)),
+        log_key=runtime.engine.log_key_of(thread),
     )
     return ObservationsResponse(
         thread_id=view.thread_id,
@@ -313,34 +313,14 @@ def _require_enabled(runtime: ApiRuntime, thread: history.ThreadRow) -> None:
         ) from None
 
 
-def _operate(
-    runtime: ApiRuntime, thread: history.ThreadRow, work: Task | list[Task], wait: bool
-) -> OperationResponse:
-    _require_enabled(runtime, thread)
-    tasks = work if isinstance(work, list) else [work]
-    task = tasks[0]
-    first = runtime.engine.event_mark(thread.id)
-    runtime.require_broker()
-    completed = False
-    error: str | None = None
-    if wait:
-        try:
-            completed = runtime.engine.executor.run_all(tasks, runtime.settings.blocking_deadline_s)
-        except _INFRASTRUCTURE:
-            raise
-        except Exception as exc:  # a model failure: recorded as a failed event, reported here
-            completed, error = True, f"{type(exc).__name__}: {exc}"
-    else:
-        for each in tasks:
-            runtime.engine.executor.submit(each)
-    outcome = runtime.engine.operation_outcome(task, first)
+def _response(runtime: ApiRuntime, thread: history.ThreadRow, outcome: OperationOutcome) -> OperationResponse:
     return OperationResponse(
         thread_id=public_id(thread.id),
-        operation=kind_of(task).operation.value,
-        cycle_id=task.cycle_id,
-        completed=completed,
+        operation=outcome.operation,
+        cycle_id=outcome.cycle_id,
+        completed=outcome.completed,
         applied=outcome.applied,
-        error=error,
+        error=outcome.error,
         events=[event_out(e) for e in outcome.events],
         status=_status_or_none(runtime, thread.id),
     )
@@ -361,7 +341,10 @@ def post_observe(
     thread = require_thread(runtime, caller, thread_id)
     wait = body.wait if body is not None else True
     _require_enabled(runtime, thread)
-    return _operate(runtime, thread, runtime.engine.manual_observe(thread.id), wait)
+    runtime.require_broker()
+    return _response(
+        runtime, thread, runtime.engine.observe_now(thread.id, wait=wait, infrastructure=_BROKER)
+    )
 
 
 @router.post(
@@ -379,7 +362,9 @@ def post_reflect(
     thread = require_thread(runtime, caller, thread_id)
     request = body or ReflectRequest()
     _require_enabled(runtime, thread)
-    return _operate(runtime, thread, runtime.engine.manual_reflect(thread.id, request.prompt), request.wait)
+    runtime.require_broker()
+    outcome = runtime.engine.reflect_now(thread.id, request.prompt, wait=request.wait, infrastructure=_BROKER)
+    return _response(runtime, thread, outcome)
 
 
 # ----------------------------------------------------------------------------------------- config
@@ -449,6 +434,6 @@ def config_error(exc: ValidationError | OMConfigError) -> ApiError:
 )
 def delete_thread(thread_id: ThreadId, runtime: Runtime, caller: Caller) -> Response:
     thread = require_thread(runtime, caller, thread_id)
-    if not queries.delete_thread(runtime.db, thread.id, runtime.engine.coordination):
+    if not runtime.engine.delete_thread(thread.id):
         raise thread_not_found(thread_id)
     return Response(status_code=204)

@@ -47,20 +47,13 @@ def _write(
     runtime: Runtime, target: wm.Target, cfg: ResolvedConfig, body: WorkingMemoryPut, via: str | None
 ) -> WorkingMemoryResponse:
     try:
-        memory, events = wm.update(
-            runtime.db,
-            target,
-            cfg,
-            body.content,
-            expected_version=body.expected_version,
-            by="api",
-            via_thread=via,
+        memory = runtime.engine.write_working_memory(
+            target, cfg, body.content, by="api", expected_version=body.expected_version, via_thread=via
         )
     except wm.WorkingMemoryInvalid as exc:
         raise ApiError(422, "invalid_working_memory", str(exc), field="content") from None
     except wm.WorkingMemoryConflict as exc:
         raise ApiError(409, "version_conflict", str(exc), field="expected_version") from None
-    runtime.engine.publish(events)
     return _out(memory)
 
 

@@ -3,8 +3,10 @@ table that says how each kind runs."""
 
 from om_core.engine.core import EngineCore, resolve_model
 from om_core.engine.cycle import Cycle
-from om_core.engine.engine import MemoryEngine, OperationOutcome
-from om_core.engine.log_edit import LineEditError, LineEditResult
+from om_core.engine.engine import MemoryEngine
+from om_core.engine.extraction import persisted as extracted_values
+from om_core.engine.log_edit import MAX_LINE_CHARS, LineEditError, LineEditResult
+from om_core.engine.manual import OperationOutcome
 from om_core.engine.ports import (
     Completion,
     EngineSettings,
@@ -48,6 +50,7 @@ __all__ = [
     "INDEX_QUEUE",
     "MAINTENANCE_QUEUE",
     "MAINTENANCE_TASK",
+    "MAX_LINE_CHARS",
     "QUEUES",
     "TASKS",
     "WEBHOOK_QUEUE",
@@ -77,6 +80,7 @@ __all__ = [
     "TaskKind",
     "ThreadIdRequired",
     "TurnResult",
+    "extracted_values",
     "kind_of",
     "lookup_key",
     "new_cycle_id",

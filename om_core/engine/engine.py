@@ -9,7 +9,6 @@ its own snapshot at commit time; that is what keeps it correct when several work
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -20,20 +19,20 @@ from om_core.coordination import Keys
 from om_core.engine import (
     activation,
     buffering,
+    erase,
     extraction,
     indexing,
     log_edit,
+    manual,
     observation,
     reflection,
     reflection_buffer,
-    resource,
     resource_observation,
     turn,
 )
-from om_core.engine import events as ev
 from om_core.engine.core import Activity, EngineCore
 from om_core.engine.cycle import Cycle
-from om_core.engine.ports import MemoryDisabled
+from om_core.engine.manual import OperationOutcome
 from om_core.engine.tasks import (
     BufferObservation,
     BufferReflection,
@@ -44,7 +43,6 @@ from om_core.engine.tasks import (
     ObserveBatch,
     Reflect,
     Task,
-    kind_of,
     lookup_key,
     new_cycle_id,
 )
@@ -55,18 +53,10 @@ from om_core.recall import RecallNotFound, run_recall
 from om_core.search import Searcher, SearchHit, SearchRequest
 from om_core.search import errors as search_errors
 from om_core.store import history, records, schema
-from om_core.store.outbox import last_event_id, list_events
-from om_core.store.types import Record, StoredEvent
+from om_core.store.types import Record
 from om_core.tenancy.scoped_ids import public_id
 from om_core.webhooks import delivery as webhook_delivery
-
-
-@dataclass(frozen=True)
-class OperationOutcome:
-    """What a manual observe or reflect did: the events it wrote and whether it changed the log."""
-
-    applied: bool
-    events: list[StoredEvent]
+from om_core.working_memory import document as wm
 
 
 class MemoryEngine(EngineCore):
@@ -255,35 +245,34 @@ class MemoryEngine(EngineCore):
 
     def require_enabled(self, thread_id: str) -> None:
         """Refuse manual work on a thread with OM off (`MemoryDisabled`), instead of a silent no-op."""
-        if not self.thread_config(thread_id).enabled:
-            raise MemoryDisabled(thread_id)
+        manual.require_enabled(self, thread_id)
 
-    def manual_observe(self, thread_id: str) -> list[Task]:
-        """The tasks of a manual observation: the thread's `Observe`, or in resource scope the batches of
-        everything its resource has unobserved (run in parallel by the caller's executor)."""
-        cycle_id = new_cycle_id("observe")
-        cfg = self.thread_config(thread_id)
-        thread = history.get_thread(self.db, thread_id)
-        if thread is not None and resource.is_shared(cfg):
-            batches = resource.plan_for(self, thread, cfg, cycle_id=cycle_id, trigger="manual")
-            if batches:
-                return list(batches)
-        return [Observe(thread_id, cycle_id, trigger="manual")]
+    def observe_now(
+        self, thread_id: str, *, wait: bool = True, infrastructure: tuple[type[BaseException], ...] = ()
+    ) -> OperationOutcome:
+        """Observe the thread's unobserved messages now (in resource scope every thread of its resource,
+        in parallel batches), waiting within the blocking deadline unless `wait` is False. Raises
+        `MemoryDisabled` when OM is off for the thread; a model failure is the outcome's `error`, while a
+        database error, or one of the `infrastructure` types of the executor's broker, propagates."""
+        manual.require_enabled(self, thread_id)
+        return manual.run(
+            self, manual.observation_tasks(self, thread_id), wait=wait, infrastructure=infrastructure
+        )
 
-    def observe_now(self, thread_id: str) -> bool:
-        self.require_enabled(thread_id)
-        return self.observe(Observe(thread_id, new_cycle_id("observe"), trigger="manual"))
-
-    def reflect_now(self, thread_id: str, prompt: str | None = None) -> bool:
-        self.require_enabled(thread_id)
-        return self.reflect(self.manual_reflect(thread_id, prompt))
-
-    def manual_reflect(self, thread_id: str, prompt: str | None = None) -> Reflect:
-        """The task of a manual reflection: of the thread's log, which in resource scope is its
-        resource's (the task then names that key, so it holds the resource's lock)."""
-        key = self.log_key(thread_id, self.thread_config(thread_id))
-        shared = "" if key == lookup_key(thread_id) else key
-        return Reflect(thread_id, new_cycle_id("reflect"), trigger="manual", manual_prompt=prompt, key=shared)
+    def reflect_now(
+        self,
+        thread_id: str,
+        prompt: str | None = None,
+        *,
+        wait: bool = True,
+        infrastructure: tuple[type[BaseException], ...] = (),
+    ) -> OperationOutcome:
+        """Reflect the log the thread reads now (its resource's in resource scope), with the caller's
+        guidance `prompt`; as `observe_now` otherwise."""
+        manual.require_enabled(self, thread_id)
+        return manual.run(
+            self, [manual.reflection_task(self, thread_id, prompt)], wait=wait, infrastructure=infrastructure
+        )
 
     def edit_observation_line(
         self, thread_id: str, index: int, expected_sha256: str, text: str | None
@@ -293,18 +282,34 @@ class MemoryEngine(EngineCore):
         `LineEditError` saying why not."""
         return log_edit.edit_line(self, thread_id, index, expected_sha256, text)
 
-    def event_mark(self, thread_id: str) -> int:
-        """The newest event id of the thread now: what `operation_outcome` reads after."""
-        return last_event_id(self.db, thread_id)
+    def log_key_of(self, thread: history.ThreadRow) -> str:
+        """The key of the record chain holding the log `thread` reads: its own, or its resource's in
+        resource scope."""
+        return self.log_key(thread.id, self.config_for(thread.effective_overrides))
 
-    def operation_outcome(self, task: Task, after_event_id: int) -> OperationOutcome:
-        """The events written since `after_event_id`, and whether `task`'s kind of work changed the log
-        (an end of its blocking phase or an activation of its operation)."""
-        kind = kind_of(task)
-        produced = list_events(self.db, thread_id=task.thread_id, after_id=after_event_id, limit=1_000)
-        applied = any(
-            e.type in (kind.phase.end, ev.ACTIVATION)
-            and e.payload.get("operationType") == kind.operation.value
-            for e in produced
+    def write_working_memory(
+        self,
+        target: wm.Target,
+        cfg: ResolvedConfig,
+        content: object,
+        *,
+        by: wm.Author,
+        expected_version: int | None = None,
+        via_thread: str | None = None,
+    ) -> wm.WorkingMemory:
+        """Replace a working memory whole (`working_memory.document.update`) and publish its event. Raises
+        `WorkingMemoryInvalid` (the schema refuses it) or `WorkingMemoryConflict` (`expected_version` is
+        not the stored version)."""
+        memory, events = wm.update(
+            self.db, target, cfg, content, expected_version=expected_version, by=by, via_thread=via_thread
         )
-        return OperationOutcome(applied, produced)
+        self.publish(events)
+        return memory
+
+    def delete_thread(self, thread_id: str) -> bool:
+        """Erase a thread and everything OM keeps for it (`engine.erase`); False if it did not exist."""
+        return erase.erase_thread(self, thread_id)
+
+    def delete_resource(self, resource_id: str) -> bool:
+        """Erase a resource, its threads and its shared log (`engine.erase`); False if it did not exist."""
+        return erase.erase_resource(self, resource_id)

@@ -199,8 +199,8 @@ def test_buffering_reports_async_buffer_and_manual_work_reports_manual(
     om.executor = inline
     drained()
     before = len(recorder.calls)
-    assert om.observe_now(thread)
-    assert om.reflect_now(thread)
+    assert om.observe_now(thread).applied
+    assert om.reflect_now(thread).applied
     drained()
     manual = recorder.calls[before:]
     names = [c.name for c in manual if c.name != "on_debug_event"]

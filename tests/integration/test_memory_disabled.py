@@ -185,7 +185,7 @@ def test_work_queued_before_switching_off_does_nothing_and_manual_work_is_refuse
     assert len(fake.calls) == calls and head(engine, thread_id) == before
 
     queries.set_config_overrides(om, thread_id, {"enabled": True})
-    assert om.observe_now(thread_id), "the same manual call works once OM is on"
+    assert om.observe_now(thread_id).applied, "the same manual call works once OM is on"
     assert len(fake.calls) > calls
 
 

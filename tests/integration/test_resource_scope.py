@@ -205,7 +205,7 @@ def test_observe_now_observes_every_thread_of_the_resource(engine: Engine, trigg
     for thread in threads:
         post(om, thread, resource, 0)
         post(om, thread, resource, 1)
-    assert om.observe_now(threads[0])
+    assert om.observe_now(threads[0]).applied
     for thread in threads:
         own = records.get_head(engine, f"thread:{thread}")
         assert own is not None and own.last_observed_seq > 0

@@ -565,7 +565,7 @@ def test_the_reflector_runs_reflection_extractors_and_strips_their_sections(sqli
     )
     _observe_round(om, "t-refl", 0)
     assert "<mood>" not in models.of("observer")[0][1], "reflection extractors are not the Observer's"
-    assert om.reflect_now("t-refl")
+    assert om.reflect_now("t-refl").applied
     [reflector_call, *_] = models.of("reflector")
     assert "<mood> ... </mood>: The user's mood." in reflector_call[1]
     head = records.get_head(sqlite_engine, "thread:t-refl")
