@@ -43,7 +43,7 @@ from om_core.engine.tasks import (
     task_from_dict,
     task_to_dict,
 )
-from om_core.engine.turn import TurnResult
+from om_core.engine.turn_reply import TurnResult
 
 __all__ = [
     "EXTRACT_QUEUE",

@@ -31,7 +31,7 @@ from om_core.messages import Message, Part
 from om_core.store import records
 
 if TYPE_CHECKING:
-    from om_core.engine.turn import TurnResult
+    from om_core.engine.turn_reply import TurnResult
 
 #: Id of the note that stands in for the history still being observed (never stored).
 NOTE_ID = "__om_backlog"

@@ -29,6 +29,7 @@ from om_core.engine import (
     reflection_buffer,
     resource_observation,
     turn,
+    turn_reply,
 )
 from om_core.engine.core import Activity, EngineCore
 from om_core.engine.cycle import Cycle
@@ -46,7 +47,8 @@ from om_core.engine.tasks import (
     lookup_key,
     new_cycle_id,
 )
-from om_core.engine.turn import TurnInput, TurnResult
+from om_core.engine.turn_reply import TurnResult
+from om_core.engine.turn_store import TurnInput
 from om_core.messages import Message
 from om_core.policy.decisions import StatusPayload
 from om_core.recall import RecallNotFound, run_recall
@@ -96,7 +98,7 @@ class MemoryEngine(EngineCore):
         )
 
     def status(self, thread_id: str, step_number: int = 0) -> StatusPayload:
-        return turn.current_status(self, thread_id, step_number)
+        return turn_reply.current_status(self, thread_id, step_number)
 
     # -------------------------------------------------------------------------------- recall
 

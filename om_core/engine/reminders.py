@@ -27,7 +27,7 @@ from om_core.store.outbox import write_events
 from om_core.store.types import NewEvent, Record, StoredEvent
 
 if TYPE_CHECKING:
-    from om_core.engine.turn import TurnResult
+    from om_core.engine.turn_reply import TurnResult
 
 #: Namespace of marker ids: `uuid5(namespace, message id)`, one marker id per message it precedes.
 _MARKER_NAMESPACE = uuid.UUID("6f1c1d52-3c4b-4d7e-9a55-0c1f6b0e7a11")

@@ -24,7 +24,7 @@ import pytest
 from sqlalchemy import Engine
 
 from om_core.config.options import ObservationalMemoryConfig
-from om_core.engine import EngineSettings, InlineExecutor, MemoryEngine, ObserverDegenerateError, turn
+from om_core.engine import EngineSettings, InlineExecutor, MemoryEngine, ObserverDegenerateError, turn_reply
 from om_core.engine import resource as resource_module
 from om_core.engine.tasks import ObserveBatch, lookup_key
 from om_core.errors import OperationFailed
@@ -187,7 +187,7 @@ def test_a_batch_committing_while_a_turn_reads_again_does_not_show_its_messages_
     cfg = om.thread_config(first)
     monkeypatch.setattr(resource_module, "read_log", batch_commits_before_the_log_is_read)
     # What a turn whose background work changed the memory returns: everything read again (`current=None`).
-    result = turn.turn_result(om, first, cfg, 0, False, None, [], current=None)
+    result = turn_reply.turn_result(om, first, cfg, 0, False, None, [], current=None)
 
     assert fired
     assert sorted(shown(result)) == ["m0.0", "m1.0", "m2.0", "m9.0"]

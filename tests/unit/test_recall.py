@@ -16,7 +16,7 @@ from sqlalchemy import Engine
 
 from om_core.config.options import ObservationalMemoryConfig
 from om_core.engine import MemoryEngine
-from om_core.engine.turn import actor_context
+from om_core.engine.turn_reply import actor_context
 from om_core.messages import Message, Part
 from om_core.models.client import ModelClient
 from om_core.recall import (
