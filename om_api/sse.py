@@ -82,10 +82,6 @@ class EventFanout:
                     if not remaining:
                         del self._waiters[thread_id]
 
-    def subscriber_count(self) -> int:
-        with self._guard:
-            return sum(len(w) for w in self._waiters.values())
-
 
 async def listen_redis(redis_url: str, fanout: EventFanout, stop: asyncio.Event) -> None:
     """Forward Redis pub/sub notifications of every thread to local streams, reconnecting with back-off.

@@ -24,16 +24,14 @@ import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime
+from datetime import date, datetime
 from typing import Any
 
 from om_core.context.relative_time import annotate_relative_times, local_date
-from om_core.messages import Message, text_message
 from om_core.observations.groups import render_for_actor
 from om_core.sized_lru import SizedLRU
 
 __all__ = [
-    "CONTINUATION_MESSAGE_ID",
     "OTHER_CONVERSATIONS_END",
     "OTHER_CONVERSATIONS_START",
     "ActorContext",
@@ -44,7 +42,6 @@ __all__ = [
     "split_log_chunks",
 ]
 
-CONTINUATION_MESSAGE_ID = "om-continuation"
 OTHER_CONVERSATIONS_START = "START_OTHER_CONVERSATIONS_BLOCK"
 OTHER_CONVERSATIONS_END = "END_OTHER_CONVERSATIONS_BLOCK"
 
@@ -147,15 +144,6 @@ class ActorContext:
     @property
     def is_empty(self) -> bool:
         return not self.system_messages and not self.continuation_reminder
-
-    def continuation_message(self, created_at: datetime | None = None) -> Message | None:
-        """The reminder as a stored-model message with the fixed id `om-continuation` (never persisted
-        by OM; callers use the id to keep it out of observation, buffering and pruning)."""
-        if not self.continuation_reminder:
-            return None
-        return text_message(
-            CONTINUATION_MESSAGE_ID, "user", self.continuation_reminder, created_at or datetime.now(UTC)
-        )
 
     def to_openai_messages(self, raw_messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Chat-completions messages: the caller's leading system messages, then memory, then the reminder,

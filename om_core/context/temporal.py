@@ -185,12 +185,6 @@ def temporal_marker_for(
     )
 
 
-def marker_gap_text(marker: Message) -> str | None:
-    """What the Observer transcript shows for a marker: the gap phrase alone, never the XML wrapper."""
-    value = marker.metadata.get("gapText")
-    return value if isinstance(value, str) else None
-
-
 def reminder_event(marker: Message) -> dict[str, Any]:
     """The `data` of the transient `data-system-reminder` event streamed when a marker is inserted."""
     reminder = marker.metadata.get("systemReminder") or {}

@@ -483,10 +483,6 @@ class EngineCore:
         return None
 
 
-def _turn_locks(key: str) -> tuple[str, str, str]:
-    return (Keys.buffer_lock(key), Keys.buffered_reflection_lock(key), Keys.reflect_lock(key))
-
-
 def early_trigger(
     cfg: ResolvedConfig, activity: Activity, now: datetime, *, reflection: bool
 ) -> tuple[str | None, dict[str, Any]]:

@@ -49,14 +49,6 @@ class ObservationSections:
     thread_title: str | None = None
 
 
-def count_lines(text: str) -> int:
-    """Lines as `text.split("\\n")` sees them, the unit of `reflected_observation_line_count`.
-
-    The empty string has no lines (a log that does not exist yet covers nothing).
-    """
-    return len(text.split("\n")) if text else 0
-
-
 def _tag_pattern(tag: str, line_anchored: bool) -> re.Pattern[str]:
     name = re.escape(tag)
     if not line_anchored:

@@ -598,11 +598,6 @@ class _Truncator:
         return truncation_marker(len(self.lines))
 
 
-def truncate_observations(text: str, budget: int, count: Callable[[str], int]) -> str:
-    """Keep the newest lines and as many older 🔴/✅ lines as fit in `budget` tokens (§5.4)."""
-    return _Truncator(text.split("\n"), count).best(budget)
-
-
 # --- output parsing --------------------------------------------------------------------------------------
 
 

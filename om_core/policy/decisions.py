@@ -46,8 +46,6 @@ MAX_OVERSHOOT_SHARE = 0.95
 MIN_SHARED_OBSERVATION_THRESHOLD = 1000
 #: Buffered reflections are asked to compress their slice to this share of its size.
 REFLECTION_COMPRESSION_SHARE = 0.75
-#: The ramp point sits this many buffer intervals below the threshold; past it the interval halves.
-RAMP_INTERVALS = 1.1
 #: Absolute `bufferActivation` values at or above this are a retention in tokens, not a ratio.
 ABSOLUTE_ACTIVATION_MIN = 1000
 #: Buffer cursors sit one millisecond after the newest buffered message.
@@ -94,11 +92,6 @@ def _max_of(value: MessageTokens) -> int:
 # --------------------------------------------------------------------------------------------------
 
 
-def ramp_point(threshold: int, buffer_tokens: int) -> float:
-    """Pending-token count from which the buffering interval halves (T − 1.1·B)."""
-    return threshold - RAMP_INTERVALS * buffer_tokens
-
-
 def interval_crossed(pending: int, last_boundary: int, buffer_tokens: int, threshold: int) -> bool:
     """True when `pending` sits in a later buffering interval than the last trigger did.
 
@@ -140,11 +133,6 @@ def should_buffer(
     return interval_crossed(pending, last_boundary, buffer_tokens, threshold)
 
 
-def is_stale_flag(flag: bool, registry_live: bool) -> bool:
-    """A durable `is_*` flag is only a hint: set but not backed by a live registry entry means stale."""
-    return flag and not registry_live
-
-
 def stale_boundary_reset(last_boundary: int, unobserved_tokens: int) -> int:
     """The boundary to use at step 0: a boundary more than twice the current context is left over from
     an earlier turn (the context was pruned since), so the next interval starts from scratch."""
@@ -157,11 +145,6 @@ def meets_minimum(new_tokens: int, buffer_tokens: int, skip_minimum: bool) -> bo
     """A buffering run needs at least half an interval of new content, except idle (turn-end) buffering,
     which exists precisely to observe short turns."""
     return skip_minimum or 2 * new_tokens >= buffer_tokens
-
-
-def defer_buffering(candidate_count: int, safe_count: int) -> bool:
-    """Candidates exist but none is safe to seal yet: skip this step without advancing the boundary."""
-    return candidate_count > 0 and safe_count == 0
 
 
 def _has_pending_call(message: Message) -> bool:
@@ -202,13 +185,6 @@ def retention_floor(buffer_activation: float, threshold: int) -> float:
     if buffer_activation >= ABSOLUTE_ACTIVATION_MIN:
         return float(buffer_activation)
     return threshold - threshold * buffer_activation
-
-
-def activation_ratio(buffer_activation: float, threshold: int) -> float:
-    """The share of the message window one activation clears (the storage call takes a ratio)."""
-    if buffer_activation >= ABSOLUTE_ACTIVATION_MIN:
-        return min(1.0, max(0.0, 1 - buffer_activation / threshold))
-    return float(buffer_activation)
 
 
 def _choose_boundary(
@@ -255,17 +231,6 @@ def select_activation_boundary(
 def projected_message_removal(chunk_message_tokens: Sequence[int], pending: int, floor: float) -> int:
     """Message tokens the next (unforced) activation would remove; shown in `data-om-status`."""
     return _choose_boundary(chunk_message_tokens, pending, floor, False)[1]
-
-
-def activation_pending(
-    fresh_pending: int | None, record_pending: int | None, chunk_message_tokens: Sequence[int]
-) -> int:
-    """The P activation works with: the caller's fresh count, else the persisted cache, else Σ chunks."""
-    if fresh_pending:
-        return fresh_pending
-    if record_pending:
-        return record_pending
-    return sum(chunk_message_tokens)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from om_core.messages import Message, ensure_utc
@@ -29,9 +29,6 @@ ANTHROPIC_EXTENDED_TTL_MS = HOUR_MS
 _OPENAI_SHORT_TTL_MODEL = re.compile(r"^gpt-4|^gpt-5(?:$|-|\.([1-4])(?:$|-))")
 
 _ONE_MS = timedelta(milliseconds=1)
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-ObservationTrigger = Literal["provider_change", "ttl", "threshold"]
 
 
 def split_model(model: str) -> tuple[str | None, str]:
@@ -152,28 +149,9 @@ def provider_changed(actor: str | None, last: str | None) -> bool:
     return split_model(actor)[1] != split_model(last)[1]
 
 
-def unix_ms(moment: datetime) -> int:
-    """Milliseconds since the epoch, as markers report `lastActivityAt`."""
-    return (ensure_utc(moment) - _EPOCH) // _ONE_MS
-
-
 def ttl_expired(ttl_ms: int | None, last_activity: datetime | None, now: datetime) -> tuple[bool, int | None]:
     """(expired, idle milliseconds). Idle time is reported whenever the last activity is known."""
     if last_activity is None:
         return False, None
     idle_ms = (ensure_utc(now) - ensure_utc(last_activity)) // _ONE_MS
     return (ttl_ms is not None and idle_ms >= ttl_ms), idle_ms
-
-
-def observation_activation_trigger(
-    *, provider_changed: bool, ttl_expired: bool, pending: int, threshold: int
-) -> ObservationTrigger | None:
-    """Why step 0 activates buffered observations, by precedence provider change → idle → threshold;
-    None means stay put (below the threshold with a warm cache)."""
-    if provider_changed:
-        return "provider_change"
-    if ttl_expired:
-        return "ttl"
-    if pending >= threshold:
-        return "threshold"
-    return None

@@ -216,8 +216,7 @@ def page_threads(
 
     A resource's threads are listed oldest first (`created_at`, then id: the order the unpaged list always
     had, served by the resource index); a tenant's threads by id (the primary key: no sort of the whole
-    tenant per page). The sort key of a row is `thread_sort_key`. The counts are correlated subqueries,
-    evaluated only for the rows of the page."""
+    tenant per page). The counts are correlated subqueries, evaluated only for the rows of the page."""
     M, U = schema.messages, schema.usage_threads
     message_count = (
         select(func.count()).select_from(M).where(M.c.thread_id == T.c.id).correlate(T).scalar_subquery()
@@ -258,11 +257,6 @@ def page_threads(
         ThreadListing(_thread_from_row(row), int(row["message_count"] or 0), float(row["cost_usd"] or 0.0))
         for row in rows
     ]
-
-
-def thread_sort_key(thread: ThreadRow, *, by_resource: bool) -> tuple[Any, ...]:
-    """Where `thread` sits in its list (see `page_threads`)."""
-    return (thread.created_at, thread.id) if by_resource else (thread.id,)
 
 
 def set_thread_fields(

@@ -225,9 +225,6 @@ class TokenCounter:
     def count_string(self, s: str | None) -> int:
         return self.estimator(s) if s else 0
 
-    def count_observations(self, text: str | None) -> int:
-        return self.count_string(text)
-
     # -- messages ---------------------------------------------------------------------------------
 
     def count_messages(self, ms: Sequence[Message], model: str | None = None) -> int:

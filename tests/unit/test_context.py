@@ -8,7 +8,6 @@ from typing import Any
 import pytest
 
 from om_core.context.actor import (
-    CONTINUATION_MESSAGE_ID,
     OTHER_CONVERSATIONS_END,
     OTHER_CONVERSATIONS_START,
     build_actor_context,
@@ -146,7 +145,6 @@ def test_empty_observations_give_no_memory_messages() -> None:
     assert ctx.is_empty
     raw = [{"role": "user", "content": "hi"}]
     assert ctx.to_openai_messages(raw) == raw
-    assert ctx.continuation_message() is None
 
 
 def test_continuation_reminder() -> None:
@@ -155,11 +153,6 @@ def test_continuation_reminder() -> None:
     assert reminder.startswith("<system-reminder>") and reminder.endswith("</system-reminder>")
     for phrase in ("most recent message", "suggested response", "Do not mention memory", "take priority"):
         assert phrase in reminder
-    message = ctx.continuation_message()
-    assert message is not None
-    assert message.id == CONTINUATION_MESSAGE_ID == "om-continuation"
-    assert message.role == "user"
-    assert message.parts[0].text == reminder
     assert "suggested response" not in _build(suggested_response=None).continuation_reminder
     assert _build(has_unobserved_history=False).continuation_reminder == ""
 

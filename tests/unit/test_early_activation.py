@@ -12,12 +12,10 @@ from om_core.policy.early_activation import (
     auto_ttl_ms,
     last_activity_at,
     last_actor_model,
-    observation_activation_trigger,
     provider_changed,
     resolve_ttl_ms,
     split_model,
     ttl_expired,
-    unix_ms,
 )
 
 FIVE_MIN = 300_000
@@ -173,38 +171,8 @@ def test_ttl_cannot_expire_without_activity() -> None:
     assert ttl_expired(FIVE_MIN, None, NOW) == (False, None)
 
 
-def test_unix_ms() -> None:
-    assert unix_ms(datetime(1970, 1, 1, 0, 0, 1, 500_000, tzinfo=UTC)) == 1_500
-    assert unix_ms(datetime(2026, 4, 20, 12, 0, 0, 123_000)) == 1_776_686_400_123
-
-
-@pytest.mark.parametrize(
-    ("changed", "expired", "pending", "trigger"),
-    [
-        (True, True, 40_000, "provider_change"),  # provider change beats TTL and threshold
-        (False, True, 40_000, "ttl"),
-        (False, False, 30_000, "threshold"),
-        (False, False, 12_000, None),  # §13.4 case 10: below T, warm cache → no activation
-        (False, True, 12_000, "ttl"),
-    ],
-)
-def test_observation_activation_precedence(
-    changed: bool, expired: bool, pending: int, trigger: str | None
-) -> None:
-    assert (
-        observation_activation_trigger(
-            provider_changed=changed, ttl_expired=expired, pending=pending, threshold=30_000
-        )
-        == trigger
-    )
-
-
 def test_step_zero_idle_activation_scenario() -> None:  # §13.4 case 10
     last = assistant("a1", [Part(type="text", text="ok", created_at=NOW - timedelta(minutes=6))])
     ttl = resolve_ttl_ms(300_000, "anthropic/claude-sonnet-4", None)
     expired, idle_ms = ttl_expired(ttl, last_activity_at([last]), NOW)
     assert (expired, idle_ms) == (True, 360_000)
-    trigger = observation_activation_trigger(
-        provider_changed=False, ttl_expired=expired, pending=12_000, threshold=30_000
-    )
-    assert trigger == "ttl"

@@ -5,13 +5,13 @@ from __future__ import annotations
 import math
 import random
 import re
+from collections.abc import Callable
 
 import pytest
 
 from om_core.observations.text import (
     DATE_HEADER_RE,
     OBSERVATION_LINE_RE,
-    count_lines,
     extract_tag_block,
     parse_observation_sections,
     sort_by_time,
@@ -29,7 +29,6 @@ from om_core.observer.prompt import (
     prepare_observer_context,
     render_thread_blocks,
     thread_title_update,
-    truncate_observations,
 )
 from om_core.tokens import default_estimator
 from om_core.tokens.memo import RememberedCounts
@@ -218,6 +217,14 @@ def test_prior_extractions_and_multi_thread_priors() -> None:
 
 
 # --- previous-observations context (§5.4) -------------------------------------------------------------
+
+
+def truncate_observations(text: str, budget: int, count: Callable[[str], int]) -> str:
+    """What the Observer is shown of `text` under `budget`, through the service's own call."""
+    context, _ = prepare_observer_context(
+        text, budget=budget, buffered_reflection=None, reflected_line_count=None, count=count
+    )
+    return context
 
 
 def _reference_truncate(text: str, budget: int, count: object) -> str:
@@ -592,7 +599,7 @@ def test_parse_observation_sections_strips_extra_sections_in_fallback() -> None:
     assert parse_observation_sections(text, extra_sections=("mood",)).observations == "* 🔴 (10:00) fact"
 
 
-def test_regexes_and_count_lines() -> None:
+def test_regexes() -> None:
     match = DATE_HEADER_RE.search("x\nDate: Dec 4, 2025\n")
     assert match is not None and match.group("date") == "Dec 4, 2025"
     line = OBSERVATION_LINE_RE.match("  * ✅ (14:30) done it")
@@ -603,9 +610,6 @@ def test_regexes_and_count_lines() -> None:
         "14:30",
         "done it",
     )
-    assert count_lines("") == 0
-    assert count_lines("a") == 1
-    assert count_lines("a\nb\n") == 3
 
 
 @pytest.mark.parametrize(

@@ -16,21 +16,16 @@ from om_core.messages import Message, Part, text_message
 from om_core.policy.decisions import (
     ReflectionDecision,
     Status,
-    activation_pending,
-    activation_ratio,
     compression_start_level,
     compute_status,
-    defer_buffering,
     dynamic_threshold,
     early_trigger_guard,
     effective_observation_threshold,
     force_activation,
     interval_crossed,
-    is_stale_flag,
     meets_minimum,
     must_block,
     projected_message_removal,
-    ramp_point,
     reflection_action,
     reflection_slice,
     retention_floor,
@@ -89,11 +84,6 @@ def test_buffer_trigger_intervals(pending: int, boundary: int, expected: bool) -
     assert buffer_now(pending, boundary) is expected
 
 
-def test_ramp_point_is_threshold_minus_one_point_one_intervals() -> None:
-    assert ramp_point(T, B) == pytest.approx(23_400)
-    assert ramp_point(T, 5_000) == pytest.approx(24_500)
-
-
 def test_growing_context_triggers_every_6k_then_every_3k_near_the_threshold() -> None:
     boundary, triggers = 0, []
     for pending in range(0, 30_001, 100):
@@ -106,15 +96,6 @@ def test_growing_context_triggers_every_6k_then_every_3k_near_the_threshold() ->
 def test_in_flight_buffering_blocks_the_trigger_regardless_of_tokens() -> None:  # case 5
     assert buffer_now(6_000, 0, in_flight=True) is False
     assert buffer_now(30_000, 0, in_flight=True) is False
-
-
-def test_stale_flag_is_cleared_and_the_trigger_evaluated_normally() -> None:  # case 6
-    flag_set, registry_live = True, False
-    assert is_stale_flag(flag_set, registry_live) is True
-    assert is_stale_flag(True, True) is False
-    assert is_stale_flag(False, False) is False
-    live = flag_set and not is_stale_flag(flag_set, registry_live)
-    assert buffer_now(6_000, 0, in_flight=live) is True
 
 
 def test_absolute_buffer_tokens_halve_from_24500() -> None:  # case 7
@@ -379,7 +360,6 @@ def test_cursor_collision_defers_buffering() -> None:  # case 2
     messages = [msg(0, 100), msg(1, 200), msg(2, 399), msg(3, 400, pending_call="c9")]
     safe = select_safe_buffer_prefix(messages)
     assert safe == []
-    assert defer_buffering(len(messages), len(safe)) is True
 
 
 def test_split_tool_exchange_is_refused() -> None:  # case 3
@@ -390,8 +370,6 @@ def test_split_tool_exchange_is_refused() -> None:  # case 3
 def test_no_pending_call_buffers_everything() -> None:  # case 4
     messages = [msg(2, 300), msg(0, 100), msg(1, 200), msg(3, 400)]
     assert ids(select_safe_buffer_prefix(messages)) == ["m0", "m1", "m2", "m3"]
-    assert defer_buffering(4, 4) is False
-    assert defer_buffering(0, 0) is False  # nothing to buffer is not a deferral
 
 
 def test_orphan_call_on_an_older_message_is_buffered() -> None:
@@ -415,16 +393,11 @@ def test_prefix_two_ms_before_the_retained_message_is_safe() -> None:
 
 
 @pytest.mark.parametrize(
-    ("buffer_activation", "floor", "ratio"),
-    [(0.8, 6_000, 0.8), (0.7, 9_000, 0.7), (4_000, 4_000, 0.8667), (1, 0, 1.0)],
+    ("buffer_activation", "floor"),
+    [(0.8, 6_000), (0.7, 9_000), (4_000, 4_000), (1, 0)],
 )
-def test_retention_floor_and_ratio(buffer_activation: float, floor: float, ratio: float) -> None:  # case 5
+def test_retention_floor(buffer_activation: float, floor: float) -> None:  # case 5
     assert retention_floor(buffer_activation, T) == pytest.approx(floor)
-    assert activation_ratio(buffer_activation, T) == pytest.approx(ratio, abs=1e-4)
-
-
-def test_absolute_activation_ratio_is_clamped() -> None:
-    assert activation_ratio(40_000, T) == 0.0
 
 
 @pytest.mark.parametrize(
@@ -477,12 +450,6 @@ def test_case4_numbers_come_from_the_config_formulas() -> None:
 )
 def test_projected_message_removal(chunks: list[int], pending: int, expected: int) -> None:
     assert projected_message_removal(chunks, pending, FLOOR) == expected
-
-
-def test_activation_pending_prefers_the_fresh_count() -> None:
-    assert activation_pending(31_000, 29_000, [6_000]) == 31_000
-    assert activation_pending(None, 29_000, [6_000]) == 29_000
-    assert activation_pending(None, 0, [6_000, 3_000]) == 9_000
 
 
 # --------------------------------------------------------------------------------------------------

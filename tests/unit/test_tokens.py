@@ -166,7 +166,6 @@ def test_count_string_handles_empty_and_none(counter: TokenCounter) -> None:
     assert counter.count_string(None) == 0
     assert counter.count_string("") == 0
     assert counter.count_string("abcde") == 2
-    assert counter.count_observations("abcd") == 1
 
 
 # ---------------------------------------------------------------------------------------------------
