@@ -1,4 +1,4 @@
-"""`MemoryEngine`: the one object the shells call, a thin facade over the use-case modules.
+"""`MemoryEngine`: the one door to the engine, a facade over the use-case modules.
 
 Each use-case reads the head, calls a model if it must (outside any transaction), then commits through
 one storage operation that re-checks everything under the row lock (`Cycle`). The engine never trusts
@@ -62,7 +62,17 @@ from om_core.working_memory import document as wm
 
 
 class MemoryEngine(EngineCore):
-    """One engine per process; stateless between calls apart from its collaborators (`EngineCore`)."""
+    """One engine per process; stateless between calls apart from its collaborators (`EngineCore`).
+
+    The rule: this class is the one door. The shells (om_api, om_workers, om_app) reach the engine
+    through the methods defined here, and so do the behaviour tests; the use-case modules beside it, and
+    `EngineCore`'s collaborators (executor, coordination, publisher) and shared reads and writes, are its
+    inside, free to change shape behind these signatures. So a method here may forward in one line: it is
+    the door, not a detour. A method nothing calls (the task handlers are called by `run_task`'s table)
+    is removed, and a shell that needs more gets a method here rather than reaching through
+    (`tests/unit/test_engine_door.py` holds the routes and the shells' imports to that). Besides these,
+    the shells may read what every layer reads: `db`, `clock`, `config_for`, `thread_config`, and
+    `run_task`, the entry point an executor calls."""
 
     # ---------------------------------------------------------------------------------- the turn
 

@@ -564,7 +564,7 @@ class Scenario:
             engine.maybe_reflect(thread_id)
 
     def _log_key(self, engine: MemoryEngine, thread_id: str) -> str:
-        """A `Reflect`'s key: the resource's log in resource scope (as `manual_reflect` names it)."""
+        """A `Reflect`'s key: the resource's log in resource scope (as a manual reflection names it)."""
         if self.scope == "thread":
             return ""
         key = engine.log_key(thread_id, engine.thread_config(thread_id))
