@@ -16,12 +16,10 @@ from typing import Any
 from sqlalchemy import select
 
 from om_core.config.options import ResolvedConfig
-from om_core.coordination import Keys
 from om_core.engine import (
     activation,
     buffering,
     extraction,
-    indexing,
     log_edit,
     observation,
     reflection,
@@ -33,6 +31,7 @@ from om_core.engine import (
 from om_core.engine import events as ev
 from om_core.engine.core import Activity, EngineCore
 from om_core.engine.cycle import Cycle
+from om_core.engine.handlers import HANDLERS
 from om_core.engine.ports import MemoryDisabled
 from om_core.engine.tasks import (
     BufferObservation,
@@ -58,7 +57,6 @@ from om_core.store import history, records, schema
 from om_core.store.outbox import last_event_id, list_events
 from om_core.store.types import Record, StoredEvent
 from om_core.tenancy.scoped_ids import public_id
-from om_core.webhooks import delivery as webhook_delivery
 
 
 @dataclass(frozen=True)
@@ -71,6 +69,8 @@ class OperationOutcome:
 
 class MemoryEngine(EngineCore):
     """One engine per process; stateless between calls apart from its collaborators (`EngineCore`)."""
+
+    handlers = HANDLERS
 
     # ---------------------------------------------------------------------------------- the turn
 
@@ -129,7 +129,7 @@ class MemoryEngine(EngineCore):
             searcher=self.searcher,
         )
 
-    # -------------------------------------------------------------------------- task handlers
+    # ------------------------------------------------------------- task handlers (`engine.handlers`)
 
     def buffer_observation(self, task: BufferObservation) -> bool:
         return buffering.buffer_observation(self, task)
@@ -149,25 +149,6 @@ class MemoryEngine(EngineCore):
     def extract_values(self, task: ExtractValues) -> bool:
         """Structured extraction after a committed cycle (`engine.extraction`); True when it ran."""
         return extraction.extract_values(self, task)
-
-    def index_thread(self, task: IndexThread) -> bool:
-        """Bring the thread's search documents and vectors up to date; True when anything was written."""
-        result = indexing.run(self, task)
-        return result is not None and (result.messages + result.groups + result.embedded) > 0
-
-    def deliver_webhooks(self, task: DeliverWebhooks) -> bool:
-        """One webhook endpoint's delivery run under the endpoint's lock (`om_core.webhooks.delivery`);
-        True when something was delivered. A run that used up its time budget queues the next one."""
-        self.coordination.set_int(Keys.webhook_queued(task.key), None)
-        with self.holding(Keys.webhook_lock(task.key)) as held:
-            if not held:
-                return False
-            report = webhook_delivery.deliver_endpoint(
-                self.db, task.endpoint_id, self.settings.webhooks, clock=self.clock
-            )
-        if report.more:
-            self.executor.submit(DeliverWebhooks(task.endpoint_id, new_cycle_id("webhook")))
-        return report.delivered > 0
 
     def record_dropped(self, task: Task, deliveries: int) -> bool:
         """Report a task dropped as poison (every delivery killed its worker) with its kind's failed
