@@ -47,7 +47,6 @@ from om_core.models.client import ModelClient
 from om_core.models.selection import DEFAULT_MODEL, ModelByInputTokens, ModelSpec
 from om_core.observer.prompt import thread_title_update
 from om_core.policy import decisions
-from om_core.policy.early_activation import provider_changed, resolve_ttl_ms, ttl_expired
 from om_core.recall.search_mode import Searcher
 from om_core.search.embedder import Embedder, ModelEmbedder
 from om_core.store import history, records, schema
@@ -486,28 +485,3 @@ class EngineCore:
                 raise TimeoutError(f"{type(task).__name__} did not finish within the turn deadline")
             return f"{type(task).__name__.lower()}-deadline"
         return None
-
-
-def _turn_locks(key: str) -> tuple[str, str, str]:
-    return (Keys.buffer_lock(key), Keys.buffered_reflection_lock(key), Keys.reflect_lock(key))
-
-
-def early_trigger(
-    cfg: ResolvedConfig, activity: Activity, now: datetime, *, reflection: bool
-) -> tuple[str | None, dict[str, Any]]:
-    """Provider change beats idle TTL (behaviour §4.7). Reads the thread's stored activity, not messages."""
-    phase = cfg.reflection if reflection else cfg.observation
-    if phase.activate_on_provider_change and provider_changed(activity.actor_model, activity.previous_model):
-        return "provider_change", {
-            "previousModel": activity.previous_model,
-            "currentModel": activity.actor_model,
-        }
-    ttl = resolve_ttl_ms(phase.activate_after_idle, activity.actor_model, activity.provider_options)
-    if ttl is not None and activity.last_activity_at is not None:
-        expired, idle_ms = ttl_expired(ttl, activity.last_activity_at, now)
-        if expired:
-            return "ttl", {
-                "lastActivityAt": int(activity.last_activity_at.timestamp() * 1000),
-                "ttlExpiredMs": idle_ms,
-            }
-    return None, {}

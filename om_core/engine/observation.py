@@ -46,7 +46,7 @@ def observe(core: EngineCore, task: Observe) -> bool:
     cfg = core.thread_config(task.thread_id)
     if cfg.enabled:
         scope = scope_for(cfg)
-        batches = scope.batches(core, task.thread_id, cfg, cycle_id=task.cycle_id, trigger=task.trigger)
+        batches = scope.batches(core, task, cfg)
         if batches is not None:
             return resource_observation.run_batches(core, scope.log_key_of(core.db, task.thread_id), batches)
     return run(_Observation(core, task))

@@ -18,23 +18,23 @@ from om_core.config.options import ResolvedConfig
 from om_core.coordination import Keys, Peek
 from om_core.engine import events as ev
 from om_core.engine import extraction
-from om_core.engine.core import Activity, EngineCore, early_trigger
+from om_core.engine.core import Activity, EngineCore
 from om_core.engine.cycle import Cycle
-from om_core.engine.grouping import GroupPlace, group_reflection, reflector_input
-from om_core.engine.reflector_call import ladder_usage, run_ladder
+from om_core.engine.early import early_trigger
+from om_core.engine.grouping import reflector_input
+from om_core.engine.reflector_call import Reflected, reflect_for
 from om_core.engine.runner import Discarded, Operation, Planned, Write, run
 from om_core.engine.tasks import BufferReflection, Reflect, lookup_key, new_cycle_id, task_key
 from om_core.extractors import persist
 from om_core.policy import decisions
 from om_core.reflector.prompt import (
-    LadderResult,
     ReflectionEmptyError,
     RetryInfo,
     append_tail_after_reflection,
     replace_leading_lines,
 )
 from om_core.store import groups, history, records
-from om_core.store.types import NewEvent, ObservationGroup, Record, StoredEvent, WriteResult
+from om_core.store.types import NewEvent, Record, StoredEvent, WriteResult
 
 
 def maybe_reflect(
@@ -223,17 +223,8 @@ class _Work:
     extractors: extraction.RunExtractors
 
 
-@dataclass(frozen=True)
-class _Reflected:
-    result: LadderResult
-    raw: str
-    text: str
-    tokens: int
-    group: ObservationGroup | None
-
-
 @dataclass
-class _Reflection(Operation[Reflect, _Work, _Reflected]):
+class _Reflection(Operation[Reflect, _Work, Reflected]):
     task: Reflect
 
     def escalates(self, error: BaseException) -> bool:
@@ -256,36 +247,30 @@ class _Reflection(Operation[Reflect, _Work, _Reflected]):
         cycle = Cycle.of(core, task, snapshot, snapshot.observation_token_count)
         return Planned(cfg, [cycle], _Work(key, snapshot, plain, ranges, run))
 
-    def call(self, planned: Planned[_Work]) -> _Reflected:
+    def call(self, planned: Planned[_Work]) -> Reflected:
         work, cycle, marker = planned.work, planned.lead, self.core.marker_config(planned.cfg)
 
         def on_retry(info: RetryInfo) -> None:
             cycle.restart(info.message, new_cycle_id("reflect"), marker)
 
-        result, raw = run_ladder(
+        reflected = reflect_for(
             self.core,
+            cycle,
             planned.cfg,
+            work.snapshot,
             work.plain,
+            work.ranges,
             target=planned.cfg.reflection.observation_tokens,
             include_hints=True,
             manual_prompt=self.task.manual_prompt,
             on_retry=on_retry,
             extractors=work.extractors,
         )
-        text, group = group_reflection(
-            result.output.observations.strip(),
-            work.ranges,
-            GroupPlace(
-                self.task.thread_id, work.snapshot.resource_id, work.key, cycle.cycle_id, self.core.clock()
-            ),
-        )
-        tokens = self.core.counter.count_string(text)
-        cycle.usage = ladder_usage(result)
         obs = work.snapshot.observation_token_count
-        if tokens >= obs:
+        if reflected.tokens >= obs:
             # Not smaller than its input: committing would only churn generations.
-            raise Discarded(f"reflection not smaller than its input ({obs} -> {tokens})")
-        return _Reflected(result, raw, text, tokens, group)
+            raise Discarded(f"reflection not smaller than its input ({obs} -> {reflected.tokens})")
+        return reflected
 
     def failed(self, planned: Planned[_Work], error: BaseException) -> None:
         # The log stays; retries on this exact input are suppressed until it changes.
@@ -294,9 +279,9 @@ class _Reflection(Operation[Reflect, _Work, _Reflected]):
             Keys.reflection_suppressed(work.key), work.snapshot.observation_token_count
         )
 
-    def write(self, planned: Planned[_Work], output: _Reflected) -> Write:
+    def write(self, planned: Planned[_Work], output: Reflected) -> Write:
         work, task = planned.work, self.task
-        hints = output.result.output
+        hints = output.output
         values = extraction.inline_values(work.extractors, output.raw)
         patch = extraction.metadata_patch(work.extractors, values)
         end = planned.lead.ending(
@@ -329,7 +314,7 @@ class _Reflection(Operation[Reflect, _Work, _Reflected]):
 
         return write
 
-    def committed(self, planned: Planned[_Work], output: _Reflected) -> None:
+    def committed(self, planned: Planned[_Work], output: Reflected) -> None:
         work = planned.work
         extraction.request_structured(
             self.core,

@@ -12,15 +12,15 @@ from om_core.coordination import Keys
 from om_core.engine import extraction
 from om_core.engine.core import EngineCore
 from om_core.engine.cycle import Cycle
-from om_core.engine.grouping import GroupPlace, group_reflection, reflector_input
-from om_core.engine.reflector_call import ladder_usage, run_ladder
+from om_core.engine.grouping import reflector_input
+from om_core.engine.reflector_call import Reflected, reflect_for
 from om_core.engine.runner import Discarded, Operation, Planned, Write, run
 from om_core.engine.tasks import BufferReflection, lookup_key
 from om_core.extractors import persist
 from om_core.observations.groups import align_slice
 from om_core.policy import decisions
 from om_core.store import groups, history, records
-from om_core.store.types import ObservationGroup, Record, StoredEvent, WriteResult
+from om_core.store.types import Record, StoredEvent, WriteResult
 
 
 def buffer_reflection(core: EngineCore, task: BufferReflection) -> bool:
@@ -41,16 +41,8 @@ class _Work:
     extractors: extraction.RunExtractors
 
 
-@dataclass(frozen=True)
-class _Reflected:
-    text: str
-    tokens: int
-    group: ObservationGroup | None
-    raw: str
-
-
 @dataclass
-class _BufferedReflection(Operation[BufferReflection, _Work, _Reflected]):
+class _BufferedReflection(Operation[BufferReflection, _Work, Reflected]):
     task: BufferReflection
 
     def plan(self, cfg: ResolvedConfig | None) -> Planned[_Work] | None:
@@ -79,38 +71,32 @@ class _BufferedReflection(Operation[BufferReflection, _Work, _Reflected]):
         work = _Work(head, n_lines, estimate, core.counter.count_string(sliced), target, text, ranges, run)
         return Planned(cfg, [Cycle.of(core, task, head, estimate)], work)
 
-    def call(self, planned: Planned[_Work]) -> _Reflected:
-        work, task = planned.work, self.task
-        result, raw = run_ladder(
+    def call(self, planned: Planned[_Work]) -> Reflected:
+        work = planned.work
+        reflected = reflect_for(
             self.core,
+            planned.lead,
             planned.cfg,
+            work.head,
             work.text,
+            work.ranges,
             target=work.target,
             include_hints=False,
             manual_prompt=None,
             on_retry=None,
             extractors=work.extractors,
         )
-        text, group = group_reflection(
-            result.output.observations.strip(),
-            work.ranges,
-            GroupPlace(
-                task.thread_id, work.head.resource_id, work.head.lookup_key, task.cycle_id, self.core.clock()
-            ),
-        )
-        tokens = self.core.counter.count_string(text)
-        planned.lead.usage = ladder_usage(result)
-        if tokens >= work.tokens:
+        if reflected.tokens >= work.tokens:
             # Not smaller than its slice: storing it would only churn generations. The boundary stays
             # recorded at this size, so the same input is not reflected again.
-            raise Discarded(f"reflection not smaller than its input ({work.estimate} -> {tokens})")
-        return _Reflected(text, tokens, group, raw)
+            raise Discarded(f"reflection not smaller than its input ({work.estimate} -> {reflected.tokens})")
+        return reflected
 
     def failed(self, planned: Planned[_Work], error: BaseException) -> None:
         if not isinstance(error, Discarded):
             self._forget_boundary(planned)
 
-    def write(self, planned: Planned[_Work], output: _Reflected) -> Write:
+    def write(self, planned: Planned[_Work], output: Reflected) -> Write:
         work, task = planned.work, self.task
         values = extraction.inline_values(work.extractors, output.raw)
         patch = extraction.metadata_patch(work.extractors, values)
@@ -143,7 +129,7 @@ class _BufferedReflection(Operation[BufferReflection, _Work, _Reflected]):
     def refused(self, planned: Planned[_Work], result: WriteResult) -> None:
         self._forget_boundary(planned)
 
-    def committed(self, planned: Planned[_Work], output: _Reflected) -> None:
+    def committed(self, planned: Planned[_Work], output: Reflected) -> None:
         extraction.request_structured(
             self.core,
             planned.work.extractors,

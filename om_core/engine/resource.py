@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Literal, Protocol
 from sqlalchemy import Connection, Engine
 
 from om_core.config.options import ResolvedConfig
-from om_core.engine.tasks import ObserveBatch, Trigger, lookup_key, resource_key
+from om_core.engine.tasks import Observe, ObserveBatch, Trigger, lookup_key, resource_key
 from om_core.engine.window import Window, build_window
 from om_core.messages import Message
 from om_core.observations.resource_log import thread_label
@@ -55,17 +55,9 @@ class Scope(Protocol):
         that log does not exist yet or is the thread's own)."""
         ...
 
-    def batches(
-        self,
-        core: EngineCore,
-        thread_id: str,
-        cfg: ResolvedConfig,
-        *,
-        cycle_id: str,
-        trigger: Trigger,
-    ) -> list[ObserveBatch] | None:
-        """The Observer batches of an observation the thread asks for (none when the thread is gone), or
-        None where the thread observes its own tail (`Observe`)."""
+    def batches(self, core: EngineCore, task: Observe, cfg: ResolvedConfig) -> list[ObserveBatch] | None:
+        """The Observer batches `task` runs as (none when its thread is gone), or None where the thread
+        observes its own tail."""
         ...
 
 
@@ -84,15 +76,7 @@ class ThreadScope:
     def joined_log(self, conn: Connection, resource_id: str, head: Record) -> Record:
         return head
 
-    def batches(
-        self,
-        core: EngineCore,
-        thread_id: str,
-        cfg: ResolvedConfig,
-        *,
-        cycle_id: str,
-        trigger: Trigger,
-    ) -> list[ObserveBatch] | None:
+    def batches(self, core: EngineCore, task: Observe, cfg: ResolvedConfig) -> list[ObserveBatch] | None:
         return None
 
 
@@ -112,19 +96,11 @@ class ResourceScope:
     def joined_log(self, conn: Connection, resource_id: str, head: Record) -> Record:
         return records.read_head(conn, resource_key(resource_id)) or head
 
-    def batches(
-        self,
-        core: EngineCore,
-        thread_id: str,
-        cfg: ResolvedConfig,
-        *,
-        cycle_id: str,
-        trigger: Trigger,
-    ) -> list[ObserveBatch] | None:
-        thread = history.get_thread(core.db, thread_id)
+    def batches(self, core: EngineCore, task: Observe, cfg: ResolvedConfig) -> list[ObserveBatch] | None:
+        thread = history.get_thread(core.db, task.thread_id)
         if thread is None:
             return []
-        return plan_for(core, thread, cfg, cycle_id=cycle_id, trigger=trigger)
+        return plan_for(core, thread, cfg, cycle_id=task.cycle_id, trigger=task.trigger)
 
 
 THREAD: Scope = ThreadScope()
