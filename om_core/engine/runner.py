@@ -49,9 +49,11 @@ class Planned(Generic[PlanT]):
     """What one cycle of an operation will do, decided under the lock before any model call.
 
     `cycles` are the cycles the run reports on (one per thread of a resource batch, else one): all start,
-    all fail together, and the first commits. `started` holds start events the plan already wrote on the
-    transaction it read its snapshot on (the runner publishes them instead of starting the cycles);
-    `batch` names the threads of a multi-thread batch on each start marker.
+    all fail together, and the first commits. A call may drop a cycle it has already reported failed (a
+    thread of a batch the Observer wrote nothing for), so it is neither failed twice nor committed.
+    `started` holds start events the plan already wrote on the transaction it read its snapshot on (the
+    runner publishes them instead of starting the cycles); `batch` names the threads of a multi-thread
+    batch on each start marker.
     """
 
     cfg: ResolvedConfig
@@ -177,7 +179,7 @@ def _cycle(operation: Operation[Any, PlanT, Any], planned: Planned[PlanT]) -> bo
     try:
         output = operation.call(planned)
     except Exception as exc:
-        log.warning("%s %s failed: %s", type(operation.task).__name__, planned.lead.cycle_id, exc)
+        log.warning("%s %s failed: %s", type(operation.task).__name__, operation.task.cycle_id, exc)
         reported = RuntimeError(str(exc)) if isinstance(exc, Discarded) else exc
         for cycle in planned.cycles:
             cycle.fail(reported)
