@@ -218,7 +218,7 @@ def _task_of(kind: TaskKind) -> Callable[[dict[str, Any]], bool]:
             raise ValueError(f"task {task.get('kind')!r} sent to the {kind.name} task")
         return deliver(task)
 
-    run.__name__ = run.__qualname__ = kind.handler
+    run.__name__ = run.__qualname__ = kind.name.removeprefix("om.")
     return run
 
 

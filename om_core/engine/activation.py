@@ -14,7 +14,8 @@ from om_core.config.options import ResolvedConfig
 from om_core.coordination import Keys
 from om_core.engine import events as ev
 from om_core.engine import reflection
-from om_core.engine.core import Activity, EngineCore, early_trigger, policy_tokens
+from om_core.engine.core import Activity, EngineCore, policy_tokens
+from om_core.engine.early import early_trigger
 from om_core.engine.tasks import lookup_key
 from om_core.engine.window import Window
 from om_core.observations.resource_log import compose_section, thread_label

@@ -11,6 +11,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import ClassVar
 
 from sqlalchemy import Connection
 
@@ -18,21 +19,23 @@ from om_core.config.options import ResolvedConfig
 from om_core.context.tool_exchanges import Span, exchange_spans, safe_cut_backward, tool_parts_of
 from om_core.coordination import Keys
 from om_core.engine import events as ev
-from om_core.engine import extraction, indexing
+from om_core.engine import extraction
 from om_core.engine.core import EngineCore, policy_tokens
-from om_core.engine.cycle import Cycle, holding_lock
+from om_core.engine.cycle import Cycle
 from om_core.engine.grouping import GroupPlace, group_observations
 from om_core.engine.observer_call import observe_messages
 from om_core.engine.ports import ObserverDegenerateError
-from om_core.engine.resource import is_shared
-from om_core.engine.tasks import BufferObservation, lookup_key, new_cycle_id, resource_key
+from om_core.engine.resource import scope_for
+from om_core.engine.runner import Operation, Planned, Write, run
+from om_core.engine.tasks import BufferObservation, lookup_key, new_cycle_id
 from om_core.engine.window import Window, build_window, cut_for_budget
 from om_core.extractors import persist
 from om_core.messages import Message
+from om_core.observer.prompt import ObserverOutput
 from om_core.policy import decisions
 from om_core.store import groups, history, records
 from om_core.store.outbox import has_event
-from om_core.store.types import AppendResult, ChunkInput, Record, StoredEvent
+from om_core.store.types import ChunkInput, Record, StoredEvent, WriteResult
 
 log = logging.getLogger("om.engine")
 
@@ -47,11 +50,9 @@ def launch_buffering(core: EngineCore, thread_id: str, head: Record, pending: in
 
 
 def buffer_observation(core: EngineCore, task: BufferObservation) -> bool:
-    """Observe unbuffered messages into a chunk. True when a chunk was stored."""
-    with holding_lock(core, task) as held:
-        if not held:
-            return False  # another buffering op for this thread is running: no parallel Observer (H8)
-        return _buffer_locked(core, task)
+    """Observe unbuffered messages into a chunk. True when a chunk was stored. While another buffering op
+    of the thread holds the lock this one does nothing: no parallel Observer (H8)."""
+    return run(_Buffering(core, task))
 
 
 @dataclass(frozen=True)
@@ -86,8 +87,8 @@ def _snapshot(core: EngineCore, conn: Connection, task: BufferObservation) -> _S
     unobserved = history.read_unobserved(
         conn, task.thread_id, head.buffer_cursor, known=lambda seq: core.cached_part(thread, seq)
     )
-    log = records.read_head(conn, resource_key(thread.resource_id)) if is_shared(cfg) else head
-    return _Snapshot(thread, cfg, head, unobserved, log or head)
+    log = scope_for(cfg).joined_log(conn, thread.resource_id, head)
+    return _Snapshot(thread, cfg, head, unobserved, log)
 
 
 def _safe_buffer_cut(candidates: Sequence[Message], from_seq: int, window: Window) -> int:
@@ -165,104 +166,141 @@ def _batch(core: EngineCore, task: BufferObservation, snapshot: _Snapshot) -> _B
     return _Batch(batch, from_seq, to_seq, batch_tokens)
 
 
-def _buffer_locked(core: EngineCore, task: BufferObservation) -> bool:
-    # One transaction reads the snapshot and, when there is work, writes the start (event and flag): a
-    # checkout, a BEGIN and a COMMIT fewer per observation than a read followed by a write. On SQLite the
-    # read already took the write lock (`BEGIN IMMEDIATE`), so the start no longer queues for it again.
-    started: list[StoredEvent] = []
-    with core.db.begin() as conn:
-        snapshot = _snapshot(core, conn, task)
-        planned = _batch(core, task, snapshot) if snapshot is not None else None
-        if snapshot is not None and planned is not None:
-            key = snapshot.head.lookup_key
-            cycle = Cycle.of(core, task, snapshot.head, planned.tokens)
-            started = cycle.start_on(
-                conn, core.marker_config(snapshot.cfg), with_change=lambda c: _set_buffering(c, key, True)
-            )
-    if snapshot is None:
-        return False
-    core.remember_parts(snapshot.thread, snapshot.unobserved, {})  # committed rows only (`remember_parts`)
-    if planned is None:
-        return False
-    core.publish(started)
-    thread, cfg, head = snapshot.thread, snapshot.cfg, snapshot.head
-    batch, from_seq, to_seq, batch_tokens = planned.messages, planned.from_seq, planned.to_seq, planned.tokens
-    run = extraction.plan(cfg, "observer", thread, memory=core.db)
-    try:
-        output = observe_messages(
-            core, cfg, head, batch, cycle.usage, thread=thread, log=snapshot.log, extractors=run
-        )
-        text = output.observations.strip()
-        if not text:  # a failure like any other: the cycle ends, a redelivery calls no model
-            raise ObserverDegenerateError("the Observer returned no observations for the messages")
-    except Exception as exc:
-        log.warning("buffering %s failed: %s", task.cycle_id, exc)
-        cycle.fail(exc)
+@dataclass(frozen=True)
+class _Work:
+    snapshot: _Snapshot
+    batch: _Batch
+    extractors: extraction.RunExtractors
+
+
+@dataclass
+class _Buffering(Operation[BufferObservation, _Work, ObserverOutput]):
+    task: BufferObservation
+    config_in_plan: ClassVar[bool] = True
+
+    def plan(self, cfg: ResolvedConfig | None) -> Planned[_Work] | None:
+        # One transaction reads the snapshot and, when there is work, writes the start (event and flag): a
+        # checkout, a BEGIN and a COMMIT fewer per observation than a read followed by a write. On SQLite
+        # the read already took the write lock (`BEGIN IMMEDIATE`), so the start no longer queues for it.
+        core, task = self.core, self.task
         with core.db.begin() as conn:
-            _set_buffering(conn, key, False)
-        return False
-    last_observed_at = max(m.created_at for m in batch) + timedelta(milliseconds=1)
-    text, group = group_observations(
-        cfg,
-        text,
-        batch,
-        GroupPlace(
-            task.thread_id, thread.resource_id, snapshot.log.lookup_key, task.cycle_id, last_observed_at
-        ),
-    )
-    chunk = ChunkInput(
-        cycle_id=task.cycle_id,
-        observations=text,
-        token_count=core.counter.count_string(text),
-        message_ids=[m.id for m in batch],
-        message_tokens=batch_tokens,
-        from_seq=from_seq,
-        to_seq=to_seq,
-        last_observed_at=last_observed_at,
-        thread_id=task.thread_id,
-        current_task=output.current_task,
-        suggested_continuation=output.suggested_response,
-        thread_title=output.thread_title,
-    )
-    values = extraction.inline_values(run, output.raw)
-    patch = extraction.metadata_patch(run, values)
-    end = cycle.ending(
-        tokens_buffered=batch_tokens,
-        buffered_tokens=chunk.token_count,
-        observations=text,
-        extraction=persist.end_fields(values),
-    )
+            snapshot = _snapshot(core, conn, task)
+            batch = _batch(core, task, snapshot) if snapshot is not None else None
+            if snapshot is not None and batch is not None:
+                key = snapshot.head.lookup_key
+                cycle = Cycle.of(core, task, snapshot.head, batch.tokens)
+                started = cycle.start_on(
+                    conn, core.marker_config(snapshot.cfg), with_change=lambda c: _set_buffering(c, key, True)
+                )
+        if snapshot is None:
+            return None
+        core.remember_parts(
+            snapshot.thread, snapshot.unobserved, {}
+        )  # committed rows only (`remember_parts`)
+        if batch is None:
+            return None
+        run = extraction.plan(snapshot.cfg, "observer", snapshot.thread, memory=core.db)
+        return Planned(snapshot.cfg, [cycle], _Work(snapshot, batch, run), started=started)
 
-    # The flag and the pacing boundary go on the key's live head in the chunk's transaction, stored or not;
-    # `append_chunk` folds them into the UPDATE that marks the chunk's coverage when it stores the chunk.
-    finished = records.LiveFields(
-        key, {"is_buffering_observation": False, "last_buffered_at_tokens": max(0, batch_tokens)}
-    )
+    def call(self, planned: Planned[_Work]) -> ObserverOutput:
+        snapshot = planned.work.snapshot
+        output = observe_messages(
+            self.core,
+            planned.cfg,
+            snapshot.head,
+            planned.work.batch.messages,
+            planned.lead.usage,
+            thread=snapshot.thread,
+            log=snapshot.log,
+            extractors=planned.work.extractors,
+        )
+        if not output.observations.strip():  # a failure like any other: a redelivery calls no model
+            raise ObserverDegenerateError("the Observer returned no observations for the messages")
+        return output
 
-    def write(conn: Connection) -> tuple[AppendResult, list[StoredEvent]]:
-        appended, stored = records.append_chunk(conn, head.id, chunk, events=end, live=finished)
-        if appended.persisted and group is not None:
-            groups.insert(conn, [group])
-        if appended.persisted and patch:
-            # Extracted values persist now, though the chunk waits for activation (behaviour §8.6.4).
-            records.patch_thread_metadata(conn, task.thread_id, patch)
-        return appended, stored
+    def failed(self, planned: Planned[_Work], error: BaseException) -> None:
+        with self.core.db.begin() as conn:
+            _set_buffering(conn, planned.work.snapshot.head.lookup_key, False)
 
-    appended = cycle.commit(write)
-    core.coordination.set_int(Keys.buffer_boundary(key), batch_tokens, ttl_s=3600)
-    if appended.persisted and cfg.observation.thread_title and output.thread_title:
-        core.update_title(task.thread_id, head, output.thread_title, task.cycle_id)
-    if appended.persisted:
+    def write(self, planned: Planned[_Work], output: ObserverOutput) -> Write:
+        task, snapshot, batch, run = (
+            self.task,
+            planned.work.snapshot,
+            planned.work.batch,
+            planned.work.extractors,
+        )
+        head, key = snapshot.head, snapshot.head.lookup_key
+        last_observed_at = max(m.created_at for m in batch.messages) + timedelta(milliseconds=1)
+        text, group = group_observations(
+            planned.cfg,
+            output.observations.strip(),
+            batch.messages,
+            GroupPlace(
+                task.thread_id,
+                snapshot.thread.resource_id,
+                snapshot.log.lookup_key,
+                task.cycle_id,
+                last_observed_at,
+            ),
+        )
+        chunk = ChunkInput(
+            cycle_id=task.cycle_id,
+            observations=text,
+            token_count=self.core.counter.count_string(text),
+            message_ids=[m.id for m in batch.messages],
+            message_tokens=batch.tokens,
+            from_seq=batch.from_seq,
+            to_seq=batch.to_seq,
+            last_observed_at=last_observed_at,
+            thread_id=task.thread_id,
+            current_task=output.current_task,
+            suggested_continuation=output.suggested_response,
+            thread_title=output.thread_title,
+        )
+        values = extraction.inline_values(run, output.raw)
+        patch = extraction.metadata_patch(run, values)
+        end = planned.lead.ending(
+            tokens_buffered=batch.tokens,
+            buffered_tokens=chunk.token_count,
+            observations=text,
+            extraction=persist.end_fields(values),
+        )
+        # The flag and the pacing boundary go on the key's live head in the chunk's transaction, stored or
+        # not; `append_chunk` folds them into the UPDATE that marks the chunk's coverage when it stores it.
+        finished = records.LiveFields(
+            key, {"is_buffering_observation": False, "last_buffered_at_tokens": max(0, batch.tokens)}
+        )
+
+        def write(conn: Connection) -> tuple[WriteResult, list[StoredEvent]]:
+            appended, stored = records.append_chunk(conn, head.id, chunk, events=end, live=finished)
+            if appended.persisted and group is not None:
+                groups.insert(conn, [group])
+            if appended.persisted and patch:
+                # Extracted values persist now, though the chunk waits for activation (behaviour §8.6.4).
+                records.patch_thread_metadata(conn, task.thread_id, patch)
+            return WriteResult(appended.persisted, appended.reason), stored
+
+        return write
+
+    def refused(self, planned: Planned[_Work], result: WriteResult) -> None:
+        self._paced(planned)
+        log.info("chunk %s not stored: %s", self.task.cycle_id, result.reason)
+
+    def committed(self, planned: Planned[_Work], output: ObserverOutput) -> None:
+        self._paced(planned)
+        task, head, batch = self.task, planned.work.snapshot.head, planned.work.batch
+        if planned.cfg.observation.thread_title and output.thread_title:
+            self.core.update_title(task.thread_id, head, output.thread_title, task.cycle_id)
         extraction.request_structured(
-            core,
-            run,
+            self.core,
+            planned.work.extractors,
             thread_id=task.thread_id,
             source_cycle_id=task.cycle_id,
             record_id=head.id,
-            seq_range=(from_seq, to_seq),
+            seq_range=(batch.from_seq, batch.to_seq),
         )
-    if not appended.persisted:
-        log.info("chunk %s not stored: %s", task.cycle_id, appended.reason)
-    elif cfg.retrieval:
-        indexing.request_index(core, [task.thread_id])  # the chunk's observation groups (`engine.indexing`)
-    return appended.persisted
+
+    def _paced(self, planned: Planned[_Work]) -> None:
+        """The interval boundary other processes read, stored or not."""
+        key = planned.work.snapshot.head.lookup_key
+        self.core.coordination.set_int(Keys.buffer_boundary(key), planned.work.batch.tokens, ttl_s=3600)

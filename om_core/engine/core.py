@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, ClassVar
 
 from sqlalchemy import Engine, update
 
@@ -37,7 +37,8 @@ from om_core.engine.ports import (
     NullPublisher,
     UserContent,
 )
-from om_core.engine.tasks import Executor, InlineExecutor, Task, kind_of, lookup_key, resource_key
+from om_core.engine.resource import scope_for
+from om_core.engine.tasks import Executor, InlineExecutor, Task
 from om_core.engine.window import Window, build_window
 from om_core.errors import ModelCallRefused
 from om_core.hooks import CURRENT_TRIGGER, DISPATCHER
@@ -46,7 +47,6 @@ from om_core.models.client import ModelClient
 from om_core.models.selection import DEFAULT_MODEL, ModelByInputTokens, ModelSpec
 from om_core.observer.prompt import thread_title_update
 from om_core.policy import decisions
-from om_core.policy.early_activation import provider_changed, resolve_ttl_ms, ttl_expired
 from om_core.recall.search_mode import Searcher
 from om_core.search.embedder import Embedder, ModelEmbedder
 from om_core.store import history, records, schema
@@ -115,6 +115,10 @@ def _peek_names(keys: Sequence[str]) -> tuple[list[str], list[str]]:
     return locks, values
 
 
+#: Runs one task value on the engine; True when it did something.
+Handler = Callable[["EngineCore", Any], bool]
+
+
 @dataclass(frozen=True)
 class Activity:
     """What early activation needs about the thread, read once per turn before new messages land."""
@@ -128,6 +132,9 @@ class Activity:
 
 class EngineCore:
     """One per process; stateless between calls apart from its collaborators and caches."""
+
+    #: The function that runs each kind of task (`engine.handlers`), set by the facade that knows them all.
+    handlers: ClassVar[Mapping[type[Task], Handler]] = {}
 
     def __init__(
         self,
@@ -186,11 +193,11 @@ class EngineCore:
 
     def run_task(self, task: Task) -> bool:
         """Run one task value: the single entry point executors (inline or Celery) call."""
-        handler: Callable[[Any], bool] = getattr(self, kind_of(task).handler)
+        handler = self.handlers[type(task)]
         token = CURRENT_TRIGGER.set(getattr(task, "trigger", None))
         tenant = CURRENT_TENANT.set(tenant_of(task.thread_id) if task.thread_id else None)
         try:
-            return handler(task)
+            return handler(self, task)
         finally:
             CURRENT_TENANT.reset(tenant)
             CURRENT_TRIGGER.reset(token)
@@ -265,10 +272,7 @@ class EngineCore:
     def log_key(self, thread_id: str, cfg: ResolvedConfig) -> str:
         """The record chain holding the thread's observation log: its own, or its resource's in resource
         scope (where the thread's own chain holds only its cursor)."""
-        if cfg.scope != "resource":
-            return lookup_key(thread_id)
-        thread = history.get_thread(self.db, thread_id)
-        return resource_key(thread.resource_id) if thread is not None else lookup_key(thread_id)
+        return scope_for(cfg).log_key_of(self.db, thread_id)
 
     def marker_config(self, cfg: ResolvedConfig) -> dict[str, Any]:
         """The `config` field of start and activation markers."""
@@ -481,24 +485,3 @@ class EngineCore:
                 raise TimeoutError(f"{type(task).__name__} did not finish within the turn deadline")
             return f"{type(task).__name__.lower()}-deadline"
         return None
-
-
-def early_trigger(
-    cfg: ResolvedConfig, activity: Activity, now: datetime, *, reflection: bool
-) -> tuple[str | None, dict[str, Any]]:
-    """Provider change beats idle TTL (behaviour §4.7). Reads the thread's stored activity, not messages."""
-    phase = cfg.reflection if reflection else cfg.observation
-    if phase.activate_on_provider_change and provider_changed(activity.actor_model, activity.previous_model):
-        return "provider_change", {
-            "previousModel": activity.previous_model,
-            "currentModel": activity.actor_model,
-        }
-    ttl = resolve_ttl_ms(phase.activate_after_idle, activity.actor_model, activity.provider_options)
-    if ttl is not None and activity.last_activity_at is not None:
-        expired, idle_ms = ttl_expired(ttl, activity.last_activity_at, now)
-        if expired:
-            return "ttl", {
-                "lastActivityAt": int(activity.last_activity_at.timestamp() * 1000),
-                "ttlExpiredMs": idle_ms,
-            }
-    return None, {}

@@ -1,30 +1,24 @@
-"""One background operation's lifecycle, written once.
+"""One cycle of a background operation: its start, failed and end events, and its commit.
 
-Observation and reflection, buffered or blocking, all run the same way: hold the thread's lock for the
-task kind, report a start event, call the model outside any transaction, then either report a typed
-failure (which never changes the record) or commit the result and its end event in one transaction, and
-publish what was written. `Cycle` is that sequence; the use-cases supply only what differs (what to
-send to the model, what to commit).
+A cycle reports on one thread's stream: a start event, then either a typed failure (which never changes
+the record) or the end event written in the transaction that commits the result, published once it
+committed. `engine.runner` drives cycles through that sequence; the use-cases never do it by hand.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, TypeVar
 
 from sqlalchemy import Connection
 
-from om_core.config.options import ResolvedConfig
 from om_core.engine import events as ev
-from om_core.engine import indexing
 from om_core.engine.core import EngineCore
 from om_core.engine.ports import Completion
-from om_core.engine.tasks import ObserveBatch, Task, TaskKind, kind_of
+from om_core.engine.tasks import Task, TaskKind, kind_of
 from om_core.errors import OMError, public_text
-from om_core.hooks import CURRENT_TRIGGER
 from om_core.store.outbox import write_record_events
 from om_core.store.types import NewEvent, Record, StoredEvent
 
@@ -49,37 +43,6 @@ class Usage:
 
     def fields(self) -> dict[str, Any]:
         return ev.usage_fields(self.input_tokens, self.output_tokens, self.cost, self.model)
-
-
-@contextmanager
-def holding_lock(core: EngineCore, task: Task) -> Iterator[bool]:
-    """The locks of `task`'s kind on its key (or its batch's threads), for the block (False: another run
-    holds one)."""
-    with core.holding(*kind_of(task).locks_of(task)) as held:
-        yield held
-
-
-def run_if_enabled(core: EngineCore, task: Task, body: Callable[[ResolvedConfig], bool]) -> bool:
-    """`body(config)` while holding `task`'s lock. False without running it when OM is off for the thread
-    (work queued before it was switched off calls no model) or another run holds the lock. A run that
-    committed asks for its threads' search indexing when `retrieval` is on (`engine.indexing`), after the
-    lock is released; with retrieval off nothing more happens."""
-    cfg = core.thread_config(task.thread_id)
-    if not cfg.enabled:
-        return False
-    # Hooks (`om_core.hooks`) report the trigger of the task whose events they see, however it was run.
-    token = CURRENT_TRIGGER.set(getattr(task, "trigger", None))
-    try:
-        with holding_lock(core, task) as held:
-            done = held and body(cfg)
-    finally:
-        CURRENT_TRIGGER.reset(token)
-    if done and cfg.retrieval:
-        if isinstance(task, ObserveBatch):
-            indexing.request_after_commit(core, task.thread_ids)
-        else:
-            indexing.request_index(core, [task.thread_id])
-    return done
 
 
 @dataclass

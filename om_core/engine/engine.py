@@ -15,13 +15,11 @@ from typing import Any
 from sqlalchemy import select
 
 from om_core.config.options import ResolvedConfig
-from om_core.coordination import Keys
 from om_core.engine import (
     activation,
     buffering,
     erase,
     extraction,
-    indexing,
     log_edit,
     manual,
     observation,
@@ -33,6 +31,7 @@ from om_core.engine import (
 )
 from om_core.engine.core import Activity, EngineCore
 from om_core.engine.cycle import Cycle
+from om_core.engine.handlers import HANDLERS
 from om_core.engine.manual import OperationOutcome
 from om_core.engine.tasks import (
     BufferObservation,
@@ -45,7 +44,6 @@ from om_core.engine.tasks import (
     Reflect,
     Task,
     lookup_key,
-    new_cycle_id,
 )
 from om_core.engine.turn_reply import TurnResult
 from om_core.engine.turn_store import TurnInput
@@ -57,7 +55,6 @@ from om_core.search import errors as search_errors
 from om_core.store import history, records, schema
 from om_core.store.types import Record
 from om_core.tenancy.scoped_ids import public_id
-from om_core.webhooks import delivery as webhook_delivery
 from om_core.working_memory import document as wm
 
 
@@ -73,6 +70,8 @@ class MemoryEngine(EngineCore):
     (`tests/unit/test_engine_door.py` holds the routes and the shells' imports to that). Besides these,
     the shells may read what every layer reads: `db`, `clock`, `config_for`, `thread_config`, and
     `run_task`, the entry point an executor calls."""
+
+    handlers = HANDLERS
 
     # ---------------------------------------------------------------------------------- the turn
 
@@ -131,7 +130,7 @@ class MemoryEngine(EngineCore):
             searcher=self.searcher,
         )
 
-    # -------------------------------------------------------------------------- task handlers
+    # ------------------------------------------------------------- task handlers (`engine.handlers`)
 
     def buffer_observation(self, task: BufferObservation) -> bool:
         return buffering.buffer_observation(self, task)
@@ -151,25 +150,6 @@ class MemoryEngine(EngineCore):
     def extract_values(self, task: ExtractValues) -> bool:
         """Structured extraction after a committed cycle (`engine.extraction`); True when it ran."""
         return extraction.extract_values(self, task)
-
-    def index_thread(self, task: IndexThread) -> bool:
-        """Bring the thread's search documents and vectors up to date; True when anything was written."""
-        result = indexing.run(self, task)
-        return result is not None and (result.messages + result.groups + result.embedded) > 0
-
-    def deliver_webhooks(self, task: DeliverWebhooks) -> bool:
-        """One webhook endpoint's delivery run under the endpoint's lock (`om_core.webhooks.delivery`);
-        True when something was delivered. A run that used up its time budget queues the next one."""
-        self.coordination.set_int(Keys.webhook_queued(task.key), None)
-        with self.holding(Keys.webhook_lock(task.key)) as held:
-            if not held:
-                return False
-            report = webhook_delivery.deliver_endpoint(
-                self.db, task.endpoint_id, self.settings.webhooks, clock=self.clock
-            )
-        if report.more:
-            self.executor.submit(DeliverWebhooks(task.endpoint_id, new_cycle_id("webhook")))
-        return report.delivered > 0
 
     def record_dropped(self, task: Task, deliveries: int) -> bool:
         """Report a task dropped as poison (every delivery killed its worker) with its kind's failed

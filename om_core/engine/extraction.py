@@ -11,14 +11,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from sqlalchemy import Connection
 
 from om_core.config.options import ResolvedConfig
 from om_core.engine import events as ev
 from om_core.engine.core import EngineCore, resolve_model
-from om_core.engine.cycle import Cycle, holding_lock
+from om_core.engine.cycle import Cycle
+from om_core.engine.runner import Operation, Planned, Write, run
 from om_core.engine.tasks import ExtractValues, lookup_key
 from om_core.extractors import persist
 from om_core.extractors.compose import compose_extractors
@@ -33,6 +34,7 @@ from om_core.extractors.inline import (
 )
 from om_core.extractors.structured import (
     SYSTEM_PROMPT,
+    StructuredSpec,
     build_user_message,
     parse_reply,
     resolve_structured,
@@ -42,7 +44,7 @@ from om_core.observer.input import render_histories
 from om_core.observer.prompt import InlineExtractorPrompt
 from om_core.store import history, records
 from om_core.store.outbox import cycle_payload, has_event, write_record_events
-from om_core.store.types import StoredEvent
+from om_core.store.types import Record, StoredEvent, WriteResult
 
 log = logging.getLogger("om.engine")
 
@@ -153,84 +155,100 @@ def extract_values(core: EngineCore, task: ExtractValues) -> bool:
     """One structured extraction (§8.5): re-read the source messages and the cycle's output, one
     structured-output call, then the values and their end event in one transaction. True when it ran.
     Applied once: a redelivery after its end (or failure) event does nothing."""
-    cfg = core.thread_config(task.thread_id)
-    if not cfg.enabled:
-        return False
-    with holding_lock(core, task) as held:
-        if not held:
-            return False
-        return _extract_locked(core, task, cfg)
+    return run(_Extraction(core, task))
 
 
-def _extract_locked(core: EngineCore, task: ExtractValues, cfg: ResolvedConfig) -> bool:
-    key = lookup_key(task.thread_id)
-    with core.db.connect() as conn:
-        thread = history.get_thread(conn, task.thread_id)
-        head = records.read_head(conn, key)
-        if thread is None or head is None:
-            return False
-        if has_event(
-            conn, lookup_key=key, cycle_id=task.cycle_id, types=[ev.EXTRACTION_END, ev.EXTRACTION_FAILED]
-        ):
-            return False
-        source_end = cycle_payload(
-            conn, thread_id=task.thread_id, cycle_id=task.source_cycle_id, types=_SOURCE_END
-        )
-        messages = (
-            [
-                m
-                for m in history.load_parts(
-                    conn, task.thread_id, after_seq=task.from_seq, upto_seq=task.to_seq
-                )
-                if m.has_visible_content
-            ]
-            if task.to_seq > task.from_seq
-            else []
-        )
-    run = plan(cfg, task.source, thread, memory=core.db)
-    specs, early = resolve_structured(run.extractors, run.ctx)
-    if not specs and not early.failures:
-        return False
-    cycle = Cycle.of(core, task, head, 0)
-    cycle.start(core.marker_config(cfg))
-    output = str((source_end or {}).get("observations") or "")
-    transcript = render_histories([messages], head.observed_timezone)[0].text if messages else ""
-    extraction = early
-    if specs:
-        stage = cfg.observation if task.source == "observer" else cfg.reflection
-        priors = persist.priors(run.extractors, thread.om_metadata)
-        user = build_user_message(transcript=transcript, output=output, specs=specs, priors=priors)
-        try:
-            model = resolve_model(stage.model, core.counter.count_string(user))
-            completion = core.complete(
-                cfg, stage, model, system=SYSTEM_PROMPT, user=user, response_format=response_format(specs)
+@dataclass(frozen=True)
+class _Work:
+    thread: history.ThreadRow
+    head: Record
+    extractors: RunExtractors
+    specs: list[StructuredSpec]
+    early: Extraction
+    #: The source cycle's output and the transcript of its messages, what the model reads.
+    output: str
+    transcript: str
+
+
+@dataclass
+class _Extraction(Operation[ExtractValues, _Work, Extraction]):
+    task: ExtractValues
+    indexes: ClassVar[bool] = False  # values are no search documents
+
+    def plan(self, cfg: ResolvedConfig | None) -> Planned[_Work] | None:
+        core, task = self.core, self.task
+        assert cfg is not None
+        key = lookup_key(task.thread_id)
+        with core.db.connect() as conn:
+            thread = history.get_thread(conn, task.thread_id)
+            head = records.read_head(conn, key)
+            if thread is None or head is None:
+                return None
+            if has_event(
+                conn, lookup_key=key, cycle_id=task.cycle_id, types=[ev.EXTRACTION_END, ev.EXTRACTION_FAILED]
+            ):
+                return None
+            source_end = cycle_payload(
+                conn, thread_id=task.thread_id, cycle_id=task.source_cycle_id, types=_SOURCE_END
             )
-        except Exception as exc:
-            log.warning("structured extraction %s failed: %s", task.cycle_id, exc)
-            cycle.fail(exc)
-            return False
-        cycle.usage.add(completion)
-        extraction = extraction.merged(parse_reply(completion.text, specs))
-    extraction = persist.apply_on_extracted(run.extractors, extraction, run.ctx)
-    patch = persist.metadata_patch(run.extractors, extraction.values)
-    end = ev.extraction_end(
-        cycle_id=task.cycle_id,
-        source=task.source,
-        source_cycle_id=task.source_cycle_id,
-        started_at=cycle.started,
-        completed_at=core.clock(),
-        record_id=head.id,
-        thread_id=task.thread_id,
-        usage=cycle.usage.fields(),
-        extraction=persist.end_fields(extraction),
-    )
+            messages = (
+                [
+                    m
+                    for m in history.load_parts(
+                        conn, task.thread_id, after_seq=task.from_seq, upto_seq=task.to_seq
+                    )
+                    if m.has_visible_content
+                ]
+                if task.to_seq > task.from_seq
+                else []
+            )
+        run = plan(cfg, task.source, thread, memory=core.db)
+        specs, early = resolve_structured(run.extractors, run.ctx)
+        if not specs and not early.failures:
+            return None
+        output = str((source_end or {}).get("observations") or "")
+        transcript = render_histories([messages], head.observed_timezone)[0].text if messages else ""
+        work = _Work(thread, head, run, list(specs), early, output, transcript)
+        return Planned(cfg, [Cycle.of(core, task, head, 0)], work)
 
-    def write(conn: Connection) -> tuple[None, list[StoredEvent]]:
-        records.patch_thread_metadata(conn, task.thread_id, patch)
-        return None, write_record_events(conn, head, [cycle.own(end)])
+    def call(self, planned: Planned[_Work]) -> Extraction:
+        work, cfg = planned.work, planned.cfg
+        if not work.specs:
+            return work.early
+        stage = cfg.observation if self.task.source == "observer" else cfg.reflection
+        priors = persist.priors(work.extractors.extractors, work.thread.om_metadata)
+        user = build_user_message(
+            transcript=work.transcript, output=work.output, specs=work.specs, priors=priors
+        )
+        model = resolve_model(stage.model, self.core.counter.count_string(user))
+        completion = self.core.complete(
+            cfg, stage, model, system=SYSTEM_PROMPT, user=user, response_format=response_format(work.specs)
+        )
+        planned.lead.usage.add(completion)
+        return work.early.merged(parse_reply(completion.text, work.specs))
 
-    cycle.commit(write)
-    return True
+    def write(self, planned: Planned[_Work], output: Extraction) -> Write:
+        work, task, cycle = planned.work, self.task, planned.lead
+        extractors = work.extractors.extractors
+        values = persist.apply_on_extracted(extractors, output, work.extractors.ctx)
+        patch = persist.metadata_patch(extractors, values.values)
+        end = ev.extraction_end(
+            cycle_id=task.cycle_id,
+            source=task.source,
+            source_cycle_id=task.source_cycle_id,
+            started_at=cycle.started,
+            completed_at=self.core.clock(),
+            record_id=work.head.id,
+            thread_id=task.thread_id,
+            usage=cycle.usage.fields(),
+            extraction=persist.end_fields(values),
+        )
+
+        def write(conn: Connection) -> tuple[WriteResult, list[StoredEvent]]:
+            records.patch_thread_metadata(conn, task.thread_id, patch)
+            return WriteResult(True), write_record_events(conn, work.head, [cycle.own(end)])
+
+        return write
 
 
 def context_values(cfg: ResolvedConfig, thread: history.ThreadRow | None) -> dict[str, str]:

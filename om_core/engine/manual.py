@@ -20,7 +20,6 @@ from om_core.engine import resource
 from om_core.engine.core import EngineCore
 from om_core.engine.ports import MemoryDisabled
 from om_core.engine.tasks import Observe, Reflect, Task, kind_of, lookup_key, new_cycle_id
-from om_core.store import history
 from om_core.store.outbox import last_event_id, list_events
 from om_core.store.types import StoredEvent
 
@@ -52,14 +51,10 @@ def require_enabled(core: EngineCore, thread_id: str) -> None:
 
 def observation_tasks(core: EngineCore, thread_id: str) -> list[Task]:
     """The thread's `Observe`, or in resource scope the batches of everything its resource has unobserved."""
-    cycle_id = new_cycle_id("observe")
     cfg = core.thread_config(thread_id)
-    thread = history.get_thread(core.db, thread_id)
-    if thread is not None and resource.is_shared(cfg):
-        batches = resource.plan_for(core, thread, cfg, cycle_id=cycle_id, trigger="manual")
-        if batches:
-            return list(batches)
-    return [Observe(thread_id, cycle_id, trigger="manual")]
+    task = Observe(thread_id, new_cycle_id("observe"), trigger="manual")
+    batches = resource.scope_for(cfg).batches(core, task, cfg)
+    return list(batches) if batches else [task]
 
 
 def reflection_task(core: EngineCore, thread_id: str, prompt: str | None) -> Reflect:

@@ -18,12 +18,13 @@ from om_core.config.options import ResolvedConfig
 from om_core.coordination import Keys, Peek
 from om_core.engine import events as ev
 from om_core.engine import extraction
-from om_core.engine.core import Activity, EngineCore, early_trigger
-from om_core.engine.cycle import Cycle, run_if_enabled
-from om_core.engine.grouping import GroupPlace, group_reflection, reflector_input
-from om_core.engine.reflector_call import ladder_usage, run_ladder
+from om_core.engine.core import Activity, EngineCore
+from om_core.engine.cycle import Cycle
+from om_core.engine.early import early_trigger
+from om_core.engine.grouping import reflector_input
+from om_core.engine.reflector_call import Reflected, reflect_for
+from om_core.engine.runner import Discarded, Operation, Planned, Write, run
 from om_core.engine.tasks import BufferReflection, Reflect, lookup_key, new_cycle_id, task_key
-from om_core.errors import OperationFailed
 from om_core.extractors import persist
 from om_core.policy import decisions
 from om_core.reflector.prompt import (
@@ -33,7 +34,7 @@ from om_core.reflector.prompt import (
     replace_leading_lines,
 )
 from om_core.store import groups, history, records
-from om_core.store.types import NewEvent, Record, StoredEvent
+from om_core.store.types import NewEvent, Record, StoredEvent, WriteResult
 
 
 def maybe_reflect(
@@ -210,95 +211,119 @@ def activate_buffered_reflection(
 def reflect(core: EngineCore, task: Reflect) -> bool:
     """Blocking reflection of the whole log into a new generation. Raises `OperationFailed` when the
     Reflector failed (its failed event is written)."""
-    return run_if_enabled(core, task, lambda cfg: _reflect_locked(core, task, cfg))
+    return run(_Reflection(core, task))
 
 
-def _reflect_locked(core: EngineCore, task: Reflect, cfg: ResolvedConfig) -> bool:
-    key = task_key(task) if task.key else core.log_key(task.thread_id, cfg)
-    snapshot = records.get_head(core.db, key)
-    if snapshot is None or not snapshot.active_observations.strip():
-        return False
-    obs = snapshot.observation_token_count
-    target = cfg.reflection.observation_tokens
-    marker_config = core.marker_config(cfg)
-    cycle = Cycle.of(core, task, snapshot, obs)
-    cycle.start(marker_config)
+@dataclass(frozen=True)
+class _Work:
+    key: str
+    snapshot: Record
+    plain: str
+    ranges: str | None
+    extractors: extraction.RunExtractors
 
-    def on_retry(info: RetryInfo) -> None:
-        cycle.restart(info.message, new_cycle_id("reflect"), marker_config)
 
-    plain, ranges = reflector_input(snapshot.active_observations)
-    # Extractors run on a thread's own log; a resource's shared log belongs to no one thread.
-    run = (
-        extraction.plan(cfg, "reflector", history.get_thread(core.db, task.thread_id), memory=core.db)
-        if key == lookup_key(task.thread_id)
-        else extraction.NONE
-    )
-    try:
-        result, raw = run_ladder(
-            core,
-            cfg,
-            plain,
-            target=target,
+@dataclass
+class _Reflection(Operation[Reflect, _Work, Reflected]):
+    task: Reflect
+
+    def escalates(self, error: BaseException) -> bool:
+        return not isinstance(error, ReflectionEmptyError)
+
+    def plan(self, cfg: ResolvedConfig | None) -> Planned[_Work] | None:
+        core, task = self.core, self.task
+        assert cfg is not None
+        key = task_key(task) if task.key else core.log_key(task.thread_id, cfg)
+        snapshot = records.get_head(core.db, key)
+        if snapshot is None or not snapshot.active_observations.strip():
+            return None
+        plain, ranges = reflector_input(snapshot.active_observations)
+        # Extractors run on a thread's own log; a resource's shared log belongs to no one thread.
+        run = (
+            extraction.plan(cfg, "reflector", history.get_thread(core.db, task.thread_id), memory=core.db)
+            if key == lookup_key(task.thread_id)
+            else extraction.NONE
+        )
+        cycle = Cycle.of(core, task, snapshot, snapshot.observation_token_count)
+        return Planned(cfg, [cycle], _Work(key, snapshot, plain, ranges, run))
+
+    def call(self, planned: Planned[_Work]) -> Reflected:
+        work, cycle, marker = planned.work, planned.lead, self.core.marker_config(planned.cfg)
+
+        def on_retry(info: RetryInfo) -> None:
+            cycle.restart(info.message, new_cycle_id("reflect"), marker)
+
+        reflected = reflect_for(
+            self.core,
+            cycle,
+            planned.cfg,
+            work.snapshot,
+            work.plain,
+            work.ranges,
+            target=planned.cfg.reflection.observation_tokens,
             include_hints=True,
-            manual_prompt=task.manual_prompt,
+            manual_prompt=self.task.manual_prompt,
             on_retry=on_retry,
-            extractors=run,
+            extractors=work.extractors,
         )
-    except Exception as exc:
-        cycle.fail(exc)
-        core.coordination.set_int(Keys.reflection_suppressed(key), obs)
-        if isinstance(exc, ReflectionEmptyError):
-            return False
-        raise OperationFailed(str(exc) or type(exc).__name__) from exc
-    out, group = group_reflection(
-        result.output.observations.strip(),
-        ranges,
-        GroupPlace(task.thread_id, snapshot.resource_id, key, cycle.cycle_id, core.clock()),
-    )
-    out_tokens = core.counter.count_string(out)
-    cycle.usage = ladder_usage(result)
-    if out_tokens >= obs:
-        # Not smaller than its input: committing would only churn generations. Keep the log; suppress
-        # retries on this exact input.
-        cycle.fail(RuntimeError(f"reflection not smaller than its input ({obs} -> {out_tokens})"))
-        core.coordination.set_int(Keys.reflection_suppressed(key), obs)
-        return False
-    values = extraction.inline_values(run, raw)
-    patch = extraction.metadata_patch(run, values)
-    end = cycle.ending(
-        tokens_observed=obs,
-        observation_tokens=out_tokens,
-        observations=out,
-        current_task=result.output.current_task,
-        suggested_response=result.output.suggested_response,
-        extraction=persist.end_fields(values),
-    )
+        obs = work.snapshot.observation_token_count
+        if reflected.tokens >= obs:
+            # Not smaller than its input: committing would only churn generations.
+            raise Discarded(f"reflection not smaller than its input ({obs} -> {reflected.tokens})")
+        return reflected
 
-    def write(conn: Connection) -> tuple[bool, list[StoredEvent]]:
-        successor, applied, stored = records.create_reflection_generation(
-            conn,
-            snapshot,
-            reflection=out,
-            token_count=out_tokens,
-            compose=append_tail_after_reflection,
-            events=end,
+    def failed(self, planned: Planned[_Work], error: BaseException) -> None:
+        # The log stays; retries on this exact input are suppressed until it changes.
+        work = planned.work
+        self.core.coordination.set_int(
+            Keys.reflection_suppressed(work.key), work.snapshot.observation_token_count
         )
-        if applied and successor is not None:
-            groups.insert(conn, [group] if group is not None else [])
-            hints = {
-                "currentTask": result.output.current_task,
-                "suggestedResponse": result.output.suggested_response,
-                **patch,
-            }
-            records.patch_thread_metadata(conn, task.thread_id, hints)
-        return applied, stored
 
-    if not cycle.commit(write):
-        return False
-    extraction.request_structured(
-        core, run, thread_id=task.thread_id, source_cycle_id=cycle.cycle_id, record_id=snapshot.id
-    )
-    suppress = decisions.suppression_after_reflection(out_tokens, target)
-    core.coordination.set_int(Keys.reflection_suppressed(key), suppress)
-    return True
+    def write(self, planned: Planned[_Work], output: Reflected) -> Write:
+        work, task = planned.work, self.task
+        hints = output.output
+        values = extraction.inline_values(work.extractors, output.raw)
+        patch = extraction.metadata_patch(work.extractors, values)
+        end = planned.lead.ending(
+            tokens_observed=work.snapshot.observation_token_count,
+            observation_tokens=output.tokens,
+            observations=output.text,
+            current_task=hints.current_task,
+            suggested_response=hints.suggested_response,
+            extraction=persist.end_fields(values),
+        )
+
+        def write(conn: Connection) -> tuple[WriteResult, list[StoredEvent]]:
+            successor, applied, stored = records.create_reflection_generation(
+                conn,
+                work.snapshot,
+                reflection=output.text,
+                token_count=output.tokens,
+                compose=append_tail_after_reflection,
+                events=end,
+            )
+            if applied and successor is not None:
+                groups.insert(conn, [output.group] if output.group is not None else [])
+                metadata = {
+                    "currentTask": hints.current_task,
+                    "suggestedResponse": hints.suggested_response,
+                    **patch,
+                }
+                records.patch_thread_metadata(conn, task.thread_id, metadata)
+            return WriteResult(applied), stored
+
+        return write
+
+    def committed(self, planned: Planned[_Work], output: Reflected) -> None:
+        work = planned.work
+        extraction.request_structured(
+            self.core,
+            work.extractors,
+            thread_id=self.task.thread_id,
+            source_cycle_id=planned.lead.cycle_id,
+            record_id=work.snapshot.id,
+        )
+        suppress = decisions.suppression_after_reflection(
+            output.tokens, planned.cfg.reflection.observation_tokens
+        )
+        self.core.coordination.set_int(Keys.reflection_suppressed(work.key), suppress)

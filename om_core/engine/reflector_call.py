@@ -8,8 +8,9 @@ from dataclasses import dataclass, field
 
 from om_core.config.options import ResolvedConfig
 from om_core.engine.core import EngineCore, primary_model, resolve_model
-from om_core.engine.cycle import Usage
+from om_core.engine.cycle import Cycle, Usage
 from om_core.engine.extraction import NONE, RunExtractors
+from om_core.engine.grouping import GroupPlace, group_reflection
 from om_core.engine.observer_call import observer_system_prompt
 from om_core.extractors.definition import dump_value
 from om_core.models.reply_checks import unusable_reply
@@ -19,11 +20,13 @@ from om_core.policy import decisions
 from om_core.reflector.prompt import (
     LadderResult,
     ModelReply,
+    ReflectorOutput,
     ReflectorPromptOptions,
     RetryInfo,
     build_reflector_system_prompt,
     reflect_with_ladder,
 )
+from om_core.store.types import ObservationGroup, Record
 
 
 @dataclass(frozen=True)
@@ -106,3 +109,50 @@ def _extractor_section(extractors: RunExtractors) -> str:
 
 def ladder_usage(result: LadderResult) -> Usage:
     return Usage(result.input_tokens, result.output_tokens, result.cost)
+
+
+@dataclass(frozen=True)
+class Reflected:
+    """A Reflector run as a cycle commits it: the hints, the reply as written (its inline extractor
+    sections), the log text (wrapped as a group when groups are on), its tokens and its group."""
+
+    output: ReflectorOutput
+    raw: str
+    text: str
+    tokens: int
+    group: ObservationGroup | None
+
+
+def reflect_for(
+    core: EngineCore,
+    cycle: Cycle,
+    cfg: ResolvedConfig,
+    log: Record,
+    observations: str,
+    ranges: str | None,
+    *,
+    target: int,
+    include_hints: bool,
+    manual_prompt: str | None,
+    on_retry: Callable[[RetryInfo], None] | None,
+    extractors: RunExtractors,
+) -> Reflected:
+    """`run_ladder` for `cycle` (which then reports the ladder's usage), its output grouped as a reflection
+    of `log` by the cycle it ended in (a retry starts another)."""
+    result, raw = run_ladder(
+        core,
+        cfg,
+        observations,
+        target=target,
+        include_hints=include_hints,
+        manual_prompt=manual_prompt,
+        on_retry=on_retry,
+        extractors=extractors,
+    )
+    text, group = group_reflection(
+        result.output.observations.strip(),
+        ranges,
+        GroupPlace(cycle.thread_id, log.resource_id, log.lookup_key, cycle.cycle_id, core.clock()),
+    )
+    cycle.usage = ladder_usage(result)
+    return Reflected(result.output, raw, text, core.counter.count_string(text), group)

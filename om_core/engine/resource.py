@@ -1,9 +1,13 @@
-"""Resource scope (behaviour §4.12): where a thread's memory lives, what of the other threads a turn shows and
-counts, and how a resource's unobserved messages are split into Observer batches.
+"""Thread scope and resource scope (behaviour §4.12) as two strategies, and what resource scope adds: what
+of the other threads a turn shows and counts, and how a resource's unobserved messages are split into
+Observer batches.
 
 In resource scope every thread keeps its own record chain (`thread:<id>`) for its cursor, exactly as in
 thread scope, so each thread's messages are covered by the same storage rules; the observation log those
-cursors feed is one record chain per resource (`resource:<id>`), shared by all its threads.
+cursors feed is one record chain per resource (`resource:<id>`), shared by all its threads. `scope_for`
+picks the strategy once from a thread's config; the engine asks it what differs (which key holds the
+log, which log a thread's observations join, how an observation is planned) instead of testing the
+scope where it needs an answer.
 """
 
 from __future__ import annotations
@@ -11,12 +15,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING, Literal, Protocol
 
-from sqlalchemy import Connection
+from sqlalchemy import Connection, Engine
 
 from om_core.config.options import ResolvedConfig
-from om_core.engine.core import EngineCore
-from om_core.engine.tasks import ObserveBatch, Trigger, lookup_key, resource_key
+from om_core.engine.tasks import Observe, ObserveBatch, Trigger, lookup_key, resource_key
 from om_core.engine.window import Window, build_window
 from om_core.messages import Message
 from om_core.observations.resource_log import thread_label
@@ -24,17 +28,98 @@ from om_core.observer.transcript import render_transcript
 from om_core.store import history, records
 from om_core.store.types import Record
 
+if TYPE_CHECKING:  # the engine's core reads its log key through the scope
+    from om_core.engine.core import EngineCore
+
 #: Characters of each part shown in the other-conversations block (§4.11).
 OTHER_PART_CHARS = 500
 
 
+class Scope(Protocol):
+    """What differs between thread scope and resource scope, asked where it matters."""
+
+    name: Literal["thread", "resource"]
+    #: Whether a thread's observations join a log its resource's other threads share.
+    shared: bool
+
+    def log_key(self, thread_id: str, resource_id: str) -> str:
+        """The record chain holding the thread's observation log."""
+        ...
+
+    def log_key_of(self, db: Engine, thread_id: str) -> str:
+        """`log_key` for a thread known by id only (the resource's is read when it matters)."""
+        ...
+
+    def joined_log(self, conn: Connection, resource_id: str, head: Record) -> Record:
+        """The log a thread's observations join, as it stands (`head`, the thread's own record, when
+        that log does not exist yet or is the thread's own)."""
+        ...
+
+    def batches(self, core: EngineCore, task: Observe, cfg: ResolvedConfig) -> list[ObserveBatch] | None:
+        """The Observer batches `task` runs as (none when its thread is gone), or None where the thread
+        observes its own tail."""
+        ...
+
+
+class ThreadScope:
+    """Each thread's chain holds its cursor and its log; an observation is the thread's own."""
+
+    name: Literal["thread", "resource"] = "thread"
+    shared = False
+
+    def log_key(self, thread_id: str, resource_id: str) -> str:
+        return lookup_key(thread_id)
+
+    def log_key_of(self, db: Engine, thread_id: str) -> str:
+        return lookup_key(thread_id)
+
+    def joined_log(self, conn: Connection, resource_id: str, head: Record) -> Record:
+        return head
+
+    def batches(self, core: EngineCore, task: Observe, cfg: ResolvedConfig) -> list[ObserveBatch] | None:
+        return None
+
+
+class ResourceScope:
+    """The resource's chain holds the log its threads share; an observation is planned across them."""
+
+    name: Literal["thread", "resource"] = "resource"
+    shared = True
+
+    def log_key(self, thread_id: str, resource_id: str) -> str:
+        return resource_key(resource_id)
+
+    def log_key_of(self, db: Engine, thread_id: str) -> str:
+        thread = history.get_thread(db, thread_id)
+        return resource_key(thread.resource_id) if thread is not None else lookup_key(thread_id)
+
+    def joined_log(self, conn: Connection, resource_id: str, head: Record) -> Record:
+        return records.read_head(conn, resource_key(resource_id)) or head
+
+    def batches(self, core: EngineCore, task: Observe, cfg: ResolvedConfig) -> list[ObserveBatch] | None:
+        thread = history.get_thread(core.db, task.thread_id)
+        if thread is None:
+            return []
+        return plan_for(core, thread, cfg, cycle_id=task.cycle_id, trigger=task.trigger)
+
+
+THREAD: Scope = ThreadScope()
+RESOURCE: Scope = ResourceScope()
+
+
+def scope_for(cfg: ResolvedConfig) -> Scope:
+    """The strategy of a thread's config, chosen once where the config is read."""
+    return RESOURCE if cfg.scope == "resource" else THREAD
+
+
 def is_shared(cfg: ResolvedConfig) -> bool:
-    return cfg.scope == "resource"
+    """`scope_for(cfg).shared`, for callers that only ask that."""
+    return scope_for(cfg).shared
 
 
 def log_key(cfg: ResolvedConfig, thread: history.ThreadRow) -> str:
     """The record chain holding the thread's observation log."""
-    return resource_key(thread.resource_id) if is_shared(cfg) else lookup_key(thread.id)
+    return scope_for(cfg).log_key(thread.id, thread.resource_id)
 
 
 def read_log(conn: Connection, core: EngineCore, resource_id: str) -> Record:
@@ -74,7 +159,7 @@ def thread_windows(
         if thread.id == exclude:
             continue
         cfg = core.config_for(thread.effective_overrides)
-        if not cfg.enabled or not is_shared(cfg):
+        if not cfg.enabled or not scope_for(cfg).shared:
             continue
         cursor = records.read_head(conn, lookup_key(thread.id))
         if cursor is None or thread.last_seq <= cursor.last_observed_seq:

@@ -10,26 +10,27 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from sqlalchemy import Connection
 
 from om_core.config.options import ResolvedConfig
 from om_core.context.tool_exchanges import safe_cut_backward
-from om_core.engine import activation, extraction, resource
+from om_core.engine import activation, extraction, indexing, resource
 from om_core.engine.core import EngineCore, policy_tokens
-from om_core.engine.cycle import Cycle, Usage, run_if_enabled
+from om_core.engine.cycle import Cycle, Usage
 from om_core.engine.grouping import GroupPlace, group_observations
 from om_core.engine.observer_call import observe_threads
 from om_core.engine.ports import ObserverDegenerateError
-from om_core.engine.tasks import Observe, ObserveBatch, kind_of, lookup_key
+from om_core.engine.resource import scope_for
+from om_core.engine.runner import Operation, Planned, Write, run
+from om_core.engine.tasks import ObserveBatch, kind_of, lookup_key
 from om_core.engine.tool_pairs import spans_read
 from om_core.engine.window import build_window, cut_for_budget, cut_keeping_tail
-from om_core.errors import OperationFailed
 from om_core.extractors import persist
 from om_core.messages import Message
 from om_core.observations.resource_log import compose_section, strip_thread_tags, thread_label
-from om_core.observer.prompt import ObserverOutput
+from om_core.observer.prompt import MultiThreadObserverOutput, ObserverOutput
 from om_core.policy import decisions
 from om_core.store import groups, history, records
 from om_core.store.types import (
@@ -43,18 +44,14 @@ from om_core.store.types import (
 from om_core.tenancy.scoped_ids import public_id
 
 
-def observe_resource(core: EngineCore, task: Observe, cfg: ResolvedConfig) -> bool:
-    """An `Observe` of a thread in resource scope: plan the resource's batches and run them (in parallel
-    where the executor can). True when any batch committed."""
-    thread = history.get_thread(core.db, task.thread_id)
-    if thread is None:
-        return False
-    batches = resource.plan_for(core, thread, cfg, cycle_id=task.cycle_id, trigger=task.trigger)
+def run_batches(core: EngineCore, log_key: str, batches: Sequence[ObserveBatch]) -> bool:
+    """Run the batches of one observation of a resource (in parallel where the executor can). True when
+    any batch committed: the log under `log_key` changed."""
     if not batches:
         return False
-    before = records.get_head(core.db, resource.log_key(cfg, thread))
+    before = records.get_head(core.db, log_key)
     core.executor.run_all(batches, core.settings.blocking_deadline_s)
-    after = records.get_head(core.db, resource.log_key(cfg, thread))
+    after = records.get_head(core.db, log_key)
     return after is not None and (
         before is None
         or after.observation_token_count != before.observation_token_count
@@ -66,7 +63,7 @@ def observe_batch(core: EngineCore, task: ObserveBatch) -> bool:
     """One batch: True when its observations were committed. Raises `OperationFailed` when the Observer
     call failed (every thread's failed event is written), so a turn waiting on it reports itself
     degraded."""
-    return run_if_enabled(core, task, lambda cfg: _observe_locked(core, task, cfg))
+    return run(_Batch(core, task))
 
 
 @dataclass(frozen=True)
@@ -115,131 +112,175 @@ def _shares(core: EngineCore, task: ObserveBatch, cfg: ResolvedConfig, resource_
     return out
 
 
-def _observe_locked(core: EngineCore, task: ObserveBatch, cfg: ResolvedConfig) -> bool:
-    requester = history.get_thread(core.db, task.thread_id)
-    if requester is None or not resource.is_shared(cfg):
-        return False
-    for thread_id in task.thread_ids:
-        # Chunks first, so the log stays in conversation order and the batch starts at the cursor
-        # they leave (a chunk reaching past what the batch observes would refuse its commit).
-        activation.activate(core, thread_id, activate_all=True, triggered_by="threshold")
-    shares = _shares(core, task, cfg, requester.resource_id)
-    if not shares:
-        return False
-    with core.db.begin() as conn:
-        log = resource.read_log(conn, core, requester.resource_id)
-    obscure = cfg.obscure_thread_ids
-    labels = {s.thread.id: thread_label(s.thread.id, obscure=obscure) for s in shares}
-    kind = kind_of(task)
-    usage = Usage()
-    # One cycle per thread and starting point, as in thread scope: a batch delivered again observes what
-    # came after its first commit, and its events must not be dropped as repeats of the first run's.
-    cycles = {
-        s.thread.id: Cycle(
-            core,
-            kind,
-            f"{task.cycle_id}-{s.from_seq}",
-            s.cursor,
-            s.thread.id,
-            s.tokens,
-            usage=usage if i == 0 else Usage(),
+@dataclass(frozen=True)
+class _Work:
+    shares: list[_Share]
+    labels: dict[str, str]
+    extractors: dict[str, extraction.RunExtractors]
+    log: Record
+
+    def run_of(self, share: _Share) -> extraction.RunExtractors:
+        return self.extractors[self.labels[share.thread.id]]
+
+
+@dataclass(frozen=True)
+class _Observed:
+    output: MultiThreadObserverOutput
+    #: The shares the Observer wrote something for, in batch order: only they commit.
+    shares: list[_Share]
+
+    def of(self, work: _Work, share: _Share) -> ObserverOutput:
+        return self.output.for_thread(work.labels[share.thread.id])
+
+
+@dataclass
+class _Batch(Operation[ObserveBatch, _Work, _Observed]):
+    task: ObserveBatch
+    reports_refusal: ClassVar[bool] = True
+
+    def escalates(self, error: BaseException) -> bool:
+        return True
+
+    def plan(self, cfg: ResolvedConfig | None) -> Planned[_Work] | None:
+        core, task = self.core, self.task
+        assert cfg is not None
+        requester = history.get_thread(core.db, task.thread_id)
+        if requester is None or not scope_for(cfg).shared:
+            return None
+        for thread_id in task.thread_ids:
+            # Chunks first, so the log stays in conversation order and the batch starts at the cursor
+            # they leave (a chunk reaching past what the batch observes would refuse its commit).
+            activation.activate(core, thread_id, activate_all=True, triggered_by="threshold")
+        shares = _shares(core, task, cfg, requester.resource_id)
+        if not shares:
+            return None
+        with core.db.begin() as conn:
+            log = resource.read_log(conn, core, requester.resource_id)
+        labels = {s.thread.id: thread_label(s.thread.id, obscure=cfg.obscure_thread_ids) for s in shares}
+        kind = kind_of(task)
+        usage = Usage()
+        # One cycle per thread and starting point, as in thread scope: a batch delivered again observes
+        # what came after its first commit, and its events must not be dropped as repeats of the first
+        # run's. The first reports the batch's model usage.
+        cycles = [
+            Cycle(
+                core,
+                kind,
+                f"{task.cycle_id}-{s.from_seq}",
+                s.cursor,
+                s.thread.id,
+                s.tokens,
+                usage=usage if i == 0 else Usage(),
+            )
+            for i, s in enumerate(shares)
+        ]
+        runs = {
+            labels[s.thread.id]: extraction.plan(cfg, "observer", s.thread, memory=core.db) for s in shares
+        }
+        return Planned(
+            cfg, cycles, _Work(shares, labels, runs, log), batch=[public_id(s.thread.id) for s in shares]
         )
-        for i, s in enumerate(shares)
-    }
-    batch_ids = [public_id(s.thread.id) for s in shares]
-    for cycle in cycles.values():
-        cycle.start(core.marker_config(cfg), thread_ids=batch_ids)
-    runs = {labels[s.thread.id]: extraction.plan(cfg, "observer", s.thread, memory=core.db) for s in shares}
-    try:
+
+    def call(self, planned: Planned[_Work]) -> _Observed:
+        work = planned.work
         output = observe_threads(
-            core, cfg, log, {labels[s.thread.id]: (s.thread, s.messages) for s in shares}, usage, runs
+            self.core,
+            planned.cfg,
+            work.log,
+            {work.labels[s.thread.id]: (s.thread, s.messages) for s in work.shares},
+            planned.lead.usage,
+            work.extractors,
         )
-    except Exception as exc:
-        for cycle in cycles.values():
-            cycle.fail(exc)
-        raise OperationFailed(str(exc) or type(exc).__name__) from exc
-    committed: list[_Share] = []
-    for share in shares:
-        if output.for_thread(labels[share.thread.id]).observations.strip():
-            committed.append(share)
-        else:
+        observed = _Observed(output, [])
+        for share in work.shares:
+            if observed.of(work, share).observations.strip():
+                observed.shares.append(share)
+                continue
             # Nothing for this thread: committing would move its cursor past parts that are nowhere in
-            # the log. Its messages stay raw for the next batch.
-            cycles[share.thread.id].fail(ObserverDegenerateError("no observations for the thread's messages"))
-    if not committed:
-        problem = ObserverDegenerateError("the Observer returned no observations for any thread of the batch")
-        raise OperationFailed(str(problem)) from problem
-    # Inline values per thread, from its own block (§8.5: each thread its own values).
-    values = {
-        s.thread.id: extraction.inline_values(
-            runs[labels[s.thread.id]], output.for_thread(labels[s.thread.id]).raw
-        )
-        for s in committed
-    }
-    grouped = [
-        _entry(
-            core,
-            cfg,
-            share,
-            labels[share.thread.id],
-            output.for_thread(labels[share.thread.id]),
-            key=log.lookup_key,
-            cycle_id=cycles[share.thread.id].cycle_id,
-            extracted=extraction.metadata_patch(runs[labels[share.thread.id]], values[share.thread.id]),
-        )
-        for share in committed
-    ]
-    entries = [entry for entry, _group in grouped]
-    new_groups = [group for _entry, group in grouped if group is not None]
-    ends = {
-        e.thread_id: cycles[e.thread_id].ending(
-            tokens_observed=e.observed_message_tokens,
-            observation_tokens=e.token_count,
-            observations=e.observations,
-            current_task=e.thread_metadata.get("currentTask"),
-            suggested_response=e.thread_metadata.get("suggestedResponse"),
-            seq_range=(e.from_seq, e.to_seq),
-            extraction=persist.end_fields(values[e.thread_id]),
-        )
-        for e in entries
-    }
+            # the log. Its messages stay raw for the next batch; its cycle ends here.
+            cycle = _cycle_of(planned, share)
+            cycle.fail(ObserverDegenerateError("no observations for the thread's messages"))
+            planned.cycles.remove(cycle)
+        if not observed.shares:
+            raise ObserverDegenerateError("the Observer returned no observations for any thread of the batch")
+        return observed
 
-    def events(updated: Mapping[str, Record]) -> list[tuple[Record, Sequence[NewEvent]]]:
-        return [(record, ends[thread_id](record)) for thread_id, record in updated.items()]
+    def write(self, planned: Planned[_Work], output: _Observed) -> Write:
+        work = planned.work
+        # Inline values per thread, from its own block (§8.5: each thread its own values).
+        values = {
+            s.thread.id: extraction.inline_values(work.run_of(s), output.of(work, s).raw)
+            for s in output.shares
+        }
+        grouped = [
+            _entry(
+                self.core,
+                planned.cfg,
+                share,
+                work.labels[share.thread.id],
+                output.of(work, share),
+                key=work.log.lookup_key,
+                cycle_id=_cycle_of(planned, share).cycle_id,
+                extracted=extraction.metadata_patch(work.run_of(share), values[share.thread.id]),
+            )
+            for share in output.shares
+        ]
+        entries = [entry for entry, _group in grouped]
+        new_groups = [group for _entry, group in grouped if group is not None]
+        cycles = {cycle.thread_id: cycle for cycle in planned.cycles}
+        ends = {
+            e.thread_id: cycles[e.thread_id].ending(
+                tokens_observed=e.observed_message_tokens,
+                observation_tokens=e.token_count,
+                observations=e.observations,
+                current_task=e.thread_metadata.get("currentTask"),
+                suggested_response=e.thread_metadata.get("suggestedResponse"),
+                seq_range=(e.from_seq, e.to_seq),
+                extraction=persist.end_fields(values[e.thread_id]),
+            )
+            for e in entries
+        }
 
-    def write(conn: Connection) -> tuple[WriteResult, list[StoredEvent]]:
-        result, stored = records.commit_thread_observations(
-            conn,
-            log.lookup_key,
-            entries,
-            compose=lambda text, e: compose_section(text, e.label, e.observations, e.last_observed_at),
-            events=events,
-        )
-        if result.applied:
-            groups.insert(conn, new_groups)
-        return result, stored
+        def events(updated: Mapping[str, Record]) -> list[tuple[Record, Sequence[NewEvent]]]:
+            return [(record, ends[thread_id](record)) for thread_id, record in updated.items()]
 
-    first = cycles[committed[0].thread.id]
-    result = first.commit(write)
-    if not result.applied:
-        for share in committed:
-            cycles[share.thread.id].fail(RuntimeError(f"commit refused: {result.reason}"))
-        return False
-    for share in committed:  # structured extraction: one task per thread
-        extraction.request_structured(
-            core,
-            runs[labels[share.thread.id]],
-            thread_id=share.thread.id,
-            source_cycle_id=cycles[share.thread.id].cycle_id,
-            record_id=share.cursor.id,
-            seq_range=(share.from_seq, share.to_seq),
-        )
-    if cfg.observation.thread_title:
-        for share in committed:
-            title = output.for_thread(labels[share.thread.id]).thread_title
-            if title:
-                core.update_title(share.thread.id, share.cursor, title, task.cycle_id)
-    return True
+        def write(conn: Connection) -> tuple[WriteResult, list[StoredEvent]]:
+            result, stored = records.commit_thread_observations(
+                conn,
+                work.log.lookup_key,
+                entries,
+                compose=lambda text, e: compose_section(text, e.label, e.observations, e.last_observed_at),
+                events=events,
+            )
+            if result.applied:
+                groups.insert(conn, new_groups)
+            return result, stored
+
+        return write
+
+    def committed(self, planned: Planned[_Work], output: _Observed) -> None:
+        work = planned.work
+        for share in output.shares:  # structured extraction: one task per thread
+            extraction.request_structured(
+                self.core,
+                work.run_of(share),
+                thread_id=share.thread.id,
+                source_cycle_id=_cycle_of(planned, share).cycle_id,
+                record_id=share.cursor.id,
+                seq_range=(share.from_seq, share.to_seq),
+            )
+        if planned.cfg.observation.thread_title:
+            for share in output.shares:
+                title = output.of(work, share).thread_title
+                if title:
+                    self.core.update_title(share.thread.id, share.cursor, title, self.task.cycle_id)
+
+    def request_index(self) -> None:
+        indexing.request_after_commit(self.core, self.task.thread_ids)
+
+
+def _cycle_of(planned: Planned[_Work], share: _Share) -> Cycle:
+    return next(cycle for cycle in planned.cycles if cycle.thread_id == share.thread.id)
 
 
 def _entry(

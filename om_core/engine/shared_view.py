@@ -95,7 +95,7 @@ def read_shared(
     activation that commits between reading the log and reading the other threads' cursors moves its
     messages out of the other-conversations block into a log already read, so the log is read again
     after the cursors and the read repeated until it did not change meanwhile."""
-    if not cfg.enabled or not resource.is_shared(cfg):
+    if not cfg.enabled or not resource.scope_for(cfg).shared:
         return SharedView(head)
     log = resource.read_log(conn, core, thread.resource_id)
     for _attempt in range(_READ_ATTEMPTS):

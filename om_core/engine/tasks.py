@@ -3,10 +3,11 @@ executors that run them.
 
 A task names the thread it works on and carries a `cycle_id`; running it twice has the effect of running
 it once, because the storage rules dedupe by cycle (chunk rows, event rows) and refuse stale commits.
-`TASKS` is the only place a task kind's Celery name, queue, lock, failure event and engine handler are
-written: the engine, the Celery app and its executor, the embedded stack, the `om` command, readiness and
-the deploy test all read it. `InlineExecutor` runs tasks in the calling thread (tests, embedded mode);
-`om_adapters.celery_executor` is the Celery executor, which enqueues the same values on their queues.
+`TASKS` is the only place a task kind's Celery name, queue, lock and failure event are written: the
+engine, the Celery app and its executor, the embedded stack, the `om` command, readiness and the deploy
+test all read it (the function that runs each kind is in `engine.handlers`). `InlineExecutor` runs tasks
+in the calling thread (tests, embedded mode); `om_adapters.celery_executor` is the Celery executor, which
+enqueues the same values on their queues.
 """
 
 from __future__ import annotations
@@ -168,8 +169,7 @@ class TaskKind:
 
     `queue` keeps a chat's blocking observation (`om.observe`) from ever waiting behind background
     buffering; `lock` is the per-thread lock its cycle holds (a redelivered task waits for a dead holder's
-    lease on it); `phase` names the start, end and failed events it reports; `handler` is the
-    `MemoryEngine` method that runs it.
+    lease on it); `phase` names the start, end and failed events it reports.
     """
 
     value: type[Task]
@@ -178,7 +178,6 @@ class TaskKind:
     lock: Callable[[str], str]
     operation: Operation
     phase: Phase
-    handler: str
 
     def locks_of(self, task: Task) -> tuple[str, ...]:
         """The locks a run of `task` holds: one per thread of a batch (sorted, so two batches never wait
@@ -200,9 +199,7 @@ MAINTENANCE_TASK = "om.maintenance"
 
 #: In the order workers list their queues: the one a waiting chat depends on first.
 TASKS: tuple[TaskKind, ...] = (
-    TaskKind(
-        Observe, "om.observe", OBSERVE_QUEUE, Keys.observe_lock, Operation.OBSERVATION, BLOCKING, "observe"
-    ),
+    TaskKind(Observe, "om.observe", OBSERVE_QUEUE, Keys.observe_lock, Operation.OBSERVATION, BLOCKING),
     TaskKind(
         BufferObservation,
         "om.buffer_observation",
@@ -210,7 +207,6 @@ TASKS: tuple[TaskKind, ...] = (
         Keys.buffer_lock,
         Operation.OBSERVATION,
         BUFFERED,
-        "buffer_observation",
     ),
     TaskKind(
         ObserveBatch,
@@ -219,11 +215,8 @@ TASKS: tuple[TaskKind, ...] = (
         Keys.observe_lock,
         Operation.OBSERVATION,
         BLOCKING,
-        "observe_batch",
     ),
-    TaskKind(
-        Reflect, "om.reflect", REFLECT_QUEUE, Keys.reflect_lock, Operation.REFLECTION, BLOCKING, "reflect"
-    ),
+    TaskKind(Reflect, "om.reflect", REFLECT_QUEUE, Keys.reflect_lock, Operation.REFLECTION, BLOCKING),
     TaskKind(
         BufferReflection,
         "om.buffer_reflection",
@@ -231,7 +224,6 @@ TASKS: tuple[TaskKind, ...] = (
         Keys.buffered_reflection_lock,
         Operation.REFLECTION,
         BUFFERED,
-        "buffer_reflection",
     ),
     # Indexing reports no cycle events; `operation` and `phase` only satisfy the table's shape (the engine
     # never builds a `Cycle` for it, and a dropped index task records nothing).
@@ -242,7 +234,6 @@ TASKS: tuple[TaskKind, ...] = (
         Keys.index_lock,
         Operation.OBSERVATION,
         BUFFERED,
-        "index_thread",
     ),
     TaskKind(
         ExtractValues,
@@ -251,7 +242,6 @@ TASKS: tuple[TaskKind, ...] = (
         Keys.extract_lock,
         Operation.OBSERVATION,
         EXTRACTION,
-        "extract_values",
     ),
     # Webhook delivery reports no cycle events either (its state is on the endpoint's row).
     TaskKind(
@@ -261,7 +251,6 @@ TASKS: tuple[TaskKind, ...] = (
         Keys.webhook_lock,
         Operation.OBSERVATION,
         BUFFERED,
-        "deliver_webhooks",
     ),
 )
 

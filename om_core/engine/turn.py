@@ -177,10 +177,9 @@ def coordination_view(
 def _blocking_observation(core: EngineCore, thread: history.ThreadRow, cfg: ResolvedConfig) -> list[Task]:
     """What a turn past the threshold waits for: its thread's `Observe`, or in resource scope the
     resource's batches, sent together so workers run them in parallel."""
-    cycle_id = new_cycle_id("observe")
-    if resource.is_shared(cfg):
-        return list(resource.plan_for(core, thread, cfg, cycle_id=cycle_id, trigger="turn-sync"))
-    return [Observe(thread.id, cycle_id)]
+    task = Observe(thread.id, new_cycle_id("observe"), trigger="turn-sync")
+    batches = resource.scope_for(cfg).batches(core, task, cfg)
+    return [task] if batches is None else list(batches)
 
 
 def _schedule_idle_trigger(

@@ -1,5 +1,6 @@
-"""The engine's task table is the one place a task kind's name, queue, lock, failure event and handler
-are written: everything else reads it."""
+"""The engine's task table is the one place a task kind's name, queue, lock and failure event are written,
+and the handler table (`engine.handlers`) the one place the function that runs it is: everything else
+reads them."""
 
 from __future__ import annotations
 
@@ -87,7 +88,7 @@ def test_every_kind_has_its_own_name_a_handler_and_a_declared_queue() -> None:
     assert len({kind.name for kind in TASKS}) == len(TASKS)
     assert len({kind.value for kind in TASKS}) == len(TASKS)
     for kind in TASKS:
-        assert callable(getattr(MemoryEngine, kind.handler, None)), kind.handler
+        assert callable(MemoryEngine.handlers.get(kind.value)), kind.value.__name__
         assert kind.queue in QUEUES and kind.queue != MAINTENANCE_QUEUE
     assert QUEUES[-1] == MAINTENANCE_QUEUE and len(set(QUEUES)) == len(QUEUES)
 
