@@ -71,7 +71,9 @@ def listed_thread(listing: ThreadListing) -> ThreadInfo:
 
 
 def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
-    """OpenAPI entries for the error statuses a route can answer (all share `ErrorResponse`)."""
+    """OpenAPI entries for the error statuses a route can answer (all share `ErrorResponse`). A route that
+    authenticates (401) can also be refused by the tenant's request rate (`TenantRateLimit`, 429), so that
+    status is documented wherever 401 is."""
     described = {
         400: "The actor model refused the request",
         401: "Missing or unknown API key",
@@ -79,12 +81,14 @@ def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
         409: "The request conflicts with what is stored",
         413: "A message or the body is over a limit",
         422: "A field is invalid; `error.field` names it",
-        429: "The actor model is rate limited",
+        429: "Too many requests: over this tenant's request rate (`Retry-After` says when to retry), or, "
+        "through the proxy, the actor model's rate limit",
         502: "The actor model failed or cannot be called",
         503: "The database or the broker is unreachable; retry with the same message ids",
         504: "The actor model did not answer in time",
     }
-    return {s: {"model": ErrorResponse, "description": described[s]} for s in statuses}
+    answered = sorted({*statuses, 429} if 401 in statuses else set(statuses))
+    return {s: {"model": ErrorResponse, "description": described[s]} for s in answered}
 
 
 COMMON_ERRORS = errors(401, 404, 422, 503)

@@ -32,7 +32,7 @@ _SSE_DOC = {
         "model": ErrorResponse,
         "description": (
             "Too many event streams open for this API key (OM_SSE_MAX_STREAMS_PER_KEY) or on this server "
-            "(OM_SSE_MAX_STREAMS); `Retry-After` says when to try again"
+            "(OM_SSE_MAX_STREAMS), or over this tenant's request rate; `Retry-After` says when to try again"
         ),
     },
 }

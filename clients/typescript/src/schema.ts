@@ -2391,6 +2391,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
+            /** @description Too many requests: over this tenant's request rate (`Retry-After` says when to retry), or, through the proxy, the actor model's rate limit */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
             /** @description The database or the broker is unreachable; retry with the same message ids */
             503: {
                 headers: {
@@ -2443,6 +2452,15 @@ export interface operations {
             };
             /** @description A field is invalid; `error.field` names it */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Too many requests: over this tenant's request rate (`Retry-After` says when to retry), or, through the proxy, the actor model's rate limit */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2513,6 +2531,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
+            /** @description Too many requests: over this tenant's request rate (`Retry-After` says when to retry), or, through the proxy, the actor model's rate limit */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
             /** @description The database or the broker is unreachable; retry with the same message ids */
             503: {
                 headers: {
@@ -2572,6 +2599,15 @@ export interface operations {
             };
             /** @description A field is invalid; `error.field` names it */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Too many requests: over this tenant's request rate (`Retry-After` says when to retry), or, through the proxy, the actor model's rate limit */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2651,6 +2687,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
+            /** @description Too many requests: over this tenant's request rate (`Retry-After` says when to retry), or, through the proxy, the actor model's rate limit */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
             /** @description The database or the broker is unreachable; retry with the same message ids */
             503: {
                 headers: {
@@ -2723,6 +2768,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
+            /** @description Too many requests: over this tenant's request rate (`Retry-After` says when to retry), or, through the proxy, the actor model's rate limit */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
             /** @description The database or the broker is unreachable; retry with the same message ids */
             503: {
                 headers: {
@@ -2775,6 +2829,15 @@ export interface operations {
             };
             /** @description A field is invalid; `error.field` names it */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Too many requests: over this tenant's request rate (`Retry-After` says when to retry), or, through the proxy, the actor model's rate limit */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2854,6 +2917,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
+            /** @description Too many requests: over this tenant's request rate (`Retry-After` says when to retry), or, through the proxy, the actor model's rate limit */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
             /** @description The database or the broker is unreachable; retry with the same message ids */
             503: {
                 headers: {
@@ -2906,6 +2978,15 @@ export interface operations {
             };
             /** @description A field is invalid; `error.field` names it */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Too many requests: over this tenant's request rate (`Retry-After` says when to retry), or, through the proxy, the actor model's rate limit */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2970,6 +3051,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
+            /** @description Too many requests: over this tenant's request rate (`Retry-After` says when to retry), or, through the proxy, the actor model's rate limit */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
             /** @description The database or the broker is unreachable; retry with the same message ids */
             503: {
                 headers: {
@@ -3026,6 +3116,15 @@ export interface operations {
             };
             /** @description A field is invalid; `error.field` names it */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Too many requests: over this tenant's request rate (`Retry-After` says when to retry), or, through the proxy, the actor model's rate limit */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3149,6 +3248,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
+            /** @description Too many requests: over this tenant's request rate (`Retry-After` says when to retry), or, through the proxy, the actor model's rate limit */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
             /** @description The database or the broker is unreachable; retry with the same message ids */
             503: {
                 headers: {
@@ -3216,7 +3324,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description Too many event streams open for this API key (OM_SSE_MAX_STREAMS_PER_KEY) or on this server (OM_SSE_MAX_STREAMS); `Retry-After` says when to try again */
+            /** @description Too many event streams open for this API key (OM_SSE_MAX_STREAMS_PER_KEY) or on this server (OM_SSE_MAX_STREAMS), or over this tenant's request rate; `Retry-After` says when to try again */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -3272,6 +3380,15 @@ export interface operations {
             };
             /** @description A field is invalid; `error.field` names it */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Too many requests: over this tenant's request rate (`Retry-After` says when to retry), or, through the proxy, the actor model's rate limit */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3343,6 +3460,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
+            /** @description Too many requests: over this tenant's request rate (`Retry-After` says when to retry), or, through the proxy, the actor model's rate limit */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
             /** @description The database or the broker is unreachable; retry with the same message ids */
             503: {
                 headers: {
@@ -3395,6 +3521,15 @@ export interface operations {
             };
             /** @description A field is invalid; `error.field` names it */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Too many requests: over this tenant's request rate (`Retry-After` says when to retry), or, through the proxy, the actor model's rate limit */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3465,6 +3600,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
+            /** @description Too many requests: over this tenant's request rate (`Retry-After` says when to retry), or, through the proxy, the actor model's rate limit */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
             /** @description The database or the broker is unreachable; retry with the same message ids */
             503: {
                 headers: {
@@ -3515,6 +3659,15 @@ export interface operations {
             };
             /** @description A field is invalid; `error.field` names it */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Too many requests: over this tenant's request rate (`Retry-After` says when to retry), or, through the proxy, the actor model's rate limit */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3594,6 +3747,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
+            /** @description Too many requests: over this tenant's request rate (`Retry-After` says when to retry), or, through the proxy, the actor model's rate limit */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
             /** @description The database or the broker is unreachable; retry with the same message ids */
             503: {
                 headers: {
@@ -3666,6 +3828,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
+            /** @description Too many requests: over this tenant's request rate (`Retry-After` says when to retry), or, through the proxy, the actor model's rate limit */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
             /** @description The database or the broker is unreachable; retry with the same message ids */
             503: {
                 headers: {
@@ -3724,6 +3895,15 @@ export interface operations {
             };
             /** @description A field is invalid; `error.field` names it */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Too many requests: over this tenant's request rate (`Retry-After` says when to retry), or, through the proxy, the actor model's rate limit */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3797,6 +3977,15 @@ export interface operations {
             };
             /** @description A field is invalid; `error.field` names it */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Too many requests: over this tenant's request rate (`Retry-After` says when to retry), or, through the proxy, the actor model's rate limit */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3878,6 +4067,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
+            /** @description Too many requests: over this tenant's request rate (`Retry-After` says when to retry), or, through the proxy, the actor model's rate limit */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
             /** @description The database or the broker is unreachable; retry with the same message ids */
             503: {
                 headers: {
@@ -3939,6 +4137,15 @@ export interface operations {
             };
             /** @description A field is invalid; `error.field` names it */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Too many requests: over this tenant's request rate (`Retry-After` says when to retry), or, through the proxy, the actor model's rate limit */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4018,6 +4225,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
+            /** @description Too many requests: over this tenant's request rate (`Retry-After` says when to retry), or, through the proxy, the actor model's rate limit */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
             /** @description The database or the broker is unreachable; retry with the same message ids */
             503: {
                 headers: {
@@ -4079,6 +4295,15 @@ export interface operations {
             };
             /** @description A field is invalid; `error.field` names it */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Too many requests: over this tenant's request rate (`Retry-After` says when to retry), or, through the proxy, the actor model's rate limit */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4158,6 +4383,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
+            /** @description Too many requests: over this tenant's request rate (`Retry-After` says when to retry), or, through the proxy, the actor model's rate limit */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
             /** @description The database or the broker is unreachable; retry with the same message ids */
             503: {
                 headers: {
@@ -4189,6 +4423,15 @@ export interface operations {
             };
             /** @description Missing or unknown API key */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Too many requests: over this tenant's request rate (`Retry-After` says when to retry), or, through the proxy, the actor model's rate limit */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4287,7 +4530,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description The actor model is rate limited */
+            /** @description Too many requests: over this tenant's request rate (`Retry-After` says when to retry), or, through the proxy, the actor model's rate limit */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -4361,6 +4604,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
+            /** @description Too many requests: over this tenant's request rate (`Retry-After` says when to retry), or, through the proxy, the actor model's rate limit */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
             /** @description The database or the broker is unreachable; retry with the same message ids */
             503: {
                 headers: {
@@ -4422,6 +4674,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
+            /** @description Too many requests: over this tenant's request rate (`Retry-After` says when to retry), or, through the proxy, the actor model's rate limit */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
             /** @description The database or the broker is unreachable; retry with the same message ids */
             503: {
                 headers: {
@@ -4466,6 +4727,15 @@ export interface operations {
             };
             /** @description A field is invalid; `error.field` names it */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Too many requests: over this tenant's request rate (`Retry-After` says when to retry), or, through the proxy, the actor model's rate limit */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4523,6 +4793,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
+            /** @description Too many requests: over this tenant's request rate (`Retry-After` says when to retry), or, through the proxy, the actor model's rate limit */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
             /** @description The database or the broker is unreachable; retry with the same message ids */
             503: {
                 headers: {
@@ -4573,6 +4852,15 @@ export interface operations {
             };
             /** @description A field is invalid; `error.field` names it */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Too many requests: over this tenant's request rate (`Retry-After` says when to retry), or, through the proxy, the actor model's rate limit */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4643,6 +4931,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
+            /** @description Too many requests: over this tenant's request rate (`Retry-After` says when to retry), or, through the proxy, the actor model's rate limit */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
         };
     };
     list_deliveries_v1_webhooks__endpoint_id__deliveries_get: {
@@ -4698,6 +4995,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
+            /** @description Too many requests: over this tenant's request rate (`Retry-After` says when to retry), or, through the proxy, the actor model's rate limit */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
             /** @description The database or the broker is unreachable; retry with the same message ids */
             503: {
                 headers: {
@@ -4736,6 +5042,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
+            /** @description Too many requests: over this tenant's request rate (`Retry-After` says when to retry), or, through the proxy, the actor model's rate limit */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
             /** @description The database or the broker is unreachable; retry with the same message ids */
             503: {
                 headers: {
@@ -4767,6 +5082,15 @@ export interface operations {
             };
             /** @description Missing or unknown API key */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Too many requests: over this tenant's request rate (`Retry-After` says when to retry), or, through the proxy, the actor model's rate limit */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4828,6 +5152,15 @@ export interface operations {
             };
             /** @description A field is invalid; `error.field` names it */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Too many requests: over this tenant's request rate (`Retry-After` says when to retry), or, through the proxy, the actor model's rate limit */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
