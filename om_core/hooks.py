@@ -31,13 +31,13 @@ from typing import Any, Literal
 
 from om_core.store.types import StoredEvent
 from om_core.tenancy.registrations import Audience, Tenants, audience, serves
-from om_core.tenancy.scoped_ids import tenant_of
+from om_core.tenancy.scoped_ids import PublicId, StoredId, public_id, tenant_of
 
 log = logging.getLogger("om.hooks")
 
 HookTrigger = Literal["manual", "turn-sync", "async-buffer"]
 #: A stored thread id → its stored resource id (None when the thread is gone).
-ResourceOf = Callable[[str], str | None]
+ResourceOf = Callable[[StoredId], StoredId | None]
 
 #: The trigger of the task the current thread runs (`EngineCore.run_task` sets it).
 CURRENT_TRIGGER: ContextVar[str | None] = ContextVar("om_hook_trigger", default=None)
@@ -56,8 +56,8 @@ class HookContext:
     """What a hook receives (§10.3 `ctx`). `usage`, `cost`, `model` and `error` are set on end hooks only;
     `provider_metadata` carries litellm's per-call cost where a provider reported one (else None)."""
 
-    thread_id: str | None
-    resource_id: str | None
+    thread_id: PublicId | None
+    resource_id: PublicId | None
     trigger: HookTrigger
     cycle_id: str | None
     operation: Literal["observation", "reflection"]
@@ -77,8 +77,8 @@ class DebugEvent:
 
     type: str
     timestamp: datetime
-    thread_id: str | None
-    resource_id: str | None
+    thread_id: PublicId | None
+    resource_id: PublicId | None
     data: dict[str, Any]
 
 
@@ -136,7 +136,7 @@ def event_tenant(event: StoredEvent) -> str | None:
     (`thread:<stored id>` or `resource:<stored id>`: a resource's shared log)."""
     if event.thread_id is not None:
         return tenant_of(event.thread_id)
-    return tenant_of(event.lookup_key.partition(":")[2])
+    return tenant_of(StoredId(event.lookup_key.partition(":")[2]))
 
 
 def hook_trigger(event_type: str, task_trigger: str | None) -> HookTrigger:
@@ -150,12 +150,12 @@ def _operation(payload: Mapping[str, Any]) -> Literal["observation", "reflection
     return "reflection" if payload.get("operationType") == "reflection" else "observation"
 
 
-def _public(value: object) -> str | None:
-    return str(value) if value is not None else None
+def _public(value: object) -> PublicId | None:
+    return PublicId(str(value)) if value is not None else None
 
 
 def calls_for(
-    event: StoredEvent, trigger: HookTrigger, resource_id: str | None, now: datetime
+    event: StoredEvent, trigger: HookTrigger, resource_id: PublicId | None, now: datetime
 ) -> list[tuple[str, HookContext | DebugEvent]]:
     """(method name, argument) of every hook call one event makes, in order: the lifecycle hook, then
     its debug event."""
@@ -231,7 +231,7 @@ class HookDispatcher:
         )
         self._pid: int | None = None
         self._guard = threading.Lock()
-        self._resources: dict[str, str | None] = {}
+        self._resources: dict[StoredId, StoredId | None] = {}
         self._drained: dict[int, threading.Event] = {}
 
     def submit(
@@ -283,7 +283,7 @@ class HookDispatcher:
             for event in events:
                 self._dispatch(event, trigger, resource_of)
 
-    def _resource(self, event: StoredEvent, resource_of: ResourceOf | None) -> str | None:
+    def _resource(self, event: StoredEvent, resource_of: ResourceOf | None) -> StoredId | None:
         if event.thread_id is None or resource_of is None:
             return None
         if event.thread_id not in self._resources:
@@ -302,7 +302,7 @@ class HookDispatcher:
             return
         trigger = hook_trigger(event.type, task_trigger)
         stored_resource = self._resource(event, resource_of)
-        public_resource = stored_resource.rpartition("/")[2] if stored_resource else None
+        public_resource = public_id(stored_resource) if stored_resource else None
         for name, argument in calls_for(event, trigger, public_resource, datetime.now(UTC)):
             for hooks in audience_hooks:
                 try:

@@ -12,7 +12,7 @@ from enum import StrEnum
 from typing import Any
 
 from om_core.store.types import ActivatedChunk, NewEvent
-from om_core.tenancy.scoped_ids import public_id
+from om_core.tenancy.scoped_ids import StoredId, public_id
 
 
 class EventType(StrEnum):
@@ -72,7 +72,7 @@ EXTRACTION_END = EventType.EXTRACTION_END
 EXTRACTION_FAILED = EventType.EXTRACTION_FAILED
 
 
-def _public(thread_id: str | None) -> str | None:
+def _public(thread_id: StoredId | None) -> str | None:
     """Payloads are what clients read: they name the thread by the id its tenant chose."""
     return public_id(thread_id) if thread_id is not None else None
 
@@ -116,7 +116,7 @@ def start(
     started_at: datetime,
     tokens: int,
     record_id: str,
-    thread_id: str | None,
+    thread_id: StoredId | None,
     config: dict[str, Any],
 ) -> NewEvent:
     token_key = "tokensToBuffer" if kind == BUFFERING_START else "tokensToObserve"
@@ -148,7 +148,7 @@ def observation_end(
     current_task: str | None,
     suggested_response: str | None,
     record_id: str,
-    thread_id: str | None,
+    thread_id: StoredId | None,
     usage: dict[str, Any],
     seq_range: tuple[int, int] | None = None,
     extraction: dict[str, Any] | None = None,
@@ -184,7 +184,7 @@ def buffering_end(
     buffered_tokens: int,
     observations: str,
     record_id: str,
-    thread_id: str | None,
+    thread_id: StoredId | None,
     usage: dict[str, Any],
     extraction: dict[str, Any] | None = None,
 ) -> NewEvent:
@@ -214,7 +214,7 @@ def extraction_end(
     started_at: datetime,
     completed_at: datetime,
     record_id: str,
-    thread_id: str | None,
+    thread_id: StoredId | None,
     usage: dict[str, Any],
     extraction: dict[str, Any],
 ) -> NewEvent:
@@ -251,7 +251,7 @@ def failed(
     tokens_attempted: int,
     error: str,
     record_id: str,
-    thread_id: str | None,
+    thread_id: StoredId | None,
     usage: dict[str, Any] | None = None,
     retrying: bool = False,
     error_code: str | None = None,
@@ -280,7 +280,7 @@ def chunk_activation(
     generation_count: int,
     triggered_by: str,
     record_id: str,
-    thread_id: str | None,
+    thread_id: StoredId | None,
     config: dict[str, Any],
     trigger_details: dict[str, Any],
 ) -> NewEvent:
@@ -318,7 +318,7 @@ def reflection_activation(
     observations: str,
     triggered_by: str,
     record_id: str,
-    thread_id: str | None,
+    thread_id: StoredId | None,
     config: dict[str, Any],
     trigger_details: dict[str, Any],
 ) -> NewEvent:
@@ -345,7 +345,7 @@ def reflection_activation(
 
 
 def thread_update(
-    *, cycle_id: str, thread_id: str, old_title: str | None, new_title: str, timestamp: datetime
+    *, cycle_id: str, thread_id: StoredId, old_title: str | None, new_title: str, timestamp: datetime
 ) -> NewEvent:
     payload: dict[str, Any] = {
         "cycleId": cycle_id,
@@ -369,7 +369,7 @@ def observation_edit(
     previous_record_id: str,
     generation_count: int,
     observation_tokens: int,
-    thread_id: str | None,
+    thread_id: StoredId | None,
     scope: str,
 ) -> NewEvent:
     """An edit of one log line. A delete carries no text at all: the line was forgotten, and the outbox

@@ -22,6 +22,7 @@ from om_core.engine.ports import MemoryDisabled
 from om_core.engine.tasks import Observe, Reflect, Task, kind_of, lookup_key, new_cycle_id
 from om_core.store.outbox import last_event_id, list_events
 from om_core.store.types import StoredEvent
+from om_core.tenancy.scoped_ids import StoredId
 
 #: Events read back after one operation: more than any one operation writes.
 _EVENTS_READ = 1_000
@@ -43,13 +44,13 @@ class OperationOutcome:
     events: list[StoredEvent]
 
 
-def require_enabled(core: EngineCore, thread_id: str) -> None:
+def require_enabled(core: EngineCore, thread_id: StoredId) -> None:
     """Refuse manual work on a thread with OM off (`MemoryDisabled`), instead of a silent no-op."""
     if not core.thread_config(thread_id).enabled:
         raise MemoryDisabled(thread_id)
 
 
-def observation_tasks(core: EngineCore, thread_id: str) -> list[Task]:
+def observation_tasks(core: EngineCore, thread_id: StoredId) -> list[Task]:
     """The thread's `Observe`, or in resource scope the batches of everything its resource has unobserved."""
     cfg = core.thread_config(thread_id)
     task = Observe(thread_id, new_cycle_id("observe"), trigger="manual")
@@ -57,7 +58,7 @@ def observation_tasks(core: EngineCore, thread_id: str) -> list[Task]:
     return list(batches) if batches else [task]
 
 
-def reflection_task(core: EngineCore, thread_id: str, prompt: str | None) -> Reflect:
+def reflection_task(core: EngineCore, thread_id: StoredId, prompt: str | None) -> Reflect:
     """A reflection of the log the thread reads; in resource scope the task names the resource's key, so
     it holds the resource's lock."""
     key = core.log_key(thread_id, core.thread_config(thread_id))

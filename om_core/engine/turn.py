@@ -33,6 +33,7 @@ from om_core.policy import decisions
 from om_core.policy.early_activation import resolve_ttl_ms
 from om_core.store import history
 from om_core.store.types import Record, StoredEvent
+from om_core.tenancy.scoped_ids import StoredId
 
 
 def ingest_turn(core: EngineCore, turn: TurnInput) -> TurnResult:
@@ -183,7 +184,7 @@ def _blocking_observation(core: EngineCore, thread: history.ThreadRow, cfg: Reso
 
 
 def _schedule_idle_trigger(
-    core: EngineCore, thread_id: str, resource_id: str, cfg: ResolvedConfig, activity: Activity
+    core: EngineCore, thread_id: StoredId, resource_id: StoredId, cfg: ResolvedConfig, activity: Activity
 ) -> None:
     """Arm (or move) the idle trigger for beat: the earliest phase TTL after the last activity. The
     payload keeps the actor's model and provider options, so beat resolves `"auto"` as the turn did."""

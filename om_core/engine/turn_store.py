@@ -24,6 +24,7 @@ from om_core.store import history, records
 from om_core.store.db import is_postgres, read_only
 from om_core.store.types import Record, StoredEvent
 from om_core.tenancy import access
+from om_core.tenancy.scoped_ids import StoredId
 
 #: Parts read per page when looking for the start of the recent history (OM off); a page is ~30 KB of rows.
 _RECENT_PAGE = 512
@@ -33,8 +34,8 @@ _RECENT_PAGE = 512
 class TurnInput:
     """One call of `ingest_turn`, as the caller gave it."""
 
-    thread_id: str
-    resource_id: str | None
+    thread_id: StoredId
+    resource_id: StoredId | None
     messages: list[Message]
     actor_model: str | None = None
     step_number: int = 0

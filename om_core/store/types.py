@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from om_core.tenancy.scoped_ids import StoredId
+
 
 @dataclass(frozen=True)
 class Chunk:
@@ -40,7 +42,7 @@ class ChunkInput:
     from_seq: int
     to_seq: int
     last_observed_at: datetime | None
-    thread_id: str | None = None
+    thread_id: StoredId | None = None
     current_task: str | None = None
     suggested_continuation: str | None = None
     thread_title: str | None = None
@@ -53,8 +55,8 @@ class Record:
     id: str
     lookup_key: str
     scope: str
-    thread_id: str | None
-    resource_id: str
+    thread_id: StoredId | None
+    resource_id: StoredId
     created_at: datetime
     updated_at: datetime
     origin_type: str
@@ -146,7 +148,7 @@ class ThreadObservation:
     observed into `observations`, shown in the shared log under `label`."""
 
     cursor_record_id: str
-    thread_id: str
+    thread_id: StoredId
     label: str
     from_seq: int
     to_seq: int
@@ -161,7 +163,7 @@ class ThreadObservation:
 class StoredEvent:
     id: int
     type: str
-    thread_id: str | None
+    thread_id: StoredId | None
     lookup_key: str
     record_id: str | None
     cycle_id: str | None
@@ -177,7 +179,7 @@ class NewEvent:
     payload: dict[str, Any]
     cycle_id: str | None = None
     #: The thread whose stream reports it, when not the record's own (a resource's shared log has none).
-    thread_id: str | None = None
+    thread_id: StoredId | None = None
 
 
 @dataclass(frozen=True)
@@ -187,8 +189,8 @@ class ObservationGroup:
     `text` is the observations without the wrapper; `key` the log it joined."""
 
     id: str
-    thread_id: str
-    resource_id: str
+    thread_id: StoredId
+    resource_id: StoredId
     key: str
     cycle_id: str
     kind: str  # observation | reflection

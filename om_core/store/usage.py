@@ -22,7 +22,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from om_core.store import schema
 from om_core.store.db import read_only
 from om_core.store.types import StoredEvent
-from om_core.tenancy.scoped_ids import tenant_of
+from om_core.tenancy.scoped_ids import StoredId, tenant_of
 
 
 @dataclass(frozen=True)
@@ -229,7 +229,7 @@ def _totals(row: Any) -> UsageTotals:
     return UsageTotals(int(row.input_tokens), int(row.output_tokens), float(row.cost_usd), int(row.cycles))
 
 
-def thread_usage(engine: Engine, thread_id: str) -> UsageTotals:
+def thread_usage(engine: Engine, thread_id: StoredId) -> UsageTotals:
     U = schema.usage_threads
     with engine.connect() as conn:
         row = conn.execute(
