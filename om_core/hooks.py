@@ -27,8 +27,9 @@ from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
+from om_core.store.payloads import LifecycleFields, lifecycle_fields
 from om_core.store.types import StoredEvent
 from om_core.tenancy.registrations import Audience, Tenants, audience, serves
 from om_core.tenancy.scoped_ids import PublicId, StoredId, public_id, tenant_of
@@ -146,7 +147,7 @@ def hook_trigger(event_type: str, task_trigger: str | None) -> HookTrigger:
     return "manual" if task_trigger == "manual" else "turn-sync"
 
 
-def _operation(payload: Mapping[str, Any]) -> Literal["observation", "reflection"]:
+def _operation(payload: LifecycleFields) -> Literal["observation", "reflection"]:
     return "reflection" if payload.get("operationType") == "reflection" else "observation"
 
 
@@ -154,19 +155,23 @@ def _public(value: object) -> PublicId | None:
     return PublicId(str(value)) if value is not None else None
 
 
+def _text(value: object) -> str | None:
+    return str(value) if value is not None else None
+
+
 def calls_for(
     event: StoredEvent, trigger: HookTrigger, resource_id: PublicId | None, now: datetime
 ) -> list[tuple[str, HookContext | DebugEvent]]:
     """(method name, argument) of every hook call one event makes, in order: the lifecycle hook, then
     its debug event."""
-    payload = event.payload
+    payload = lifecycle_fields(event.payload)
     thread = _public(payload.get("threadId"))
     calls: list[tuple[str, HookContext | DebugEvent]] = []
     if event.type == _STATUS:
-        active = payload.get("windows", {}).get("active", {}).get("messages", {})
+        active = event.payload.get("windows", {}).get("active", {}).get("messages", {})
         pending, threshold = int(active.get("tokens", 0)), int(active.get("threshold", 0))
         data = {
-            "stepNumber": payload.get("stepNumber", 0),
+            "stepNumber": event.payload.get("stepNumber", 0),
             "pendingTokens": pending,
             "threshold": threshold,
             "thresholdPercent": round(pending / threshold * 100) if threshold else 0,
@@ -197,9 +202,9 @@ def calls_for(
         trigger,
         event.cycle_id,
         operation,
-        usage=dict(usage) if usage is not None else None,
+        usage=dict(cast(Mapping[str, int], usage)) if usage is not None else None,
         cost=float(cost) if isinstance(cost, int | float) else None,
-        model=_public(payload.get("model")),
+        model=_text(payload.get("model")),
         error=str(payload.get("error")) if event.type in _FAILED else None,
         provider_metadata={"cost": float(cost)} if isinstance(cost, int | float) else None,
         event=payload,

@@ -21,6 +21,7 @@ from om_core.engine.window import Window
 from om_core.observations.resource_log import compose_section, thread_label
 from om_core.policy import decisions
 from om_core.store import history, records
+from om_core.store.payloads import TriggerDetails
 from om_core.store.types import ActivationResult, Chunk, NewEvent, Record
 from om_core.tenancy.scoped_ids import StoredId
 
@@ -94,10 +95,10 @@ class _ActivationEvents:
         now: datetime,
         triggered_by: str,
         config: dict[str, Any],
-        details: Mapping[str, Any],
+        details: TriggerDetails,
     ) -> None:
         self.thread_id, self.now, self.triggered_by = thread_id, now, triggered_by
-        self.config, self.details = config, dict(details)
+        self.config, self.details = config, details.copy()
 
     def __call__(self, result: ActivationResult) -> list[NewEvent]:
         generation = result.record.generation_count if result.record else 0
@@ -122,7 +123,7 @@ def activate(
     *,
     pending_tokens: int | None = None,
     triggered_by: str = "threshold",
-    trigger_details: Mapping[str, Any] | None = None,
+    trigger_details: TriggerDetails | None = None,
     activate_all: bool = False,
 ) -> Record | None:
     """Move a prefix of the stored chunks into the log; None when nothing was activated.

@@ -20,6 +20,7 @@ from om_core.engine.ports import Completion
 from om_core.engine.tasks import Task, TaskKind, kind_of
 from om_core.errors import OMError, public_text
 from om_core.store.outbox import write_record_events
+from om_core.store.payloads import UsageFields
 from om_core.store.types import NewEvent, Record, StoredEvent
 from om_core.tenancy.scoped_ids import PublicId, StoredId
 
@@ -42,7 +43,7 @@ class Usage:
             self.cost = (self.cost or 0.0) + completion.cost
         self.model = completion.model
 
-    def fields(self) -> dict[str, Any]:
+    def fields(self) -> UsageFields:
         return ev.usage_fields(self.input_tokens, self.output_tokens, self.cost, self.model)
 
 

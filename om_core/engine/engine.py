@@ -53,6 +53,7 @@ from om_core.recall import RecallNotFound, run_recall
 from om_core.search import Searcher, SearchHit, SearchRequest
 from om_core.search import errors as search_errors
 from om_core.store import history, records, schema
+from om_core.store.payloads import TriggerDetails
 from om_core.store.types import Record
 from om_core.tenancy.scoped_ids import StoredId, public_id
 from om_core.working_memory import document as wm
@@ -177,7 +178,7 @@ class MemoryEngine(EngineCore):
         *,
         pending_tokens: int | None = None,
         triggered_by: str = "threshold",
-        trigger_details: Mapping[str, Any] | None = None,
+        trigger_details: TriggerDetails | None = None,
         activate_all: bool = False,
     ) -> Record | None:
         return activation.activate(

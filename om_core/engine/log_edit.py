@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 import uuid
 from dataclasses import dataclass
+from typing import Literal
 
 from om_core.coordination import Keys
 from om_core.engine import events as ev
@@ -140,7 +141,7 @@ def edit_line(
         [t.id for t in history.list_threads(core.db, thread.resource_id)] if shared else [thread_id]
     )
     cycle_id = f"edit-{uuid.uuid4().hex}"
-    action = "delete" if replacement is None else "update"
+    action: Literal["update", "delete"] = "delete" if replacement is None else "update"
     scope = "resource" if shared else "thread"
     now = core.clock()
 

@@ -21,6 +21,7 @@ from om_core.engine.core import EngineCore
 from om_core.engine.ports import MemoryDisabled
 from om_core.engine.tasks import Observe, Reflect, Task, kind_of, lookup_key, new_cycle_id
 from om_core.store.outbox import last_event_id, list_events
+from om_core.store.payloads import lifecycle_fields
 from om_core.store.types import StoredEvent
 from om_core.tenancy.scoped_ids import StoredId
 
@@ -94,7 +95,8 @@ def run(
     kind = kind_of(task)
     produced = list_events(core.db, thread_id=task.thread_id, after_id=mark, limit=_EVENTS_READ)
     applied = any(
-        e.type in (kind.phase.end, ev.ACTIVATION) and e.payload.get("operationType") == kind.operation.value
+        e.type in (kind.phase.end, ev.ACTIVATION)
+        and lifecycle_fields(e.payload).get("operationType") == kind.operation.value
         for e in produced
     )
     return OperationOutcome(kind.operation.value, task.cycle_id, completed, applied, error, produced)

@@ -7,7 +7,6 @@ the exact input is then suppressed until the log changes.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
@@ -34,6 +33,7 @@ from om_core.reflector.prompt import (
     replace_leading_lines,
 )
 from om_core.store import groups, history, records
+from om_core.store.payloads import TriggerDetails
 from om_core.store.types import NewEvent, Record, StoredEvent, WriteResult
 from om_core.tenancy.scoped_ids import StoredId
 
@@ -86,7 +86,7 @@ def maybe_reflect(
 
 def decide(
     cfg: ResolvedConfig, head: Record, activity: Activity, now: datetime, view: Peek
-) -> tuple[decisions.ReflectionDecision, dict[str, Any]]:
+) -> tuple[decisions.ReflectionDecision, TriggerDetails]:
     """What reflection work the log needs as `view` shows the coordination state, with the details of an
     early trigger (idle TTL, provider change) for its event."""
     key = head.lookup_key
@@ -138,7 +138,7 @@ class _ReflectionActivationEvents:
     triggered_by: str
     thread_id: StoredId
     config: dict[str, Any]
-    details: Mapping[str, Any]
+    details: TriggerDetails
 
     def __call__(self, successor: Record) -> list[NewEvent]:
         return [replace(draft, thread_id=self.thread_id) for draft in self._drafts(successor)]
@@ -156,13 +156,13 @@ class _ReflectionActivationEvents:
                 record_id=successor.id,
                 thread_id=self.thread_id,
                 config=self.config,
-                trigger_details=dict(self.details),
+                trigger_details=self.details.copy(),
             )
         ]
 
 
 def activate_buffered_reflection(
-    core: EngineCore, thread_id: StoredId, cfg: ResolvedConfig, triggered_by: str, details: Mapping[str, Any]
+    core: EngineCore, thread_id: StoredId, cfg: ResolvedConfig, triggered_by: str, details: TriggerDetails
 ) -> str:
     """Swap a buffered reflection into a new generation: "activated", "suppressed" (an early trigger's
     guard said it would not pay off) or "no-buffer"."""

@@ -115,7 +115,7 @@ def write_events(
                 lookup_key=lookup_key,
                 record_id=record_id,
                 cycle_id=event.cycle_id,
-                payload=event.payload,
+                payload=dict(event.payload),
                 created_at=now,
             )
         )

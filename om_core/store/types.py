@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -176,7 +177,8 @@ class NewEvent:
     """An event to write in the same transaction as the change it reports."""
 
     type: str
-    payload: dict[str, Any]
+    #: Built as the event type's `TypedDict` (`om_core.store.payloads`), stored as JSON.
+    payload: Mapping[str, Any]
     cycle_id: str | None = None
     #: The thread whose stream reports it, when not the record's own (a resource's shared log has none).
     thread_id: StoredId | None = None

@@ -21,6 +21,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from om_core.store import schema
 from om_core.store.db import read_only
+from om_core.store.payloads import lifecycle_fields
 from om_core.store.types import StoredEvent
 from om_core.tenancy.scoped_ids import StoredId, tenant_of
 
@@ -41,10 +42,11 @@ class UsageTotals:
 
 def usage_of(payload: Mapping[str, Any]) -> UsageTotals | None:
     """The usage an event reports, or None when it reports none (start events, activations, ...)."""
-    usage = payload.get("usage")
+    fields = lifecycle_fields(payload)
+    usage = fields.get("usage")
     if not isinstance(usage, Mapping):
         return None
-    cost = payload.get("cost")
+    cost = fields.get("cost")
     return UsageTotals(
         input_tokens=_int(usage.get("inputTokens")),
         output_tokens=_int(usage.get("outputTokens")),

@@ -32,6 +32,7 @@ from om_core.errors import OMError
 from om_core.store import working_memory as rows
 from om_core.store.history import ThreadRow
 from om_core.store.outbox import write_events
+from om_core.store.payloads import WorkingMemoryPayload
 from om_core.store.types import NewEvent, StoredEvent
 from om_core.tenancy.scoped_ids import StoredId, public_id
 
@@ -296,7 +297,7 @@ def update_at(
         resource_id=target.resource_id,
     )
     thread_id = target.thread_id or via_thread
-    payload = {
+    payload: WorkingMemoryPayload = {
         "scope": target.scope,
         "threadId": public_id(thread_id) if thread_id is not None else None,
         "resourceId": public_id(target.resource_id),
