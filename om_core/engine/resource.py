@@ -113,11 +113,6 @@ def scope_for(cfg: ResolvedConfig) -> Scope:
     return RESOURCE if cfg.scope == "resource" else THREAD
 
 
-def is_shared(cfg: ResolvedConfig) -> bool:
-    """`scope_for(cfg).shared`, for callers that only ask that."""
-    return scope_for(cfg).shared
-
-
 def log_key(cfg: ResolvedConfig, thread: history.ThreadRow) -> str:
     """The record chain holding the thread's observation log."""
     return scope_for(cfg).log_key(thread.id, thread.resource_id)

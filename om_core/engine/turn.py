@@ -97,7 +97,7 @@ def _ingest(core: EngineCore, turn: TurnInput, sink: list[StoredEvent]) -> TurnR
         block_after=cfg.observation.block_after_at(status.threshold),
     ):
         blocked = True
-        if not resource.is_shared(cfg) and backlog.is_backlog(core, window):
+        if not resource.scope_for(cfg).shared and backlog.is_backlog(core, window):
             degraded_reason, in_backlog = backlog.observe_blocking(core, thread_id), True
         else:
             degraded_reason = core.run_blocking(_blocking_observation(core, stored.thread, cfg), thread_id)

@@ -95,7 +95,7 @@ def store_and_read(core: EngineCore, turn: TurnInput) -> Stored:
         if postgres or before is None or any(is_temporal_marker(m) for m in fresh):
             head = _head_or_first(core, conn, thread)
         reminder_events = reminders.write_reminders(conn, thread_id, head, fresh) if head else []
-        if cfg.enabled and resource.is_shared(cfg):
+        if cfg.enabled and resource.scope_for(cfg).shared:
             resource.read_log(conn, core, thread.resource_id)  # created by the writer, read below
         fresh_parts = {part.seq: part for message in fresh for part in message.parts}
         read = _WindowRead(core, thread, cfg, fresh_parts, turn.with_context)

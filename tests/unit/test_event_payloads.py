@@ -47,20 +47,7 @@ def problems(value: object, expected: Any, where: str = "payload") -> list[str]:
     if isinstance(expected, typing.NewType):
         return problems(value, expected.__supertype__, where)
     if typing.is_typeddict(expected):
-        if not isinstance(value, Mapping):
-            return [f"{where}: expected an object, got {value!r}"]
-        # Not `__required_keys__`: under `from __future__ import annotations` (as in om_core) Python 3.11
-        # cannot see `NotRequired` in the string annotations when it builds the class.
-        hints = typing.get_type_hints(expected, include_extras=True)
-        required = [
-            k for k, hint in hints.items() if expected.__total__ and get_origin(hint) is not NotRequired
-        ]
-        found = [f"{where}.{key}: missing" for key in required if key not in value]
-        found += [f"{where}.{key}: not declared by {expected.__name__}" for key in value if key not in hints]
-        for key, item in value.items():
-            if key in hints:
-                found += problems(item, hints[key], f"{where}.{key}")
-        return found
+        return _object_problems(value, expected, where)
     origin, args = get_origin(expected), get_args(expected)
     if origin is NotRequired:
         return problems(value, args[0], where)
@@ -69,22 +56,39 @@ def problems(value: object, expected: Any, where: str = "payload") -> list[str]:
         return [] if any(not found for found in options) else [f"{where}: {value!r} is not {expected}"]
     if origin is Literal:
         return [] if value in args else [f"{where}: {value!r} is not one of {args}"]
-    if origin is list:
-        if not isinstance(value, list):
-            return [f"{where}: expected a list, got {value!r}"]
-        return [p for i, item in enumerate(value) for p in problems(item, args[0], f"{where}[{i}]")]
-    if origin is dict:
-        if not isinstance(value, dict):
-            return [f"{where}: expected an object, got {value!r}"]
-        return [p for k, item in value.items() for p in problems(item, args[1], f"{where}.{k}")]
+    if origin in (list, dict):
+        return _container_problems(value, origin, args[-1], where)
+    return _scalar_problems(value, expected, where)
+
+
+def _object_problems(value: object, expected: Any, where: str) -> list[str]:
+    if not isinstance(value, Mapping):
+        return [f"{where}: expected an object, got {value!r}"]
+    # Not `__required_keys__`: under `from __future__ import annotations` (as in om_core) Python 3.11
+    # cannot see `NotRequired` in the string annotations when it builds the class.
+    hints = typing.get_type_hints(expected, include_extras=True)
+    required = [k for k, hint in hints.items() if expected.__total__ and get_origin(hint) is not NotRequired]
+    found = [f"{where}.{key}: missing" for key in required if key not in value]
+    found += [f"{where}.{key}: not declared by {expected.__name__}" for key in value if key not in hints]
+    for key, item in value.items():
+        if key in hints:
+            found += problems(item, hints[key], f"{where}.{key}")
+    return found
+
+
+def _container_problems(value: object, origin: type, item_type: Any, where: str) -> list[str]:
+    if not isinstance(value, origin):
+        return [f"{where}: expected a {origin.__name__}, got {value!r}"]
+    items = enumerate(value) if isinstance(value, list) else value.items()  # type: ignore[attr-defined]
+    return [p for key, item in items for p in problems(item, item_type, f"{where}[{key!r}]")]
+
+
+def _scalar_problems(value: object, expected: Any, where: str) -> list[str]:
     if expected is type(None):
         return [] if value is None else [f"{where}: expected null, got {value!r}"]
-    if expected is float:
-        ok = isinstance(value, int | float) and not isinstance(value, bool)
-        return [] if ok else [f"{where}: expected a number, got {value!r}"]
-    if expected is int:
-        ok = isinstance(value, int) and not isinstance(value, bool)
-        return [] if ok else [f"{where}: expected an integer, got {value!r}"]
+    if expected in (int, float):
+        ok = isinstance(value, int if expected is int else int | float) and not isinstance(value, bool)
+        return [] if ok else [f"{where}: expected {expected.__name__}, got {value!r}"]
     return [] if isinstance(value, expected) else [f"{where}: expected {expected.__name__}, got {value!r}"]
 
 
@@ -113,7 +117,7 @@ def test_the_checker_refuses_a_missing_key_an_extra_key_and_a_wrong_value() -> N
     assert problems({"a": 1, "b": None}, Sample) == []
     assert problems({"b": "x"}, Sample) == ["payload.a: missing"]
     assert problems({"a": 1, "c": 2}, Sample) == ["payload.c: not declared by Sample"]
-    assert problems({"a": True}, Sample) == ["payload.a: expected an integer, got True"]
+    assert problems({"a": True}, Sample) == ["payload.a: expected int, got True"]
 
 
 def test_every_event_type_has_a_payload_type() -> None:
