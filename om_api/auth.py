@@ -16,7 +16,7 @@ from starlette.concurrency import run_in_threadpool
 
 from om_api.errors import ApiError
 from om_api.runtime import ApiRuntime
-from om_core import scoped_id
+from om_core import PublicId, StoredId, scoped_id
 
 bearer = HTTPBearer(auto_error=False, description="An OM API key: `om keys create <tenant> <name>`")
 
@@ -28,9 +28,10 @@ class Principal:
     tenant_id: str | None
     key_id: str | None = None
 
-    def stored_id(self, public: str) -> str:
-        """The stored id of one of the caller's threads or resources: ids are the tenant's own."""
-        return scoped_id(self.tenant_id, public)
+    def stored_id(self, public: str) -> StoredId:
+        """The stored id of one of the caller's threads or resources: ids are the tenant's own. Where a
+        string from the request becomes a `PublicId`: the API's id pattern has refused `/` in it."""
+        return scoped_id(self.tenant_id, PublicId(public))
 
 
 def _runtime_of(request: Request) -> ApiRuntime:

@@ -150,11 +150,11 @@ def status(thread: Annotated[str, typer.Argument(help="Thread id")]) -> None:
     """Print a thread's memory status (the data-om-status payload) as JSON. Reads OM_DATABASE_URL."""
     settings = _settings(Settings)
     _preflight("status", settings)
-    from om_core import build_engine
+    from om_core import StoredId, build_engine
 
     engine = build_engine(settings)
     try:
-        payload = engine.status(thread)
+        payload = engine.status(StoredId(thread))
     except KeyError:
         typer.echo(f"error: thread {thread!r} has no memory record", err=True)
         raise typer.Exit(1) from None

@@ -58,6 +58,8 @@ if TYPE_CHECKING:
     from om_core.models.rate_limit import RateLimiter as RateLimiter
     from om_core.runtime import build_engine as build_engine
     from om_core.store.types import StoredEvent as StoredEvent
+    from om_core.tenancy.scoped_ids import PublicId as PublicId
+    from om_core.tenancy.scoped_ids import StoredId as StoredId
     from om_core.tenancy.scoped_ids import public_id as public_id
     from om_core.tenancy.scoped_ids import scoped_id as scoped_id
 
@@ -80,11 +82,13 @@ _HOMES: dict[str, str] = {
     "OperationFailed": "om_core.errors",
     "Part": "om_core.messages",
     "Peek": "om_core.coordination",
+    "PublicId": "om_core.tenancy.scoped_ids",
     "RateLimiter": "om_core.models.rate_limit",
     "Reflect": "om_core.engine",
     "Role": "om_core.messages",
     "Settings": "om_core.config.settings",
     "StoredEvent": "om_core.store.types",
+    "StoredId": "om_core.tenancy.scoped_ids",
     "Task": "om_core.engine",
     "TurnResult": "om_core.engine",
     "build_engine": "om_core.runtime",
@@ -115,11 +119,13 @@ __all__ = [
     "OperationFailed",
     "Part",
     "Peek",
+    "PublicId",
     "RateLimiter",
     "Reflect",
     "Role",
     "Settings",
     "StoredEvent",
+    "StoredId",
     "Task",
     "TurnResult",
     "build_engine",

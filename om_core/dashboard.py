@@ -23,7 +23,7 @@ from om_core.store import schema
 from om_core.store.db import read_only
 from om_core.store.history import ThreadRow, contains_text, public_part
 from om_core.store.usage import UsageTotals
-from om_core.tenancy.scoped_ids import public_id, scoped_id
+from om_core.tenancy.scoped_ids import PublicId, StoredId, public_id, scoped_id
 
 __all__ = [
     "FAILURE_TYPES",
@@ -76,7 +76,7 @@ def resources_page(
         page = page.where(contains_text(public_part(R.c.id, tenant_id), q))
     if cursor is not None:
         (public,) = decode_cursor(_RESOURCES, cursor, (str,))
-        page = page.where(R.c.id > scoped_id(tenant_id, str(public)))
+        page = page.where(R.c.id > scoped_id(tenant_id, PublicId(str(public))))
     chosen = page.order_by(R.c.id).limit(limit + 1).subquery("page")
     message_count = (
         select(func.count()).select_from(M).where(M.c.thread_id == T.c.id).correlate(T).scalar_subquery()
@@ -99,7 +99,7 @@ def resources_page(
         rows = conn.execute(query).all()
     items = [
         ResourceSummary(
-            id=public_id(str(row.id)),
+            id=public_id(StoredId(str(row.id))),
             threads=int(row.threads or 0),
             messages=int(row.messages or 0),
             last_activity_at=row.last_activity_at,
@@ -117,7 +117,7 @@ class RecentFailure:
     """One failed background cycle: which thread (public id; None for a resource's shared log), the
     event type, the error it reported and when."""
 
-    thread_id: str | None
+    thread_id: PublicId | None
     type: str
     error: str
     at: datetime

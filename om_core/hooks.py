@@ -27,17 +27,18 @@ from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
+from om_core.store.payloads import LifecycleFields, lifecycle_fields
 from om_core.store.types import StoredEvent
 from om_core.tenancy.registrations import Audience, Tenants, audience, serves
-from om_core.tenancy.scoped_ids import tenant_of
+from om_core.tenancy.scoped_ids import PublicId, StoredId, public_id, tenant_of
 
 log = logging.getLogger("om.hooks")
 
 HookTrigger = Literal["manual", "turn-sync", "async-buffer"]
 #: A stored thread id → its stored resource id (None when the thread is gone).
-ResourceOf = Callable[[str], str | None]
+ResourceOf = Callable[[StoredId], StoredId | None]
 
 #: The trigger of the task the current thread runs (`EngineCore.run_task` sets it).
 CURRENT_TRIGGER: ContextVar[str | None] = ContextVar("om_hook_trigger", default=None)
@@ -56,8 +57,8 @@ class HookContext:
     """What a hook receives (§10.3 `ctx`). `usage`, `cost`, `model` and `error` are set on end hooks only;
     `provider_metadata` carries litellm's per-call cost where a provider reported one (else None)."""
 
-    thread_id: str | None
-    resource_id: str | None
+    thread_id: PublicId | None
+    resource_id: PublicId | None
     trigger: HookTrigger
     cycle_id: str | None
     operation: Literal["observation", "reflection"]
@@ -77,8 +78,8 @@ class DebugEvent:
 
     type: str
     timestamp: datetime
-    thread_id: str | None
-    resource_id: str | None
+    thread_id: PublicId | None
+    resource_id: PublicId | None
     data: dict[str, Any]
 
 
@@ -136,7 +137,7 @@ def event_tenant(event: StoredEvent) -> str | None:
     (`thread:<stored id>` or `resource:<stored id>`: a resource's shared log)."""
     if event.thread_id is not None:
         return tenant_of(event.thread_id)
-    return tenant_of(event.lookup_key.partition(":")[2])
+    return tenant_of(StoredId(event.lookup_key.partition(":")[2]))
 
 
 def hook_trigger(event_type: str, task_trigger: str | None) -> HookTrigger:
@@ -146,27 +147,31 @@ def hook_trigger(event_type: str, task_trigger: str | None) -> HookTrigger:
     return "manual" if task_trigger == "manual" else "turn-sync"
 
 
-def _operation(payload: Mapping[str, Any]) -> Literal["observation", "reflection"]:
+def _operation(payload: LifecycleFields) -> Literal["observation", "reflection"]:
     return "reflection" if payload.get("operationType") == "reflection" else "observation"
 
 
-def _public(value: object) -> str | None:
+def _public(value: object) -> PublicId | None:
+    return PublicId(str(value)) if value is not None else None
+
+
+def _text(value: object) -> str | None:
     return str(value) if value is not None else None
 
 
 def calls_for(
-    event: StoredEvent, trigger: HookTrigger, resource_id: str | None, now: datetime
+    event: StoredEvent, trigger: HookTrigger, resource_id: PublicId | None, now: datetime
 ) -> list[tuple[str, HookContext | DebugEvent]]:
     """(method name, argument) of every hook call one event makes, in order: the lifecycle hook, then
     its debug event."""
-    payload = event.payload
+    payload = lifecycle_fields(event.payload)
     thread = _public(payload.get("threadId"))
     calls: list[tuple[str, HookContext | DebugEvent]] = []
     if event.type == _STATUS:
-        active = payload.get("windows", {}).get("active", {}).get("messages", {})
+        active = event.payload.get("windows", {}).get("active", {}).get("messages", {})
         pending, threshold = int(active.get("tokens", 0)), int(active.get("threshold", 0))
         data = {
-            "stepNumber": payload.get("stepNumber", 0),
+            "stepNumber": event.payload.get("stepNumber", 0),
             "pendingTokens": pending,
             "threshold": threshold,
             "thresholdPercent": round(pending / threshold * 100) if threshold else 0,
@@ -197,9 +202,9 @@ def calls_for(
         trigger,
         event.cycle_id,
         operation,
-        usage=dict(usage) if usage is not None else None,
+        usage=dict(cast(Mapping[str, int], usage)) if usage is not None else None,
         cost=float(cost) if isinstance(cost, int | float) else None,
-        model=_public(payload.get("model")),
+        model=_text(payload.get("model")),
         error=str(payload.get("error")) if event.type in _FAILED else None,
         provider_metadata={"cost": float(cost)} if isinstance(cost, int | float) else None,
         event=payload,
@@ -231,7 +236,7 @@ class HookDispatcher:
         )
         self._pid: int | None = None
         self._guard = threading.Lock()
-        self._resources: dict[str, str | None] = {}
+        self._resources: dict[StoredId, StoredId | None] = {}
         self._drained: dict[int, threading.Event] = {}
 
     def submit(
@@ -283,7 +288,7 @@ class HookDispatcher:
             for event in events:
                 self._dispatch(event, trigger, resource_of)
 
-    def _resource(self, event: StoredEvent, resource_of: ResourceOf | None) -> str | None:
+    def _resource(self, event: StoredEvent, resource_of: ResourceOf | None) -> StoredId | None:
         if event.thread_id is None or resource_of is None:
             return None
         if event.thread_id not in self._resources:
@@ -302,7 +307,7 @@ class HookDispatcher:
             return
         trigger = hook_trigger(event.type, task_trigger)
         stored_resource = self._resource(event, resource_of)
-        public_resource = stored_resource.rpartition("/")[2] if stored_resource else None
+        public_resource = public_id(stored_resource) if stored_resource else None
         for name, argument in calls_for(event, trigger, public_resource, datetime.now(UTC)):
             for hooks in audience_hooks:
                 try:

@@ -18,6 +18,7 @@ from typing import Any, Literal
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from om_core.engine import events as ev
+from om_core.store.payloads import lifecycle_fields
 from om_core.store.types import StoredEvent
 
 Kind = Literal["cycle", "buffering", "activation", "extraction"]
@@ -74,7 +75,8 @@ def cycle_report(event_type: str, payload: Mapping[str, Any]) -> CycleReport | N
     if found is None:
         return None
     kind, outcome = found
-    operation = str(payload.get("operationType") or ev.Operation.OBSERVATION.value)
+    fields = lifecycle_fields(payload)
+    operation = str(fields.get("operationType") or ev.Operation.OBSERVATION.value)
     role: Role = (
         "extractor"
         if kind == "extraction"
@@ -84,23 +86,23 @@ def cycle_report(event_type: str, payload: Mapping[str, Any]) -> CycleReport | N
     )
     if kind == "activation":
         return CycleReport(kind, operation, outcome, role)
-    duration_ms = _number(payload.get("durationMs"))
+    duration_ms = _number(fields.get("durationMs"))
     duration = duration_ms / 1000 if duration_ms is not None and duration_ms >= 0 else None
     compression = None
     if outcome == "end":
-        source = _number(payload.get("tokensObserved") or payload.get("tokensBuffered"))
-        result = _number(payload.get("observationTokens", payload.get("bufferedTokens")))
+        source = _number(fields.get("tokensObserved") or fields.get("tokensBuffered"))
+        result = _number(fields.get("observationTokens", fields.get("bufferedTokens")))
         if source is not None and source > 0 and result is not None:
             compression = result / source
-    usage = payload.get("usage")
+    usage = fields.get("usage")
     tokens = {"inputTokens": 0, "outputTokens": 0}
     if isinstance(usage, Mapping):
         for key in tokens:
             value = usage.get(key)
             if isinstance(value, int) and not isinstance(value, bool) and value > 0:
                 tokens[key] = value
-    cost = _number(payload.get("cost"))
-    model = payload.get("model")
+    cost = _number(fields.get("cost"))
+    model = fields.get("model")
     return CycleReport(
         kind,
         operation,

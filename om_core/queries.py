@@ -23,7 +23,7 @@ from om_core.search import vectors
 from om_core.search.index import index_lag_seconds
 from om_core.store import history, records, schema
 from om_core.store.types import Chunk, Record
-from om_core.tenancy.scoped_ids import public_id, scoped_id, tenant_of
+from om_core.tenancy.scoped_ids import PublicId, StoredId, public_id, scoped_id, tenant_of
 
 __all__ = [
     "ActiveLog",
@@ -83,8 +83,8 @@ class Generation:
 
 @dataclass(frozen=True)
 class ObservationsView:
-    thread_id: str
-    resource_id: str
+    thread_id: PublicId
+    resource_id: PublicId
     active: ActiveLog | None
     buffered_chunks: list[Chunk]
     buffered_reflection: BufferedReflection | None
@@ -174,7 +174,7 @@ def observations_view(
 
 
 def messages_page(
-    db: Engine, thread_id: str, *, before_seq: int | None = None, limit: int = 50
+    db: Engine, thread_id: StoredId, *, before_seq: int | None = None, limit: int = 50
 ) -> MessagesPage:
     """One page of stored messages in conversation order, newest page first; page back with the cursor."""
     page = history.page_messages(db, thread_id, before_seq=before_seq, limit=limit)
@@ -199,7 +199,7 @@ def messages_cursor_seq(cursor: str) -> int:
     return int(before_seq)
 
 
-def threads_of_resource(db: Engine, resource_id: str, tenant_id: str | None) -> list[history.ThreadRow]:
+def threads_of_resource(db: Engine, resource_id: StoredId, tenant_id: str | None) -> list[history.ThreadRow]:
     return history.list_threads(db, resource_id, tenant_id)
 
 
@@ -212,7 +212,7 @@ def threads_page(
     db: Engine,
     *,
     tenant_id: str | None,
-    resource_id: str | None = None,
+    resource_id: StoredId | None = None,
     cursor: str | None = None,
     limit: int = DEFAULT_LIMIT,
     q: str | None = None,
@@ -229,10 +229,10 @@ def threads_page(
     if cursor is not None:
         if by_resource:
             created, public = decode_cursor(_RESOURCE_THREADS, cursor, (datetime, str))
-            after = (datetime.fromisoformat(str(created)), scoped_id(tenant_id, str(public)))
+            after = (datetime.fromisoformat(str(created)), scoped_id(tenant_id, PublicId(str(public))))
         else:
             (public,) = decode_cursor(_TENANT_THREADS, cursor, (str,))
-            after = (scoped_id(tenant_id, str(public)),)
+            after = (scoped_id(tenant_id, PublicId(str(public))),)
     rows = history.page_threads(
         db, tenant_id=tenant_id, resource_id=resource_id, after=after, limit=limit + 1, q=q
     )
@@ -302,7 +302,7 @@ def thread_summary(db: Engine, thread: history.ThreadRow, *, log_key: str) -> Th
 
 def update_thread(
     db: Engine,
-    thread_id: str,
+    thread_id: StoredId,
     *,
     title: str | None = None,
     clear_title: bool = False,
@@ -323,7 +323,7 @@ def update_thread(
 
 
 def set_resource_config_overrides(
-    engine: MemoryEngine, resource_id: str, overrides: Mapping[str, Any] | None
+    engine: MemoryEngine, resource_id: StoredId, overrides: Mapping[str, Any] | None
 ) -> dict[str, Any]:
     """Replace a resource's overrides (every thread of the resource resolves its config from them, its
     own overrides merged over them); returns the resource's effective config. Validated like a thread's:
@@ -342,7 +342,7 @@ def set_resource_config_overrides(
     return effective
 
 
-def resource_config_overrides(db: Engine, resource_id: str) -> dict[str, Any] | None:
+def resource_config_overrides(db: Engine, resource_id: StoredId) -> dict[str, Any] | None:
     with db.connect() as conn:
         value = conn.execute(
             select(schema.resources.c.metadata).where(schema.resources.c.id == resource_id)
@@ -357,7 +357,7 @@ def effective_config(engine: MemoryEngine, overrides: Mapping[str, Any] | None) 
 
 
 def set_config_overrides(
-    engine: MemoryEngine, thread_id: str, overrides: Mapping[str, Any] | None
+    engine: MemoryEngine, thread_id: StoredId, overrides: Mapping[str, Any] | None
 ) -> dict[str, Any]:
     """Replace a thread's overrides after validating them with the config model, the operator's policy
     (`om_core.config.trust`) and the names of operator code in them (`use`, `onExtracted`) for the

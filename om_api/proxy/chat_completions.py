@@ -51,7 +51,7 @@ from om_api.schemas import ID_PATTERN, ChatCompletionRequest, ChatCompletionResp
 from om_core import Message, TurnResult
 from om_core.errors import public_text
 from om_core.models import allowlist
-from om_core.tenancy.scoped_ids import scoped_id
+from om_core.tenancy.scoped_ids import PublicId, scoped_id
 
 log = logging.getLogger("om.api.proxy")
 
@@ -193,7 +193,7 @@ def _ingest_turn(
     )
     if not may_offer:
         return result, resource, None
-    stored_id = scoped_id(tenant_id, thread_id)
+    stored_id = scoped_id(tenant_id, PublicId(thread_id))
     tools = memory_tools_for(runtime.engine, stored_id, runtime.engine.thread_config(stored_id))
     return result, resource, tools
 

@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from om_core import MemoryEngine
+from om_core import MemoryEngine, StoredId
 from om_core.config.options import ResolvedConfig
 from om_core.recall import RECALL_TOOL, RecallInvalid, RecallNotFound
 from om_core.store import history
@@ -148,7 +148,9 @@ class InternalTools:
 # ------------------------------------------------------------------------------------- the recall tool
 
 
-def recall_tools_for(engine: MemoryEngine, thread_id: str, config: ResolvedConfig) -> InternalTools | None:
+def recall_tools_for(
+    engine: MemoryEngine, thread_id: StoredId, config: ResolvedConfig
+) -> InternalTools | None:
     """The proxy's tools for a request on `thread_id` (stored id, the thread just ingested): `recall` when
     memory and `retrieval` are on for the thread (behaviour §9.2: the tool is added when `retrieval` is
     truthy), else None (the proxy then passes tools and replies through untouched).
@@ -166,7 +168,7 @@ def recall_tools_for(engine: MemoryEngine, thread_id: str, config: ResolvedConfi
 
 
 def working_memory_tool_for(
-    engine: MemoryEngine, thread_id: str, config: ResolvedConfig
+    engine: MemoryEngine, thread_id: StoredId, config: ResolvedConfig
 ) -> InternalTool | None:
     """`updateWorkingMemory` when memory is on and the thread's actor manages its working memory (§8.7
     `agentManaged`), else None. A call writes the memory as the actor (`updated_by` "actor"), with no
@@ -191,7 +193,9 @@ def working_memory_tool_for(
     return InternalTool(wm.update_tool(memory), run, input_errors=(wm.WorkingMemoryInvalid,))
 
 
-def memory_tools_for(engine: MemoryEngine, thread_id: str, config: ResolvedConfig) -> InternalTools | None:
+def memory_tools_for(
+    engine: MemoryEngine, thread_id: StoredId, config: ResolvedConfig
+) -> InternalTools | None:
     """Every tool the proxy answers for the thread: `recall` (retrieval on) and `updateWorkingMemory`
     (actor-managed working memory); None when there is none."""
     recall = recall_tools_for(engine, thread_id, config)

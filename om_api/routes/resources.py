@@ -27,7 +27,7 @@ from om_api.schemas import (
     ResourceSummary,
     ThreadsResponse,
 )
-from om_core import dashboard, queries
+from om_core import StoredId, dashboard, queries
 from om_core.errors import OMConfigError
 from om_core.pagination import CursorError
 from om_core.tenancy import access
@@ -89,7 +89,7 @@ def get_threads(
     return ThreadsResponse(resource_id=resource_id, items=items, next_cursor=page.next_cursor, threads=items)
 
 
-def visible_resource(runtime: Runtime, caller: Caller, resource_id: str) -> str:
+def visible_resource(runtime: Runtime, caller: Caller, resource_id: str) -> StoredId:
     """The stored id of the caller's resource; 404 when the caller has none under this id (another
     tenant's answers exactly the same)."""
     stored = caller.stored_id(resource_id)

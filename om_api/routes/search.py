@@ -14,7 +14,7 @@ from om_api.errors import ApiError
 from om_api.routes.common import COMMON_ERRORS, ResourceId, ThreadId, errors, require_thread
 from om_api.routes.resources import visible_resource
 from om_api.schemas import SearchBody, SearchResponse, SearchResult, ThreadSearchBody
-from om_core import public_id
+from om_core import StoredId, public_id
 from om_core.config.options import ResolvedConfig
 from om_core.search import RetrievalDisabled, SearchHit, SearchRequest, VectorSearchUnavailable
 
@@ -23,7 +23,9 @@ router = APIRouter(tags=["search"])
 SEARCH_ERRORS = {**COMMON_ERRORS, **errors(409)}
 
 
-def _request(resource_id: str, body: ThreadSearchBody, thread_ids: tuple[str, ...] | None) -> SearchRequest:
+def _request(
+    resource_id: StoredId, body: ThreadSearchBody, thread_ids: tuple[StoredId, ...] | None
+) -> SearchRequest:
     return SearchRequest(
         resource_id=resource_id,
         query=body.query,

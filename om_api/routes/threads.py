@@ -50,7 +50,7 @@ from om_core.errors import OMConfigError
 from om_core.pagination import CursorError
 from om_core.store import history
 from om_core.tenancy import access
-from om_core.tenancy.scoped_ids import public_id, scoped_id
+from om_core.tenancy.scoped_ids import PublicId, StoredId, public_id, scoped_id
 
 router = APIRouter(prefix="/v1/threads", tags=["threads"])
 
@@ -143,8 +143,8 @@ def ingest(
     runtime.require_broker()
     try:
         result = runtime.engine.ingest_turn(
-            scoped_id(tenant_id, thread_id),
-            scoped_id(tenant_id, resource_id) if resource_id is not None else None,
+            scoped_id(tenant_id, PublicId(thread_id)),
+            scoped_id(tenant_id, PublicId(resource_id)) if resource_id is not None else None,
             messages,
             actor_model=actor_model,
             step_number=step_number,
@@ -189,7 +189,7 @@ def post_turn(thread_id: ThreadId, body: TurnRequest, runtime: Runtime, caller: 
 # ---------------------------------------------------------------------------------------- reading
 
 
-def _status_or_none(runtime: ApiRuntime, thread_id: str) -> StatusPayload | None:
+def _status_or_none(runtime: ApiRuntime, thread_id: StoredId) -> StatusPayload | None:
     try:
         return StatusPayload.model_validate(runtime.engine.status(thread_id))
     except KeyError:

@@ -17,7 +17,7 @@ from om_api.routes.common import ResourceId, ThreadId, errors, require_thread
 from om_api.routes.resources import visible_resource
 from om_api.schemas import WorkingMemoryPut, WorkingMemoryResponse
 from om_core.config.options import ResolvedConfig
-from om_core.tenancy.scoped_ids import public_id
+from om_core.tenancy.scoped_ids import StoredId, public_id
 from om_core.working_memory import document as wm
 
 threads_router = APIRouter(prefix="/v1/threads", tags=["working memory"])
@@ -44,7 +44,7 @@ def _disabled(exc: wm.WorkingMemoryDisabled) -> ApiError:
 
 
 def _write(
-    runtime: Runtime, target: wm.Target, cfg: ResolvedConfig, body: WorkingMemoryPut, via: str | None
+    runtime: Runtime, target: wm.Target, cfg: ResolvedConfig, body: WorkingMemoryPut, via: StoredId | None
 ) -> WorkingMemoryResponse:
     try:
         memory = runtime.engine.write_working_memory(
@@ -57,7 +57,9 @@ def _write(
     return _out(memory)
 
 
-def _thread_target(runtime: Runtime, caller: Caller, thread_id: str) -> tuple[wm.Target, ResolvedConfig, str]:
+def _thread_target(
+    runtime: Runtime, caller: Caller, thread_id: str
+) -> tuple[wm.Target, ResolvedConfig, StoredId]:
     thread = require_thread(runtime, caller, thread_id)
     cfg = runtime.engine.config_for(thread.effective_overrides)
     try:

@@ -21,12 +21,14 @@ from om_core.engine.window import Window
 from om_core.observations.resource_log import compose_section, thread_label
 from om_core.policy import decisions
 from om_core.store import history, records
+from om_core.store.payloads import TriggerDetails
 from om_core.store.types import ActivationResult, Chunk, NewEvent, Record
+from om_core.tenancy.scoped_ids import StoredId
 
 
 def step_zero_activation(
     core: EngineCore,
-    thread_id: str,
+    thread_id: StoredId,
     cfg: ResolvedConfig,
     head: Record,
     window: Window,
@@ -52,7 +54,7 @@ def step_zero_activation(
 
 def threshold_activation(
     core: EngineCore,
-    thread_id: str,
+    thread_id: StoredId,
     head: Record,
     window: Window,
     status: decisions.Status,
@@ -89,14 +91,14 @@ class _ActivationEvents:
 
     def __init__(
         self,
-        thread_id: str,
+        thread_id: StoredId,
         now: datetime,
         triggered_by: str,
         config: dict[str, Any],
-        details: Mapping[str, Any],
+        details: TriggerDetails,
     ) -> None:
         self.thread_id, self.now, self.triggered_by = thread_id, now, triggered_by
-        self.config, self.details = config, dict(details)
+        self.config, self.details = config, details.copy()
 
     def __call__(self, result: ActivationResult) -> list[NewEvent]:
         generation = result.record.generation_count if result.record else 0
@@ -117,11 +119,11 @@ class _ActivationEvents:
 
 def activate(
     core: EngineCore,
-    thread_id: str,
+    thread_id: StoredId,
     *,
     pending_tokens: int | None = None,
     triggered_by: str = "threshold",
-    trigger_details: Mapping[str, Any] | None = None,
+    trigger_details: TriggerDetails | None = None,
     activate_all: bool = False,
 ) -> Record | None:
     """Move a prefix of the stored chunks into the log; None when nothing was activated.
@@ -189,7 +191,7 @@ def _thread_metadata(result: ActivationResult, shared: bool) -> dict[str, Any]:
     return patch
 
 
-def _shared_log(core: EngineCore, thread_id: str, cfg: ResolvedConfig) -> records.SharedLog | None:
+def _shared_log(core: EngineCore, thread_id: StoredId, cfg: ResolvedConfig) -> records.SharedLog | None:
     """In resource scope, the resource's log and the thread's section in it (behaviour §4.12)."""
     key = core.log_key(thread_id, cfg)
     if key == lookup_key(thread_id):
@@ -205,7 +207,7 @@ def _shared_log(core: EngineCore, thread_id: str, cfg: ResolvedConfig) -> record
 
 def on_idle(
     core: EngineCore,
-    thread_id: str,
+    thread_id: StoredId,
     *,
     actor_model: str | None,
     now: datetime | None,

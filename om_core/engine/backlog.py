@@ -29,6 +29,7 @@ from om_core.engine.tool_pairs import spans_after
 from om_core.engine.window import Window, start_of_recent
 from om_core.messages import Message, Part
 from om_core.store import records
+from om_core.tenancy.scoped_ids import StoredId
 
 if TYPE_CHECKING:
     from om_core.engine.turn_reply import TurnResult
@@ -42,7 +43,7 @@ def is_backlog(core: EngineCore, window: Window) -> bool:
     return window.tokens > core.settings.observer_input_cap_tokens
 
 
-def observe_blocking(core: EngineCore, thread_id: str) -> str | None:
+def observe_blocking(core: EngineCore, thread_id: StoredId) -> str | None:
     """The turn's blocking observation of a backlog: the oldest batch now, the rest by a background run.
     Returns the reason the turn is degraded, if the batch failed or missed its deadline."""
     reason = core.run_blocking(Observe(thread_id, new_cycle_id("observe"), batches=1), thread_id)
@@ -50,7 +51,9 @@ def observe_blocking(core: EngineCore, thread_id: str) -> str | None:
     return reason
 
 
-def bounded_view(core: EngineCore, cfg: ResolvedConfig, thread_id: str, result: TurnResult) -> TurnResult:
+def bounded_view(
+    core: EngineCore, cfg: ResolvedConfig, thread_id: StoredId, result: TurnResult
+) -> TurnResult:
     """`result` with the messages a backlog still holds left out: the newest within the threshold stay,
     after a note naming what is left out. Unchanged when the rest already fits under `blockAfter`."""
     messages = result.status["windows"]["active"]["messages"]

@@ -36,11 +36,12 @@ from om_core.policy import decisions
 from om_core.store import groups, history, records
 from om_core.store.outbox import has_event
 from om_core.store.types import ChunkInput, Record, StoredEvent, WriteResult
+from om_core.tenancy.scoped_ids import StoredId
 
 log = logging.getLogger("om.engine")
 
 
-def launch_buffering(core: EngineCore, thread_id: str, head: Record, pending: int) -> None:
+def launch_buffering(core: EngineCore, thread_id: StoredId, head: Record, pending: int) -> None:
     """Record the interval boundary before anything else (so the next step does not re-trigger), then
     hand the work to the executor."""
     core.coordination.set_int(Keys.buffer_boundary(head.lookup_key), pending, ttl_s=3600)

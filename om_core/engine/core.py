@@ -54,7 +54,7 @@ from om_core.store.outbox import last_event_id, list_events, write_record_events
 from om_core.store.part_cache import PartCache
 from om_core.store.types import NewEvent, Record, StoredEvent
 from om_core.store.window_cache import WindowCache
-from om_core.tenancy.scoped_ids import tenant_of
+from om_core.tenancy.scoped_ids import StoredId, tenant_of
 from om_core.tenancy.spend import spend_refusal
 from om_core.tokens import TokenCounter
 from om_core.tokens.memo import RememberedCounts
@@ -265,11 +265,11 @@ class EngineCore:
             response_format=response_format,
         )
 
-    def thread_config(self, thread_id: str) -> ResolvedConfig:
+    def thread_config(self, thread_id: StoredId) -> ResolvedConfig:
         thread = history.get_thread(self.db, thread_id)
         return self.config_for(thread.effective_overrides if thread is not None else None)
 
-    def log_key(self, thread_id: str, cfg: ResolvedConfig) -> str:
+    def log_key(self, thread_id: StoredId, cfg: ResolvedConfig) -> str:
         """The record chain holding the thread's observation log: its own, or its resource's in resource
         scope (where the thread's own chain holds only its cursor)."""
         return scope_for(cfg).log_key_of(self.db, thread_id)
@@ -287,7 +287,7 @@ class EngineCore:
 
     # ----------------------------------------------------------------------------------- reads
 
-    def window(self, thread_id: str, after_seq: int) -> Window:
+    def window(self, thread_id: StoredId, after_seq: int) -> Window:
         with self.db.connect() as conn:
             rows = history.part_tokens_after(conn, thread_id, after_seq)
         return build_window(rows, self.counter)
@@ -391,7 +391,7 @@ class EngineCore:
             # Python hooks (`om_core.hooks`): queued to the process's hook thread, after the commit.
             DISPATCHER.submit(stored, CURRENT_TRIGGER.get(), self.resource_of)
 
-    def resource_of(self, thread_id: str) -> str | None:
+    def resource_of(self, thread_id: StoredId) -> StoredId | None:
         """The stored resource id of a stored thread id (None when the thread is gone)."""
         thread = history.get_thread(self.db, thread_id)
         return thread.resource_id if thread is not None else None
@@ -418,7 +418,7 @@ class EngineCore:
             for lock, token in reversed(held):
                 self.coordination.release(lock, token)
 
-    def update_title(self, thread_id: str, head: Record, title: str, cycle_id: str) -> None:
+    def update_title(self, thread_id: StoredId, head: Record, title: str, cycle_id: str) -> None:
         """Apply a title the Observer proposed under `observer.thread_title_update` (at least 3
         characters, different from the current title), with its `data-om-thread-update` event (§5.6).
         Buffering, blocking observation (either scope) and activation all call this; the caller checks that
@@ -446,7 +446,7 @@ class EngineCore:
 
     # -------------------------------------------------------------------------------- blocking
 
-    def run_blocking(self, task: Task | Sequence[Task], thread_id: str) -> str | None:
+    def run_blocking(self, task: Task | Sequence[Task], thread_id: StoredId) -> str | None:
         """Run blocking work (one task, or several in parallel) within the deadline. Returns a reason when
         the turn goes on uncompressed.
 

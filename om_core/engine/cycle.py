@@ -20,7 +20,9 @@ from om_core.engine.ports import Completion
 from om_core.engine.tasks import Task, TaskKind, kind_of
 from om_core.errors import OMError, public_text
 from om_core.store.outbox import write_record_events
+from om_core.store.payloads import UsageFields
 from om_core.store.types import NewEvent, Record, StoredEvent
+from om_core.tenancy.scoped_ids import PublicId, StoredId
 
 T = TypeVar("T")
 
@@ -41,7 +43,7 @@ class Usage:
             self.cost = (self.cost or 0.0) + completion.cost
         self.model = completion.model
 
-    def fields(self) -> dict[str, Any]:
+    def fields(self) -> UsageFields:
         return ev.usage_fields(self.input_tokens, self.output_tokens, self.cost, self.model)
 
 
@@ -57,7 +59,7 @@ class Cycle:
     kind: TaskKind
     cycle_id: str
     head: Record
-    thread_id: str
+    thread_id: StoredId
     tokens: int
     usage: Usage = field(default_factory=Usage)
     started: datetime = field(init=False)
@@ -80,7 +82,7 @@ class Cycle:
         config: dict[str, Any],
         *,
         with_change: Callable[[Connection], None] | None = None,
-        thread_ids: list[str] | None = None,
+        thread_ids: list[PublicId] | None = None,
     ) -> None:
         """Report the start (with `with_change` in the same transaction, when the start changes state).
         `thread_ids` (public ids) are the threads of a multi-thread batch, reported on each thread's start
@@ -97,7 +99,7 @@ class Cycle:
         config: dict[str, Any],
         *,
         with_change: Callable[[Connection], None] | None = None,
-        thread_ids: list[str] | None = None,
+        thread_ids: list[PublicId] | None = None,
     ) -> list[StoredEvent]:
         """`start` written on the caller's open transaction (a cycle that read its snapshot there saves a
         transaction); the caller publishes what this returns once that transaction has committed."""

@@ -5,16 +5,16 @@ and reflection ask the same question of their own phase's options."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
 from om_core.config.options import ResolvedConfig
 from om_core.engine.core import Activity
 from om_core.policy.early_activation import provider_changed, resolve_ttl_ms, ttl_expired
+from om_core.store.payloads import TriggerDetails
 
 
 def early_trigger(
     cfg: ResolvedConfig, activity: Activity, now: datetime, *, reflection: bool
-) -> tuple[str | None, dict[str, Any]]:
+) -> tuple[str | None, TriggerDetails]:
     """Provider change beats idle TTL (behaviour §4.7). Reads the thread's stored activity, not messages."""
     phase = cfg.reflection if reflection else cfg.observation
     if phase.activate_on_provider_change and provider_changed(activity.actor_model, activity.previous_model):

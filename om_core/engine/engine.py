@@ -53,8 +53,9 @@ from om_core.recall import RecallNotFound, run_recall
 from om_core.search import Searcher, SearchHit, SearchRequest
 from om_core.search import errors as search_errors
 from om_core.store import history, records, schema
+from om_core.store.payloads import TriggerDetails
 from om_core.store.types import Record
-from om_core.tenancy.scoped_ids import public_id
+from om_core.tenancy.scoped_ids import StoredId, public_id
 from om_core.working_memory import document as wm
 
 
@@ -77,8 +78,8 @@ class MemoryEngine(EngineCore):
 
     def ingest_turn(
         self,
-        thread_id: str,
-        resource_id: str | None,
+        thread_id: StoredId,
+        resource_id: StoredId | None,
         messages: Sequence[Message],
         *,
         actor_model: str | None = None,
@@ -106,12 +107,12 @@ class MemoryEngine(EngineCore):
             ),
         )
 
-    def status(self, thread_id: str, step_number: int = 0) -> StatusPayload:
+    def status(self, thread_id: StoredId, step_number: int = 0) -> StatusPayload:
         return turn_reply.current_status(self, thread_id, step_number)
 
     # -------------------------------------------------------------------------------- recall
 
-    def recall(self, thread_id: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    def recall(self, thread_id: StoredId, params: Mapping[str, Any]) -> dict[str, Any]:
         """Answer one call of the recall tool (behaviour §9.3–§9.4) on the active thread `thread_id` (a
         stored id), with the thread's effective retrieval settings and this engine's searcher.
 
@@ -173,11 +174,11 @@ class MemoryEngine(EngineCore):
 
     def activate(
         self,
-        thread_id: str,
+        thread_id: StoredId,
         *,
         pending_tokens: int | None = None,
         triggered_by: str = "threshold",
-        trigger_details: Mapping[str, Any] | None = None,
+        trigger_details: TriggerDetails | None = None,
         activate_all: bool = False,
     ) -> Record | None:
         return activation.activate(
@@ -190,14 +191,14 @@ class MemoryEngine(EngineCore):
         )
 
     def maybe_reflect(
-        self, thread_id: str, *, activity: Activity | None = None, now: datetime | None = None
+        self, thread_id: StoredId, *, activity: Activity | None = None, now: datetime | None = None
     ) -> tuple[bool, str | None]:
         """Decide and run reflection work as a turn would, on its own (the interleaving fuzz drives it)."""
         return reflection.maybe_reflect(self, thread_id, activity=activity, now=now)
 
     def on_idle(
         self,
-        thread_id: str,
+        thread_id: StoredId,
         *,
         actor_model: str | None = None,
         now: datetime | None = None,
@@ -220,7 +221,7 @@ class MemoryEngine(EngineCore):
         cache = self.searcher.cache if isinstance(self.searcher, Searcher) else None
         return Searcher(self.db, self.embedder if vector else None, cache)
 
-    def resource_config(self, resource_id: str) -> ResolvedConfig:
+    def resource_config(self, resource_id: StoredId) -> ResolvedConfig:
         """The resource's effective config: the service config with the resource's own overrides (what
         its threads start from before their own)."""
         with self.db.connect() as conn:
@@ -235,12 +236,12 @@ class MemoryEngine(EngineCore):
 
     # ---------------------------------------------------------------------------- manual API
 
-    def require_enabled(self, thread_id: str) -> None:
+    def require_enabled(self, thread_id: StoredId) -> None:
         """Refuse manual work on a thread with OM off (`MemoryDisabled`), instead of a silent no-op."""
         manual.require_enabled(self, thread_id)
 
     def observe_now(
-        self, thread_id: str, *, wait: bool = True, infrastructure: tuple[type[BaseException], ...] = ()
+        self, thread_id: StoredId, *, wait: bool = True, infrastructure: tuple[type[BaseException], ...] = ()
     ) -> OperationOutcome:
         """Observe the thread's unobserved messages now (in resource scope every thread of its resource,
         in parallel batches), waiting within the blocking deadline unless `wait` is False. Raises
@@ -253,7 +254,7 @@ class MemoryEngine(EngineCore):
 
     def reflect_now(
         self,
-        thread_id: str,
+        thread_id: StoredId,
         prompt: str | None = None,
         *,
         wait: bool = True,
@@ -267,7 +268,7 @@ class MemoryEngine(EngineCore):
         )
 
     def edit_observation_line(
-        self, thread_id: str, index: int, expected_sha256: str, text: str | None
+        self, thread_id: StoredId, index: int, expected_sha256: str, text: str | None
     ) -> log_edit.LineEditResult:
         """Replace line `index` of the log the thread reads with `text`, or forget it (`text` None), as a
         new generation, if the line's SHA-256 is still `expected_sha256` (`engine.log_edit`). Raises
@@ -287,7 +288,7 @@ class MemoryEngine(EngineCore):
         *,
         by: wm.Author,
         expected_version: int | None = None,
-        via_thread: str | None = None,
+        via_thread: StoredId | None = None,
     ) -> wm.WorkingMemory:
         """Replace a working memory whole (`working_memory.document.update`) and publish its event. Raises
         `WorkingMemoryInvalid` (the schema refuses it) or `WorkingMemoryConflict` (`expected_version` is
@@ -298,10 +299,10 @@ class MemoryEngine(EngineCore):
         self.publish(events)
         return memory
 
-    def delete_thread(self, thread_id: str) -> bool:
+    def delete_thread(self, thread_id: StoredId) -> bool:
         """Erase a thread and everything OM keeps for it (`engine.erase`); False if it did not exist."""
         return erase.erase_thread(self, thread_id)
 
-    def delete_resource(self, resource_id: str) -> bool:
+    def delete_resource(self, resource_id: StoredId) -> bool:
         """Erase a resource, its threads and its shared log (`engine.erase`); False if it did not exist."""
         return erase.erase_resource(self, resource_id)

@@ -6,9 +6,10 @@ from __future__ import annotations
 from om_core.coordination import Keys
 from om_core.engine.core import EngineCore
 from om_core.store import erasure
+from om_core.tenancy.scoped_ids import StoredId
 
 
-def erase_thread(core: EngineCore, thread_id: str) -> bool:
+def erase_thread(core: EngineCore, thread_id: StoredId) -> bool:
     """Erase a thread and everything OM keeps for it (every table with a thread, resource or key
     column). False if it did not exist.
 
@@ -23,7 +24,7 @@ def erase_thread(core: EngineCore, thread_id: str) -> bool:
     return True
 
 
-def erase_resource(core: EngineCore, resource_id: str) -> bool:
+def erase_resource(core: EngineCore, resource_id: StoredId) -> bool:
     """Erase a resource and everything OM keeps for it: every thread of it with its messages, records,
     chunks, events, triggers, observation groups and search entries, its shared log (resource scope) with
     all its generations, its overrides. False if it did not exist.

@@ -9,10 +9,24 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal
 
+from om_core.store.payloads import (
+    ActivationPayload,
+    BufferingEndPayload,
+    ExtractionEndPayload,
+    ExtractionFields,
+    FailedPayload,
+    ObservationEditPayload,
+    ObservationEndPayload,
+    OperationType,
+    StartPayload,
+    ThreadUpdatePayload,
+    TriggerDetails,
+    UsageFields,
+)
 from om_core.store.types import ActivatedChunk, NewEvent
-from om_core.tenancy.scoped_ids import public_id
+from om_core.tenancy.scoped_ids import PublicId, StoredId, public_id
 
 
 class EventType(StrEnum):
@@ -72,7 +86,7 @@ EXTRACTION_END = EventType.EXTRACTION_END
 EXTRACTION_FAILED = EventType.EXTRACTION_FAILED
 
 
-def _public(thread_id: str | None) -> str | None:
+def _public(thread_id: StoredId | None) -> PublicId | None:
     """Payloads are what clients read: they name the thread by the id its tenant chose."""
     return public_id(thread_id) if thread_id is not None else None
 
@@ -81,9 +95,7 @@ def iso(moment: datetime) -> str:
     return moment.isoformat().replace("+00:00", "Z")
 
 
-def usage_fields(
-    input_tokens: int, output_tokens: int, cost: float | None, model: str | None
-) -> dict[str, Any]:
+def usage_fields(input_tokens: int, output_tokens: int, cost: float | None, model: str | None) -> UsageFields:
     """Model usage and cost, attached to end and failed events so operators see what memory costs."""
     return {
         "usage": {
@@ -96,16 +108,38 @@ def usage_fields(
     }
 
 
-def _finished(
-    cycle_id: str, operation: Operation, started_at: datetime, key: str, at: datetime
-) -> dict[str, Any]:
-    """The fields every end and failed event leads with: which cycle, what it did, when and how long."""
-    return {
-        "cycleId": cycle_id,
-        "operationType": operation.value,
-        key: iso(at),
-        "durationMs": int((at - started_at).total_seconds() * 1000),
-    }
+def _duration_ms(started_at: datetime, at: datetime) -> int:
+    """How long a cycle ran, as every end and failed event reports it."""
+    return int((at - started_at).total_seconds() * 1000)
+
+
+def _operation(operation: Operation) -> OperationType:
+    return "reflection" if operation is Operation.REFLECTION else "observation"
+
+
+def _add_extraction(
+    payload: ObservationEndPayload | BufferingEndPayload | ExtractionEndPayload,
+    extraction: ExtractionFields | None,
+) -> None:
+    """Extractors' values and failures on an end event, each key only when the extractors produced it."""
+    if extraction is None:
+        return
+    if "extractedValues" in extraction:
+        payload["extractedValues"] = extraction["extractedValues"]
+    if "extractionFailures" in extraction:
+        payload["extractionFailures"] = extraction["extractionFailures"]
+
+
+def _add_trigger(payload: ActivationPayload, details: TriggerDetails) -> None:
+    """Why an early activation ran, on its activation event (absent for a threshold activation)."""
+    if "previousModel" in details:
+        payload["previousModel"] = details["previousModel"]
+    if "currentModel" in details:
+        payload["currentModel"] = details["currentModel"]
+    if "lastActivityAt" in details:
+        payload["lastActivityAt"] = details["lastActivityAt"]
+    if "ttlExpiredMs" in details:
+        payload["ttlExpiredMs"] = details["ttlExpiredMs"]
 
 
 def start(
@@ -116,24 +150,23 @@ def start(
     started_at: datetime,
     tokens: int,
     record_id: str,
-    thread_id: str | None,
+    thread_id: StoredId | None,
     config: dict[str, Any],
 ) -> NewEvent:
-    token_key = "tokensToBuffer" if kind == BUFFERING_START else "tokensToObserve"
-    return NewEvent(
-        kind.value,
-        {
-            "cycleId": cycle_id,
-            "operationType": operation.value,
-            "startedAt": iso(started_at),
-            token_key: tokens,
-            "recordId": record_id,
-            "threadId": _public(thread_id),
-            "threadIds": [public_id(thread_id)] if thread_id else [],
-            "config": config,
-        },
-        cycle_id,
-    )
+    payload: StartPayload = {
+        "cycleId": cycle_id,
+        "operationType": _operation(operation),
+        "startedAt": iso(started_at),
+        "recordId": record_id,
+        "threadId": _public(thread_id),
+        "threadIds": [public_id(thread_id)] if thread_id else [],
+        "config": config,
+    }
+    if kind == BUFFERING_START:
+        payload["tokensToBuffer"] = tokens
+    else:
+        payload["tokensToObserve"] = tokens
+    return NewEvent(kind.value, payload, cycle_id)
 
 
 def observation_end(
@@ -148,21 +181,26 @@ def observation_end(
     current_task: str | None,
     suggested_response: str | None,
     record_id: str,
-    thread_id: str | None,
-    usage: dict[str, Any],
+    thread_id: StoredId | None,
+    usage: UsageFields,
     seq_range: tuple[int, int] | None = None,
-    extraction: dict[str, Any] | None = None,
+    extraction: ExtractionFields | None = None,
 ) -> NewEvent:
     """`extraction` holds `extractedValues` / `extractionFailures` of inline extractors (behaviour §8.6.4),
     each present only when it has something."""
-    payload: dict[str, Any] = {
-        **_finished(cycle_id, operation, started_at, "completedAt", completed_at),
+    payload: ObservationEndPayload = {
+        "cycleId": cycle_id,
+        "operationType": _operation(operation),
+        "completedAt": iso(completed_at),
+        "durationMs": _duration_ms(started_at, completed_at),
         "tokensObserved": tokens_observed,
         "observationTokens": observation_tokens,
         "observations": observations,
         "recordId": record_id,
         "threadId": _public(thread_id),
-        **usage,
+        "usage": usage["usage"],
+        "cost": usage["cost"],
+        "model": usage["model"],
     }
     if seq_range is not None:
         payload["seqRange"] = list(seq_range)
@@ -170,7 +208,7 @@ def observation_end(
         payload["currentTask"] = current_task
     if suggested_response:
         payload["suggestedResponse"] = suggested_response
-    payload.update(extraction or {})
+    _add_extraction(payload, extraction)
     return NewEvent(OBSERVATION_END.value, payload, cycle_id)
 
 
@@ -184,26 +222,28 @@ def buffering_end(
     buffered_tokens: int,
     observations: str,
     record_id: str,
-    thread_id: str | None,
-    usage: dict[str, Any],
-    extraction: dict[str, Any] | None = None,
+    thread_id: StoredId | None,
+    usage: UsageFields,
+    extraction: ExtractionFields | None = None,
 ) -> NewEvent:
     """`extraction` as in `observation_end`: the chunk waits for activation, its values are already
     persisted (behaviour §8.6.4)."""
-    return NewEvent(
-        BUFFERING_END.value,
-        {
-            **_finished(cycle_id, operation, started_at, "completedAt", completed_at),
-            "tokensBuffered": tokens_buffered,
-            "bufferedTokens": buffered_tokens,
-            "observations": observations,
-            "recordId": record_id,
-            "threadId": _public(thread_id),
-            **usage,
-            **(extraction or {}),
-        },
-        cycle_id,
-    )
+    payload: BufferingEndPayload = {
+        "cycleId": cycle_id,
+        "operationType": _operation(operation),
+        "completedAt": iso(completed_at),
+        "durationMs": _duration_ms(started_at, completed_at),
+        "tokensBuffered": tokens_buffered,
+        "bufferedTokens": buffered_tokens,
+        "observations": observations,
+        "recordId": record_id,
+        "threadId": _public(thread_id),
+        "usage": usage["usage"],
+        "cost": usage["cost"],
+        "model": usage["model"],
+    }
+    _add_extraction(payload, extraction)
+    return NewEvent(BUFFERING_END.value, payload, cycle_id)
 
 
 def extraction_end(
@@ -214,31 +254,27 @@ def extraction_end(
     started_at: datetime,
     completed_at: datetime,
     record_id: str,
-    thread_id: str | None,
-    usage: dict[str, Any],
-    extraction: dict[str, Any],
+    thread_id: StoredId | None,
+    usage: UsageFields,
+    extraction: ExtractionFields,
 ) -> NewEvent:
     """The end of a structured extraction: `extractedValues` / `extractionFailures` of its extractors,
     and which cycle's output it read (`sourceCycleId`)."""
-    return NewEvent(
-        EXTRACTION_END.value,
-        {
-            **_finished(
-                cycle_id,
-                Operation.REFLECTION if source == "reflector" else Operation.OBSERVATION,
-                started_at,
-                "completedAt",
-                completed_at,
-            ),
-            "source": source,
-            "sourceCycleId": source_cycle_id,
-            "recordId": record_id,
-            "threadId": _public(thread_id),
-            **usage,
-            **extraction,
-        },
-        cycle_id,
-    )
+    payload: ExtractionEndPayload = {
+        "cycleId": cycle_id,
+        "operationType": "reflection" if source == "reflector" else "observation",
+        "completedAt": iso(completed_at),
+        "durationMs": _duration_ms(started_at, completed_at),
+        "source": source,
+        "sourceCycleId": source_cycle_id,
+        "recordId": record_id,
+        "threadId": _public(thread_id),
+        "usage": usage["usage"],
+        "cost": usage["cost"],
+        "model": usage["model"],
+    }
+    _add_extraction(payload, extraction)
+    return NewEvent(EXTRACTION_END.value, payload, cycle_id)
 
 
 def failed(
@@ -251,21 +287,25 @@ def failed(
     tokens_attempted: int,
     error: str,
     record_id: str,
-    thread_id: str | None,
-    usage: dict[str, Any] | None = None,
+    thread_id: StoredId | None,
+    usage: UsageFields | None = None,
     retrying: bool = False,
     error_code: str | None = None,
 ) -> NewEvent:
     """`error_code` is the stable code of an error OM raised on purpose (`MODEL_TIER_EXCEEDED`, ...): a
     client branches on it rather than on the message text."""
-    payload: dict[str, Any] = {
-        **_finished(cycle_id, operation, started_at, "failedAt", failed_at),
+    payload: FailedPayload = {
+        "cycleId": cycle_id,
+        "operationType": _operation(operation),
+        "failedAt": iso(failed_at),
+        "durationMs": _duration_ms(started_at, failed_at),
         "tokensAttempted": tokens_attempted,
         "error": error,
         "recordId": record_id,
         "threadId": _public(thread_id),
-        **(usage or {}),
     }
+    if usage is not None:
+        payload["usage"], payload["cost"], payload["model"] = usage["usage"], usage["cost"], usage["model"]
     if error_code is not None:
         payload["errorCode"] = error_code
     if retrying:
@@ -280,32 +320,29 @@ def chunk_activation(
     generation_count: int,
     triggered_by: str,
     record_id: str,
-    thread_id: str | None,
+    thread_id: StoredId | None,
     config: dict[str, Any],
-    trigger_details: dict[str, Any],
+    trigger_details: TriggerDetails,
 ) -> NewEvent:
-    return NewEvent(
-        ACTIVATION.value,
-        {
-            "cycleId": chunk.cycle_id,
-            "operationType": "observation",
-            "activatedAt": iso(activated_at),
-            "chunksActivated": 1,
-            "tokensActivated": chunk.message_tokens,
-            "observationTokens": chunk.observation_tokens,
-            "messagesActivated": chunk.message_count,
-            "generationCount": generation_count,
-            "observations": chunk.observations,
-            "triggeredBy": triggered_by,
-            "recordId": record_id,
-            "threadId": _public(thread_id),
-            "config": config,
-            # The stored parts this observation covers (sequence range), for audits and replay.
-            "seqRange": [chunk.from_seq, chunk.to_seq],
-            **trigger_details,
-        },
-        chunk.cycle_id,
-    )
+    payload: ActivationPayload = {
+        "cycleId": chunk.cycle_id,
+        "operationType": "observation",
+        "activatedAt": iso(activated_at),
+        "chunksActivated": 1,
+        "tokensActivated": chunk.message_tokens,
+        "observationTokens": chunk.observation_tokens,
+        "messagesActivated": chunk.message_count,
+        "generationCount": generation_count,
+        "observations": chunk.observations,
+        "triggeredBy": triggered_by,
+        "recordId": record_id,
+        "threadId": _public(thread_id),
+        "config": config,
+        # The stored parts this observation covers (sequence range), for audits and replay.
+        "seqRange": [chunk.from_seq, chunk.to_seq],
+    }
+    _add_trigger(payload, trigger_details)
+    return NewEvent(ACTIVATION.value, payload, chunk.cycle_id)
 
 
 def reflection_activation(
@@ -318,36 +355,33 @@ def reflection_activation(
     observations: str,
     triggered_by: str,
     record_id: str,
-    thread_id: str | None,
+    thread_id: StoredId | None,
     config: dict[str, Any],
-    trigger_details: dict[str, Any],
+    trigger_details: TriggerDetails,
 ) -> NewEvent:
-    return NewEvent(
-        ACTIVATION.value,
-        {
-            "cycleId": cycle_id,
-            "operationType": "reflection",
-            "activatedAt": iso(activated_at),
-            "chunksActivated": 1,
-            "tokensActivated": tokens_before,
-            "observationTokens": tokens_after,
-            "messagesActivated": 0,
-            "generationCount": generation_count,
-            "observations": observations,
-            "triggeredBy": triggered_by,
-            "recordId": record_id,
-            "threadId": _public(thread_id),
-            "config": config,
-            **trigger_details,
-        },
-        f"activate-{cycle_id}",
-    )
+    payload: ActivationPayload = {
+        "cycleId": cycle_id,
+        "operationType": "reflection",
+        "activatedAt": iso(activated_at),
+        "chunksActivated": 1,
+        "tokensActivated": tokens_before,
+        "observationTokens": tokens_after,
+        "messagesActivated": 0,
+        "generationCount": generation_count,
+        "observations": observations,
+        "triggeredBy": triggered_by,
+        "recordId": record_id,
+        "threadId": _public(thread_id),
+        "config": config,
+    }
+    _add_trigger(payload, trigger_details)
+    return NewEvent(ACTIVATION.value, payload, f"activate-{cycle_id}")
 
 
 def thread_update(
-    *, cycle_id: str, thread_id: str, old_title: str | None, new_title: str, timestamp: datetime
+    *, cycle_id: str, thread_id: StoredId, old_title: str | None, new_title: str, timestamp: datetime
 ) -> NewEvent:
-    payload: dict[str, Any] = {
+    payload: ThreadUpdatePayload = {
         "cycleId": cycle_id,
         "threadId": _public(thread_id),
         "newTitle": new_title,
@@ -361,7 +395,7 @@ def thread_update(
 def observation_edit(
     *,
     cycle_id: str,
-    action: str,
+    action: Literal["update", "delete"],
     line: int,
     text: str | None,
     edited_at: datetime,
@@ -369,12 +403,12 @@ def observation_edit(
     previous_record_id: str,
     generation_count: int,
     observation_tokens: int,
-    thread_id: str | None,
+    thread_id: StoredId | None,
     scope: str,
 ) -> NewEvent:
     """An edit of one log line. A delete carries no text at all: the line was forgotten, and the outbox
     must not keep what the log no longer holds."""
-    payload: dict[str, Any] = {
+    payload: ObservationEditPayload = {
         "cycleId": cycle_id,
         "operationType": "edit",
         "action": action,

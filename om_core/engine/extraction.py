@@ -45,6 +45,7 @@ from om_core.observer.prompt import InlineExtractorPrompt
 from om_core.store import history, records
 from om_core.store.outbox import cycle_payload, has_event, write_record_events
 from om_core.store.types import Record, StoredEvent, WriteResult
+from om_core.tenancy.scoped_ids import StoredId
 
 log = logging.getLogger("om.engine")
 
@@ -125,7 +126,7 @@ def request_structured(
     core: EngineCore,
     run: RunExtractors,
     *,
-    thread_id: str,
+    thread_id: StoredId,
     source_cycle_id: str,
     record_id: str,
     seq_range: tuple[int, int] = (0, 0),

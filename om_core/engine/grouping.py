@@ -19,14 +19,15 @@ from om_core.observations.groups import (
     wrap,
 )
 from om_core.store.types import ObservationGroup
+from om_core.tenancy.scoped_ids import StoredId
 
 
 @dataclass(frozen=True)
 class GroupPlace:
     """Where a group is committed: its thread, resource, log key and cycle, and when it was observed."""
 
-    thread_id: str
-    resource_id: str
+    thread_id: StoredId
+    resource_id: StoredId
     key: str
     cycle_id: str
     observed_at: datetime

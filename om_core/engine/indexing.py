@@ -25,11 +25,12 @@ from om_core.coordination import Keys
 from om_core.engine.core import EngineCore
 from om_core.engine.tasks import IndexThread, lookup_key, new_cycle_id
 from om_core.search.index import IndexResult, has_pending_work, index_thread, stragglers, track
+from om_core.tenancy.scoped_ids import StoredId
 
 log = logging.getLogger("om.engine.indexing")
 
 
-def request_index(core: EngineCore, thread_ids: Iterable[str]) -> None:
+def request_index(core: EngineCore, thread_ids: Iterable[StoredId]) -> None:
     """Enqueue indexing of each thread (fire and forget; never raises). A thread asked for the first time
     gets its index state now, so the lag counts it before its first run."""
     wanted = list(dict.fromkeys(thread_ids))
@@ -44,7 +45,7 @@ def request_index(core: EngineCore, thread_ids: Iterable[str]) -> None:
             log.warning("could not enqueue indexing of %s", thread_id, exc_info=True)
 
 
-def request_after_commit(core: EngineCore, thread_ids: Iterable[str]) -> None:
+def request_after_commit(core: EngineCore, thread_ids: Iterable[StoredId]) -> None:
     """After a run that committed: index the threads that have retrieval on."""
     wanted = []
     for thread_id in thread_ids:
@@ -56,7 +57,7 @@ def request_after_commit(core: EngineCore, thread_ids: Iterable[str]) -> None:
     request_index(core, wanted)
 
 
-def request_from_turn(core: EngineCore, thread_id: str, cfg: ResolvedConfig) -> None:
+def request_from_turn(core: EngineCore, thread_id: StoredId, cfg: ResolvedConfig) -> None:
     """A turn of a thread with retrieval on: enqueue indexing unless one was asked for within the
     interval."""
     if not cfg.retrieval:
@@ -95,7 +96,7 @@ def run(core: EngineCore, task: IndexThread) -> IndexResult | None:
     return result
 
 
-def index_stragglers(core: EngineCore, *, now: datetime, limit: int) -> list[str]:
+def index_stragglers(core: EngineCore, *, now: datetime, limit: int) -> list[StoredId]:
     """Ask for indexing of threads with messages past their index cursor and no write for an interval
     (at most once per interval each); returns their ids."""
     quiet_since = now - timedelta(seconds=core.settings.index_interval_s)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 import uuid
 from dataclasses import dataclass
+from typing import Literal
 
 from om_core.coordination import Keys
 from om_core.engine import events as ev
@@ -27,6 +28,7 @@ from om_core.engine.tasks import lookup_key
 from om_core.errors import OMError
 from om_core.store import history, log_edits, records
 from om_core.store.types import NewEvent, Record
+from om_core.tenancy.scoped_ids import StoredId
 
 __all__ = ["MAX_LINE_CHARS", "LineEditError", "LineEditResult", "edit_line", "is_structural"]
 
@@ -111,7 +113,7 @@ def _changed(index: int, count: int) -> LineEditError:
 
 
 def edit_line(
-    core: EngineCore, thread_id: str, index: int, expected_sha256: str, replacement: str | None
+    core: EngineCore, thread_id: StoredId, index: int, expected_sha256: str, replacement: str | None
 ) -> LineEditResult:
     """Replace (or delete, `replacement` None) line `index` of the log the thread reads."""
     if replacement is not None:
@@ -135,13 +137,15 @@ def edit_line(
             "not an observation: address a line of observation text",
             "line",
         )
-    thread_ids = [t.id for t in history.list_threads(core.db, thread.resource_id)] if shared else [thread_id]
+    thread_ids: list[StoredId] = (
+        [t.id for t in history.list_threads(core.db, thread.resource_id)] if shared else [thread_id]
+    )
     cycle_id = f"edit-{uuid.uuid4().hex}"
-    action = "delete" if replacement is None else "update"
+    action: Literal["update", "delete"] = "delete" if replacement is None else "update"
     scope = "resource" if shared else "thread"
     now = core.clock()
 
-    def drafts(successor: Record, previous: str) -> list[tuple[str, str | None, NewEvent]]:
+    def drafts(successor: Record, previous: str) -> list[tuple[str, StoredId | None, NewEvent]]:
         return [
             (
                 lookup_key(each),

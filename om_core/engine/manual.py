@@ -21,7 +21,9 @@ from om_core.engine.core import EngineCore
 from om_core.engine.ports import MemoryDisabled
 from om_core.engine.tasks import Observe, Reflect, Task, kind_of, lookup_key, new_cycle_id
 from om_core.store.outbox import last_event_id, list_events
+from om_core.store.payloads import lifecycle_fields
 from om_core.store.types import StoredEvent
+from om_core.tenancy.scoped_ids import StoredId
 
 #: Events read back after one operation: more than any one operation writes.
 _EVENTS_READ = 1_000
@@ -43,13 +45,13 @@ class OperationOutcome:
     events: list[StoredEvent]
 
 
-def require_enabled(core: EngineCore, thread_id: str) -> None:
+def require_enabled(core: EngineCore, thread_id: StoredId) -> None:
     """Refuse manual work on a thread with OM off (`MemoryDisabled`), instead of a silent no-op."""
     if not core.thread_config(thread_id).enabled:
         raise MemoryDisabled(thread_id)
 
 
-def observation_tasks(core: EngineCore, thread_id: str) -> list[Task]:
+def observation_tasks(core: EngineCore, thread_id: StoredId) -> list[Task]:
     """The thread's `Observe`, or in resource scope the batches of everything its resource has unobserved."""
     cfg = core.thread_config(thread_id)
     task = Observe(thread_id, new_cycle_id("observe"), trigger="manual")
@@ -57,7 +59,7 @@ def observation_tasks(core: EngineCore, thread_id: str) -> list[Task]:
     return list(batches) if batches else [task]
 
 
-def reflection_task(core: EngineCore, thread_id: str, prompt: str | None) -> Reflect:
+def reflection_task(core: EngineCore, thread_id: StoredId, prompt: str | None) -> Reflect:
     """A reflection of the log the thread reads; in resource scope the task names the resource's key, so
     it holds the resource's lock."""
     key = core.log_key(thread_id, core.thread_config(thread_id))
@@ -93,7 +95,8 @@ def run(
     kind = kind_of(task)
     produced = list_events(core.db, thread_id=task.thread_id, after_id=mark, limit=_EVENTS_READ)
     applied = any(
-        e.type in (kind.phase.end, ev.ACTIVATION) and e.payload.get("operationType") == kind.operation.value
+        e.type in (kind.phase.end, ev.ACTIVATION)
+        and lifecycle_fields(e.payload).get("operationType") == kind.operation.value
         for e in produced
     )
     return OperationOutcome(kind.operation.value, task.cycle_id, completed, applied, error, produced)

@@ -13,6 +13,7 @@ from typing import Any, Literal, Protocol
 from om_core.config.trust import MemoryPolicy
 from om_core.errors import OMError
 from om_core.store.types import StoredEvent
+from om_core.tenancy.scoped_ids import StoredId
 from om_core.webhooks.policy import WebhookPolicy
 
 FailurePolicy = Literal["bypass", "raise"]
@@ -115,7 +116,7 @@ class MemoryDisabled(OMError, ValueError):
     """Manual observe/reflect on a thread whose effective config says `enabled: false`: OM is off there
     (behaviour §2.1), so there is no memory to work on; refused rather than silently doing nothing."""
 
-    def __init__(self, thread_id: str) -> None:
+    def __init__(self, thread_id: StoredId) -> None:
         self.thread_id = thread_id
         super().__init__(
             "MEMORY_DISABLED",

@@ -7,7 +7,6 @@ the exact input is then suppressed until the log changes.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
@@ -34,12 +33,14 @@ from om_core.reflector.prompt import (
     replace_leading_lines,
 )
 from om_core.store import groups, history, records
+from om_core.store.payloads import TriggerDetails
 from om_core.store.types import NewEvent, Record, StoredEvent, WriteResult
+from om_core.tenancy.scoped_ids import StoredId
 
 
 def maybe_reflect(
     core: EngineCore,
-    thread_id: str,
+    thread_id: StoredId,
     *,
     activity: Activity | None = None,
     now: datetime | None = None,
@@ -85,7 +86,7 @@ def maybe_reflect(
 
 def decide(
     cfg: ResolvedConfig, head: Record, activity: Activity, now: datetime, view: Peek
-) -> tuple[decisions.ReflectionDecision, dict[str, Any]]:
+) -> tuple[decisions.ReflectionDecision, TriggerDetails]:
     """What reflection work the log needs as `view` shows the coordination state, with the details of an
     early trigger (idle TTL, provider change) for its event."""
     key = head.lookup_key
@@ -111,7 +112,7 @@ def is_due(decision: decisions.ReflectionDecision) -> bool:
     return decision.start_buffered or decision.triggered_by is not None
 
 
-def start_buffered_reflection(core: EngineCore, thread_id: str, head: Record) -> None:
+def start_buffered_reflection(core: EngineCore, thread_id: StoredId, head: Record) -> None:
     key = head.lookup_key
     if core.coordination.get_int(Keys.reflection_boundary(key)) == head.observation_token_count:
         return  # already tried on exactly this log; wait until it changes
@@ -121,7 +122,7 @@ def start_buffered_reflection(core: EngineCore, thread_id: str, head: Record) ->
     )
 
 
-def _shared_key(thread_id: str, key: str) -> str:
+def _shared_key(thread_id: StoredId, key: str) -> str:
     """A task's `key`: set only when the log is not the thread's own, so thread-scope payloads keep
     their shape."""
     return "" if key == lookup_key(thread_id) else key
@@ -135,9 +136,9 @@ class _ReflectionActivationEvents:
     now: datetime
     tokens_before: int
     triggered_by: str
-    thread_id: str
+    thread_id: StoredId
     config: dict[str, Any]
-    details: Mapping[str, Any]
+    details: TriggerDetails
 
     def __call__(self, successor: Record) -> list[NewEvent]:
         return [replace(draft, thread_id=self.thread_id) for draft in self._drafts(successor)]
@@ -155,13 +156,13 @@ class _ReflectionActivationEvents:
                 record_id=successor.id,
                 thread_id=self.thread_id,
                 config=self.config,
-                trigger_details=dict(self.details),
+                trigger_details=self.details.copy(),
             )
         ]
 
 
 def activate_buffered_reflection(
-    core: EngineCore, thread_id: str, cfg: ResolvedConfig, triggered_by: str, details: Mapping[str, Any]
+    core: EngineCore, thread_id: StoredId, cfg: ResolvedConfig, triggered_by: str, details: TriggerDetails
 ) -> str:
     """Swap a buffered reflection into a new generation: "activated", "suppressed" (an early trigger's
     guard said it would not pay off) or "no-buffer"."""

@@ -25,6 +25,7 @@ from om_core.messages import Message
 from om_core.store import history
 from om_core.store.outbox import write_events
 from om_core.store.types import NewEvent, Record, StoredEvent
+from om_core.tenancy.scoped_ids import StoredId
 
 if TYPE_CHECKING:
     from om_core.engine.turn_reply import TurnResult
@@ -54,7 +55,7 @@ def with_markers(
 
 
 def write_reminders(
-    conn: Connection, thread_id: str, head: Record, fresh: Sequence[Message]
+    conn: Connection, thread_id: StoredId, head: Record, fresh: Sequence[Message]
 ) -> list[StoredEvent]:
     """The `data-system-reminder` events of the markers this transaction stored, written to the outbox
     (one per marker: its id is the event's cycle id, so it is never written twice)."""

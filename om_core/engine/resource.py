@@ -27,6 +27,7 @@ from om_core.observations.resource_log import thread_label
 from om_core.observer.transcript import render_transcript
 from om_core.store import history, records
 from om_core.store.types import Record
+from om_core.tenancy.scoped_ids import StoredId
 
 if TYPE_CHECKING:  # the engine's core reads its log key through the scope
     from om_core.engine.core import EngineCore
@@ -42,15 +43,15 @@ class Scope(Protocol):
     #: Whether a thread's observations join a log its resource's other threads share.
     shared: bool
 
-    def log_key(self, thread_id: str, resource_id: str) -> str:
+    def log_key(self, thread_id: StoredId, resource_id: StoredId) -> str:
         """The record chain holding the thread's observation log."""
         ...
 
-    def log_key_of(self, db: Engine, thread_id: str) -> str:
+    def log_key_of(self, db: Engine, thread_id: StoredId) -> str:
         """`log_key` for a thread known by id only (the resource's is read when it matters)."""
         ...
 
-    def joined_log(self, conn: Connection, resource_id: str, head: Record) -> Record:
+    def joined_log(self, conn: Connection, resource_id: StoredId, head: Record) -> Record:
         """The log a thread's observations join, as it stands (`head`, the thread's own record, when
         that log does not exist yet or is the thread's own)."""
         ...
@@ -67,13 +68,13 @@ class ThreadScope:
     name: Literal["thread", "resource"] = "thread"
     shared = False
 
-    def log_key(self, thread_id: str, resource_id: str) -> str:
+    def log_key(self, thread_id: StoredId, resource_id: StoredId) -> str:
         return lookup_key(thread_id)
 
-    def log_key_of(self, db: Engine, thread_id: str) -> str:
+    def log_key_of(self, db: Engine, thread_id: StoredId) -> str:
         return lookup_key(thread_id)
 
-    def joined_log(self, conn: Connection, resource_id: str, head: Record) -> Record:
+    def joined_log(self, conn: Connection, resource_id: StoredId, head: Record) -> Record:
         return head
 
     def batches(self, core: EngineCore, task: Observe, cfg: ResolvedConfig) -> list[ObserveBatch] | None:
@@ -86,14 +87,14 @@ class ResourceScope:
     name: Literal["thread", "resource"] = "resource"
     shared = True
 
-    def log_key(self, thread_id: str, resource_id: str) -> str:
+    def log_key(self, thread_id: StoredId, resource_id: StoredId) -> str:
         return resource_key(resource_id)
 
-    def log_key_of(self, db: Engine, thread_id: str) -> str:
+    def log_key_of(self, db: Engine, thread_id: StoredId) -> str:
         thread = history.get_thread(db, thread_id)
         return resource_key(thread.resource_id) if thread is not None else lookup_key(thread_id)
 
-    def joined_log(self, conn: Connection, resource_id: str, head: Record) -> Record:
+    def joined_log(self, conn: Connection, resource_id: StoredId, head: Record) -> Record:
         return records.read_head(conn, resource_key(resource_id)) or head
 
     def batches(self, core: EngineCore, task: Observe, cfg: ResolvedConfig) -> list[ObserveBatch] | None:
@@ -112,17 +113,12 @@ def scope_for(cfg: ResolvedConfig) -> Scope:
     return RESOURCE if cfg.scope == "resource" else THREAD
 
 
-def is_shared(cfg: ResolvedConfig) -> bool:
-    """`scope_for(cfg).shared`, for callers that only ask that."""
-    return scope_for(cfg).shared
-
-
 def log_key(cfg: ResolvedConfig, thread: history.ThreadRow) -> str:
     """The record chain holding the thread's observation log."""
     return scope_for(cfg).log_key(thread.id, thread.resource_id)
 
 
-def read_log(conn: Connection, core: EngineCore, resource_id: str) -> Record:
+def read_log(conn: Connection, core: EngineCore, resource_id: StoredId) -> Record:
     """The resource's shared log, created (generation 0) on first use."""
     key = resource_key(resource_id)
     return records.read_head(conn, key) or records.initialize(
@@ -151,7 +147,7 @@ class ThreadWindow:
 
 
 def thread_windows(
-    conn: Connection, core: EngineCore, resource_id: str, *, exclude: str | None = None
+    conn: Connection, core: EngineCore, resource_id: StoredId, *, exclude: str | None = None
 ) -> list[ThreadWindow]:
     """The resource's threads in resource scope (OM on) that have unobserved visible messages."""
     out: list[ThreadWindow] = []
@@ -190,7 +186,7 @@ def render_other_conversations(others: Sequence[ThreadWindow], tz: str, *, obscu
 
 
 def plan_batches(
-    requester: str,
+    requester: StoredId,
     windows: Sequence[ThreadWindow],
     cfg: ResolvedConfig,
     *,

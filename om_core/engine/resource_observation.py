@@ -41,7 +41,7 @@ from om_core.store.types import (
     ThreadObservation,
     WriteResult,
 )
-from om_core.tenancy.scoped_ids import public_id
+from om_core.tenancy.scoped_ids import StoredId, public_id
 
 
 def run_batches(core: EngineCore, log_key: str, batches: Sequence[ObserveBatch]) -> bool:
@@ -78,7 +78,7 @@ class _Share:
     messages: list[Message]
 
 
-def _shares(core: EngineCore, task: ObserveBatch, cfg: ResolvedConfig, resource_id: str) -> list[_Share]:
+def _shares(core: EngineCore, task: ObserveBatch, cfg: ResolvedConfig, resource_id: StoredId) -> list[_Share]:
     threshold = decisions.dynamic_threshold(policy_tokens(cfg.observation.message_tokens), 0)
     out: list[_Share] = []
     with core.db.connect() as conn:
@@ -115,7 +115,7 @@ def _shares(core: EngineCore, task: ObserveBatch, cfg: ResolvedConfig, resource_
 @dataclass(frozen=True)
 class _Work:
     shares: list[_Share]
-    labels: dict[str, str]
+    labels: dict[StoredId, str]
     extractors: dict[str, extraction.RunExtractors]
     log: Record
 
@@ -241,7 +241,7 @@ class _Batch(Operation[ObserveBatch, _Work, _Observed]):
             for e in entries
         }
 
-        def events(updated: Mapping[str, Record]) -> list[tuple[Record, Sequence[NewEvent]]]:
+        def events(updated: Mapping[StoredId, Record]) -> list[tuple[Record, Sequence[NewEvent]]]:
             return [(record, ends[thread_id](record)) for thread_id, record in updated.items()]
 
         def write(conn: Connection) -> tuple[WriteResult, list[StoredEvent]]:

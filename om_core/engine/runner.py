@@ -28,6 +28,7 @@ from om_core.engine.tasks import Task, kind_of
 from om_core.errors import OperationFailed
 from om_core.hooks import CURRENT_TRIGGER
 from om_core.store.types import StoredEvent, WriteResult
+from om_core.tenancy.scoped_ids import PublicId
 
 log = logging.getLogger("om.engine")
 
@@ -60,7 +61,7 @@ class Planned(Generic[PlanT]):
     cycles: list[Cycle]
     work: PlanT
     started: list[StoredEvent] | None = None
-    batch: list[str] | None = None
+    batch: list[PublicId] | None = None
 
     @property
     def lead(self) -> Cycle:

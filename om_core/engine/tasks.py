@@ -20,6 +20,7 @@ from typing import Any, Literal, Protocol
 
 from om_core.coordination import Keys
 from om_core.engine.events import BLOCKING, BUFFERED, EXTRACTION, Operation, Phase
+from om_core.tenancy.scoped_ids import StoredId
 
 Trigger = Literal["manual", "turn-sync", "async-buffer", "backlog"]
 
@@ -29,21 +30,25 @@ def new_cycle_id(kind: str) -> str:
     return f"{kind}-{int(time.time() * 1000)}-{secrets.token_hex(5)}"
 
 
-def lookup_key(thread_id: str) -> str:
+def lookup_key(thread_id: StoredId) -> str:
     """The key of a thread's record chain, its locks and its triggers. In thread scope the chain holds
     the thread's observation log; in resource scope it holds only the thread's cursors (and chunks), and
     the log lives under `resource_key`."""
     return f"thread:{thread_id}"
 
 
-def resource_key(resource_id: str) -> str:
+def resource_key(resource_id: StoredId) -> str:
     """The key of a resource's shared observation log (resource scope) and its reflection locks."""
     return f"resource:{resource_id}"
 
 
+#: The thread id of a task that names no thread (a webhook delivery).
+NO_THREAD = StoredId("")
+
+
 @dataclass(frozen=True)
 class BufferObservation:
-    thread_id: str
+    thread_id: StoredId
     cycle_id: str
     pending_tokens: int
     skip_minimum: bool = False
@@ -51,7 +56,7 @@ class BufferObservation:
 
 @dataclass(frozen=True)
 class BufferReflection:
-    thread_id: str
+    thread_id: StoredId
     record_id: str
     cycle_id: str
     #: The log's key when it is not the thread's own (resource scope): what the lock protects.
@@ -62,7 +67,7 @@ class BufferReflection:
 class Observe:
     """A synchronous observation the chat is waiting for (goes on its own queue, never behind buffering)."""
 
-    thread_id: str
+    thread_id: StoredId
     cycle_id: str
     trigger: Trigger = "turn-sync"
     #: At most this many Observer calls (None: the run's own limit). A turn facing a backlog larger than
@@ -72,7 +77,7 @@ class Observe:
 
 @dataclass(frozen=True)
 class Reflect:
-    thread_id: str
+    thread_id: StoredId
     cycle_id: str
     trigger: Trigger = "turn-sync"
     manual_prompt: str | None = None
@@ -87,9 +92,9 @@ class ObserveBatch:
     observed. The batches of one request run in parallel, each holding the observe locks of its threads.
     `keep_tail` names the thread whose newest message stays raw (the prompt being answered)."""
 
-    thread_id: str
+    thread_id: StoredId
     cycle_id: str
-    thread_ids: tuple[str, ...]
+    thread_ids: tuple[StoredId, ...]
     keep_tail: str = ""
     trigger: Trigger = "turn-sync"
 
@@ -103,7 +108,7 @@ class IndexThread:
     """Bring a thread's search documents (and their vectors) up to date (`om_core.search.index`). Runs on
     its own queue, so embedding never waits behind, nor delays, observation; writes no events."""
 
-    thread_id: str
+    thread_id: StoredId
     cycle_id: str
 
 
@@ -114,7 +119,7 @@ class ExtractValues:
     the messages (`from_seq`, `to_seq`] and the cycle's end event; `cycle_id` (derived from the source
     cycle) makes a redelivery a no-op once it has ended."""
 
-    thread_id: str
+    thread_id: StoredId
     cycle_id: str
     source: Literal["observer", "reflector"]
     source_cycle_id: str
@@ -137,7 +142,7 @@ class DeliverWebhooks:
 
     endpoint_id: str
     cycle_id: str
-    thread_id: str = ""
+    thread_id: StoredId = NO_THREAD
     key: str = ""
 
     def __post_init__(self) -> None:

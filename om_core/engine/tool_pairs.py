@@ -13,15 +13,16 @@ from om_core.engine.core import EngineCore
 from om_core.engine.window import Window
 from om_core.messages import Message
 from om_core.store import history
+from om_core.tenancy.scoped_ids import StoredId
 
 
-def spans_after(core: EngineCore, thread_id: str, after_seq: int, window: Window) -> list[Span]:
+def spans_after(core: EngineCore, thread_id: StoredId, after_seq: int, window: Window) -> list[Span]:
     """The exchanges among the parts after `after_seq`, read from the parts' call ids and states only."""
     with core.db.connect() as conn:
         return spans_read(conn, thread_id, after_seq, window)
 
 
-def spans_read(conn: Connection, thread_id: str, after_seq: int, window: Window) -> list[Span]:
+def spans_read(conn: Connection, thread_id: StoredId, after_seq: int, window: Window) -> list[Span]:
     """`spans_after` on a connection the caller holds."""
     rows = history.tool_parts_after(conn, thread_id, after_seq)
     parts = [ToolPart(row.seq, row.call_id, row.state, row.has_result) for row in rows]
@@ -29,7 +30,7 @@ def spans_read(conn: Connection, thread_id: str, after_seq: int, window: Window)
 
 
 def with_observed_calls(
-    core: EngineCore, thread_id: str, cursor: int, messages: Sequence[Message]
+    core: EngineCore, thread_id: StoredId, cursor: int, messages: Sequence[Message]
 ) -> list[Message]:
     """`messages` with the observed call of every result among them that lacks its call.
 

@@ -33,6 +33,7 @@ from om_core.policy import decisions
 from om_core.policy.early_activation import resolve_ttl_ms
 from om_core.store import history
 from om_core.store.types import Record, StoredEvent
+from om_core.tenancy.scoped_ids import StoredId
 
 
 def ingest_turn(core: EngineCore, turn: TurnInput) -> TurnResult:
@@ -96,7 +97,7 @@ def _ingest(core: EngineCore, turn: TurnInput, sink: list[StoredEvent]) -> TurnR
         block_after=cfg.observation.block_after_at(status.threshold),
     ):
         blocked = True
-        if not resource.is_shared(cfg) and backlog.is_backlog(core, window):
+        if not resource.scope_for(cfg).shared and backlog.is_backlog(core, window):
             degraded_reason, in_backlog = backlog.observe_blocking(core, thread_id), True
         else:
             degraded_reason = core.run_blocking(_blocking_observation(core, stored.thread, cfg), thread_id)
@@ -183,7 +184,7 @@ def _blocking_observation(core: EngineCore, thread: history.ThreadRow, cfg: Reso
 
 
 def _schedule_idle_trigger(
-    core: EngineCore, thread_id: str, resource_id: str, cfg: ResolvedConfig, activity: Activity
+    core: EngineCore, thread_id: StoredId, resource_id: StoredId, cfg: ResolvedConfig, activity: Activity
 ) -> None:
     """Arm (or move) the idle trigger for beat: the earliest phase TTL after the last activity. The
     payload keeps the actor's model and provider options, so beat resolves `"auto"` as the turn did."""

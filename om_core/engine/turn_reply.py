@@ -23,15 +23,18 @@ from om_core.store import history, records
 from om_core.store.db import single_write
 from om_core.store.outbox import write_events
 from om_core.store.types import NewEvent, Record, StoredEvent
-from om_core.tenancy.scoped_ids import public_id
+from om_core.tenancy.scoped_ids import PublicId, StoredId, public_id
 from om_core.working_memory import document as wm
+
+#: The resource id of a result that names none (the default; every turn sets it).
+NO_RESOURCE = PublicId("")
 
 
 @dataclass(frozen=True)
 class TurnResult:
     """What the actor sees next. Ids are public: the ones the caller's tenant chose (`scoped_ids`)."""
 
-    thread_id: str
+    thread_id: PublicId
     record_id: str
     system_messages: list[str]
     messages: list[Message]
@@ -42,7 +45,7 @@ class TurnResult:
     degraded: bool = False
     degraded_reason: str | None = None
     context: ActorContext = field(default_factory=ActorContext)
-    resource_id: str = ""
+    resource_id: PublicId = NO_RESOURCE
     #: Tools the actor should be offered, in the chat-completions format: the recall tool when the
     #: thread has `retrieval` on (behaviour §9.2), `updateWorkingMemory` when the actor manages its working
     #: memory (§8.7), else none. Shared values: read, do not modify.
@@ -63,7 +66,7 @@ class Current(NamedTuple):
 
 def disabled_turn(
     core: EngineCore,
-    thread_id: str,
+    thread_id: StoredId,
     cfg: ResolvedConfig,
     stored: Stored,
     step_number: int,
@@ -88,7 +91,9 @@ def disabled_turn(
     )
 
 
-def read_current(core: EngineCore, thread_id: str, cfg: ResolvedConfig, *, bodies: bool = True) -> Current:
+def read_current(
+    core: EngineCore, thread_id: StoredId, cfg: ResolvedConfig, *, bodies: bool = True
+) -> Current:
     """Head, window, unobserved messages (none without `bodies`) and shared memory as committed now
     (after work that changed them)."""
     with core.db.connect() as conn:
@@ -115,7 +120,7 @@ def read_current(core: EngineCore, thread_id: str, cfg: ResolvedConfig, *, bodie
     return Current(head, window, thread, unobserved.messages, shared)
 
 
-def current_status(core: EngineCore, thread_id: str, step_number: int = 0) -> StatusPayload:
+def current_status(core: EngineCore, thread_id: StoredId, step_number: int = 0) -> StatusPayload:
     """The thread's status as committed now, as its next turn would compute it. KeyError when the
     thread has no record yet."""
     cfg = core.thread_config(thread_id)
@@ -129,7 +134,7 @@ def current_status(core: EngineCore, thread_id: str, step_number: int = 0) -> St
 
 def turn_result(
     core: EngineCore,
-    thread_id: str,
+    thread_id: StoredId,
     cfg: ResolvedConfig,
     step_number: int,
     blocked: bool,

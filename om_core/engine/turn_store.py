@@ -24,6 +24,7 @@ from om_core.store import history, records
 from om_core.store.db import is_postgres, read_only
 from om_core.store.types import Record, StoredEvent
 from om_core.tenancy import access
+from om_core.tenancy.scoped_ids import StoredId
 
 #: Parts read per page when looking for the start of the recent history (OM off); a page is ~30 KB of rows.
 _RECENT_PAGE = 512
@@ -33,8 +34,8 @@ _RECENT_PAGE = 512
 class TurnInput:
     """One call of `ingest_turn`, as the caller gave it."""
 
-    thread_id: str
-    resource_id: str | None
+    thread_id: StoredId
+    resource_id: StoredId | None
     messages: list[Message]
     actor_model: str | None = None
     step_number: int = 0
@@ -94,7 +95,7 @@ def store_and_read(core: EngineCore, turn: TurnInput) -> Stored:
         if postgres or before is None or any(is_temporal_marker(m) for m in fresh):
             head = _head_or_first(core, conn, thread)
         reminder_events = reminders.write_reminders(conn, thread_id, head, fresh) if head else []
-        if cfg.enabled and resource.is_shared(cfg):
+        if cfg.enabled and resource.scope_for(cfg).shared:
             resource.read_log(conn, core, thread.resource_id)  # created by the writer, read below
         fresh_parts = {part.seq: part for message in fresh for part in message.parts}
         read = _WindowRead(core, thread, cfg, fresh_parts, turn.with_context)

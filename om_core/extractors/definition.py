@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from om_core.errors import OMConfigError
+from om_core.tenancy.scoped_ids import StoredId
 
 Source = Literal["observer", "reflector"]
 
@@ -81,8 +82,8 @@ class RunContext:
     """What callables (`instructions`, `schema`) receive at run time (§8.2): whichever values are known."""
 
     source: Source
-    thread_id: str | None = None
-    resource_id: str | None = None
+    thread_id: StoredId | None = None
+    resource_id: StoredId | None = None
     #: OM's metadata of the thread as stored before this run.
     om_metadata: Mapping[str, Any] = field(default_factory=dict)
     #: The spec's `memory`: the store the run belongs to (the engine's SQLAlchemy engine), so a hook can
@@ -97,8 +98,8 @@ class ExtractedContext:
 
     source: Source
     extractor: Extractor
-    thread_id: str | None
-    resource_id: str | None
+    thread_id: StoredId | None
+    resource_id: StoredId | None
     previous: Any
     current: Any
     memory: Any = None

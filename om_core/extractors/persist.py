@@ -19,6 +19,7 @@ from om_core.extractors.definition import (
     validate_value,
 )
 from om_core.extractors.inline import Extraction
+from om_core.store.payloads import ExtractionFields
 
 log = logging.getLogger("om.extractors")
 
@@ -155,9 +156,9 @@ def persisted_values(extractors: Sequence[Extractor], meta: Mapping[str, Any]) -
     return out
 
 
-def end_fields(extraction: Extraction) -> dict[str, Any]:
+def end_fields(extraction: Extraction) -> ExtractionFields:
     """`extractedValues` / `extractionFailures` for an end event; each only when it has something."""
-    fields: dict[str, Any] = {}
+    fields: ExtractionFields = {}
     if extraction.values:
         fields["extractedValues"] = dict(extraction.values)
     if extraction.failures:

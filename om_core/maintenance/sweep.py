@@ -40,6 +40,7 @@ from om_core.engine import BufferObservation, DeliverWebhooks, MemoryEngine, ind
 from om_core.engine.tasks import webhook_key
 from om_core.maintenance.triggers import IDLE, STALE, claim_due
 from om_core.store import records, schema, usage
+from om_core.tenancy.scoped_ids import StoredId
 from om_core.webhooks import store as webhook_store
 
 log = logging.getLogger("om.maintenance")
@@ -84,7 +85,7 @@ class MaintenanceReport:
     activated: list[str] = field(default_factory=list)
     flags_cleared: list[tuple[str, str]] = field(default_factory=list)
     rebuffered: list[str] = field(default_factory=list)
-    reindexed: list[str] = field(default_factory=list)
+    reindexed: list[StoredId] = field(default_factory=list)
     webhooks: list[str] = field(default_factory=list)
     #: Usage deltas folded into the tenants' totals (`store.usage.fold_tenant_deltas`).
     usage_folded: int = 0

@@ -15,6 +15,7 @@ from sqlalchemy import Connection, Engine, and_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from om_core.store import schema
+from om_core.tenancy.scoped_ids import StoredId
 
 IDLE = "idle"
 STALE = "stale"
@@ -26,8 +27,8 @@ T = schema.triggers
 class DueTrigger:
     lookup_key: str
     kind: str
-    thread_id: str | None
-    resource_id: str | None
+    thread_id: StoredId | None
+    resource_id: StoredId | None
     payload: dict[str, Any]
 
 
@@ -36,8 +37,8 @@ def schedule(
     *,
     lookup_key: str,
     kind: str,
-    thread_id: str | None,
-    resource_id: str | None,
+    thread_id: StoredId | None,
+    resource_id: StoredId | None,
     due_at: datetime | None,
     payload: dict[str, Any] | None = None,
 ) -> None:

@@ -13,14 +13,14 @@ from datetime import datetime
 import xxhash
 
 from om_core.observations.text import DATE_HEADER_RE
-from om_core.tenancy.scoped_ids import public_id
+from om_core.tenancy.scoped_ids import StoredId, public_id
 
 #: A `<thread>` tag line the Observer may have written itself; sections are made here, not by the model.
 _THREAD_TAG_LINE_RE = re.compile(r"^[ \t]*</?thread\b[^>\n]*>[ \t]*$", re.MULTILINE | re.IGNORECASE)
 _SECTION_RE = re.compile(r'<thread id="(?P<id>[^"\n]+)">\n(?P<body>.*?)\n</thread>', re.DOTALL)
 
 
-def thread_label(thread_id: str, *, obscure: bool) -> str:
+def thread_label(thread_id: StoredId, *, obscure: bool) -> str:
     """What models see for a thread: its public id, or a stable 32-bit xxhash of it (hex) when ids are
     obscured, so neither a prompt nor the log it produces carries the id."""
     public = public_id(thread_id)

@@ -17,7 +17,7 @@ from datetime import timedelta
 from typing import Literal, Protocol, TypedDict
 
 from om_core.messages import TOOL_KIND, Message
-from om_core.tenancy.scoped_ids import public_id
+from om_core.tenancy.scoped_ids import StoredId, public_id
 from om_core.tokens.rounding import round_half_up
 
 
@@ -343,7 +343,7 @@ class Status:
     buffered_reflection_input_tokens: int
 
     def to_status_payload(
-        self, record_id: str, thread_id: str | None, step_number: int, generation_count: int
+        self, record_id: str, thread_id: StoredId | None, step_number: int, generation_count: int
     ) -> StatusPayload:
         """The status as clients read it (`StatusPayload`)."""
         return {

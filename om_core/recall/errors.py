@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from om_core.errors import OMError
+from om_core.tenancy.scoped_ids import PublicId
 
 __all__ = ["RecallError", "RecallInvalid", "RecallNotFound", "RetrievalDisabled"]
 
@@ -44,7 +45,7 @@ class RecallNotFound(RecallError, LookupError):
 class RetrievalDisabled(RecallError, ValueError):
     """Recall on a thread whose effective config leaves `retrieval` off: there is no tool to call."""
 
-    def __init__(self, thread_id: str) -> None:
+    def __init__(self, thread_id: PublicId) -> None:
         self.thread_id = thread_id
         super().__init__(
             "RETRIEVAL_DISABLED",

@@ -35,7 +35,7 @@ from om_core.store.recall_reads import (
     messages_from,
     part_bodies,
 )
-from om_core.tenancy.scoped_ids import public_id
+from om_core.tenancy.scoped_ids import StoredId, public_id
 
 __all__ = ["read_messages"]
 
@@ -124,7 +124,7 @@ def _shown(message: MessageInfo, p: RecallParams) -> list[PartInfo]:
 
 def _walk(
     conn: Connection,
-    thread_id: str,
+    thread_id: StoredId,
     anchor: MessageInfo | None,
     *,
     forward: bool,

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic.alias_generators import to_camel
 
 from om_core.recall.errors import RecallInvalid
+from om_core.tenancy.scoped_ids import PublicId
 
 __all__ = [
     "MAX_LIMIT",
@@ -72,7 +73,7 @@ class RecallParams(BaseModel):
     mode: Mode = "messages"
     query: str | None = Field(default=None, max_length=4000)
     cursor: str | None = Field(default=None, min_length=1, max_length=2000)
-    thread_id: str | None = None
+    thread_id: PublicId | None = None
     anchor: Literal["start", "end"] = "start"
     page: int | None = Field(default=None, ge=-MAX_PAGE, le=MAX_PAGE)
     limit: int | None = None

@@ -18,14 +18,14 @@ from om_core.recall.scope import RecallScope
 from om_core.recall.search_mode import Searcher, search
 from om_core.recall.threads_mode import list_threads
 from om_core.store.recall_reads import thread_info
-from om_core.tenancy.scoped_ids import public_id
+from om_core.tenancy.scoped_ids import StoredId, public_id
 
 __all__ = ["run_recall"]
 
 
 def run_recall(
     db: Engine,
-    thread_id: str,
+    thread_id: StoredId,
     options: ResolvedRetrieval | None,
     params: Mapping[str, Any] | RecallParams,
     *,

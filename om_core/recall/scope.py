@@ -16,15 +16,14 @@ from sqlalchemy import Connection
 from om_core.recall.budget import Count
 from om_core.recall.errors import RecallNotFound
 from om_core.store.recall_reads import ThreadInfo, thread_info
-from om_core.tenancy.scoped_ids import SCOPE_SEPARATOR, public_id
+from om_core.tenancy.scoped_ids import PublicId, StoredId, public_id, scoped_id, tenant_of
 
 __all__ = ["RecallScope", "sibling_id"]
 
 
-def sibling_id(active_stored: str, public: str) -> str:
+def sibling_id(active_stored: StoredId, public: PublicId) -> StoredId:
     """The stored id of `public` in the active thread's tenant."""
-    tenant, separator, _ = active_stored.rpartition(SCOPE_SEPARATOR)
-    return f"{tenant}{separator}{public}"
+    return scoped_id(tenant_of(active_stored), public)
 
 
 @dataclass(frozen=True)
@@ -42,7 +41,7 @@ class RecallScope:
     def is_active(self, thread: ThreadInfo) -> bool:
         return thread.id == self.active.id
 
-    def thread(self, conn: Connection, thread_id: str | None) -> ThreadInfo:
+    def thread(self, conn: Connection, thread_id: PublicId | None) -> ThreadInfo:
         """The thread a call reads: the active one (no id, `"current"`, or its own id), or in resource
         scope another thread of the same resource; anything else is `RecallNotFound`."""
         if thread_id in (None, "current", public_id(self.active.id)):

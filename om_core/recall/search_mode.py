@@ -24,7 +24,7 @@ from om_core.recall.scope import RecallScope
 from om_core.search.errors import VectorSearchUnavailable
 from om_core.search.types import SearchHit, SearchRequest
 from om_core.store.recall_reads import ThreadInfo, threads_by_id
-from om_core.tenancy.scoped_ids import public_id
+from om_core.tenancy.scoped_ids import StoredId, public_id
 
 __all__ = ["NOT_CONFIGURED", "NO_MATCHES", "Searcher", "fetch_size", "search"]
 
@@ -50,7 +50,7 @@ def search(
     if searcher is None:
         return {"results": NOT_CONFIGURED, "count": 0}
     k = min(max(p.page_limit, 1), MAX_LIMIT)
-    allowed: tuple[str, ...] | None = None
+    allowed: tuple[StoredId, ...] | None = None
     if not scope.spans_resource:
         allowed = (scope.active.id,)
     elif p.thread_id is not None:
@@ -107,7 +107,7 @@ def _range(ranges: str | None) -> tuple[str, str] | None:
 def format_hits(scope: RecallScope, hits: list[SearchHit], threads: dict[str, ThreadInfo]) -> str:
     """Hits grouped by thread (threads by their best hit, hits by score), each saying where it comes
     from and how to read the raw messages behind it."""
-    order: dict[str, list[SearchHit]] = {}
+    order: dict[StoredId, list[SearchHit]] = {}
     for hit in sorted(hits, key=lambda h: -h.score):
         order.setdefault(hit.thread_id, []).append(hit)
     blocks: list[str] = []

@@ -31,6 +31,7 @@ from om_core.search.documents import message_text
 from om_core.search.embedder import Embedder
 from om_core.store import schema
 from om_core.store.db import is_postgres, read_only
+from om_core.tenancy.scoped_ids import StoredId
 
 D = schema.search_docs
 S = schema.index_state
@@ -109,7 +110,7 @@ def _upsert(conn: Connection, rows: list[dict[str, Any]]) -> int:
     return len(rows)
 
 
-def _state(conn: Connection, thread_id: str) -> tuple[str, int] | None:
+def _state(conn: Connection, thread_id: StoredId) -> tuple[StoredId, int] | None:
     """The thread's resource and how far its messages are indexed (0 before the first run); None when
     the thread does not exist."""
     row = conn.execute(
@@ -119,10 +120,10 @@ def _state(conn: Connection, thread_id: str) -> tuple[str, int] | None:
     ).first()
     if row is None:
         return None
-    return str(row.resource_id), int(row.message_seq or 0)
+    return StoredId(row.resource_id), int(row.message_seq or 0)
 
 
-def _save_state(conn: Connection, thread_id: str, resource_id: str, seq: int, vector: bool) -> None:
+def _save_state(conn: Connection, thread_id: StoredId, resource_id: StoredId, seq: int, vector: bool) -> None:
     values = {"thread_id": thread_id, "resource_id": resource_id, "message_seq": seq, "vector": vector}
     stamp = {"updated_at": _now()}
     if is_postgres(conn):
@@ -152,7 +153,7 @@ def _save_state(conn: Connection, thread_id: str, resource_id: str, seq: int, ve
 
 
 def _index_messages_step(
-    conn: Connection, thread_id: str, resource_id: str, after_seq: int
+    conn: Connection, thread_id: StoredId, resource_id: StoredId, after_seq: int
 ) -> tuple[int, int]:
     """Documents for the messages holding the next `PARTS_PER_STEP` parts past `after_seq`; returns
     (documents written, the last sequence number covered), or (0, after_seq) when nothing is new."""
@@ -209,7 +210,7 @@ def _group_outdated() -> Any:
     )
 
 
-def _index_groups_step(conn: Connection, thread_id: str) -> int:
+def _index_groups_step(conn: Connection, thread_id: StoredId) -> int:
     missing = conn.execute(
         select(G.c.id, G.c.resource_id, G.c.ranges, G.c.text, G.c.observed_at)
         .where(G.c.thread_id == thread_id, _group_outdated())
@@ -236,7 +237,7 @@ def _index_groups_step(conn: Connection, thread_id: str) -> int:
     return len(missing)
 
 
-def index_documents(db: Engine, thread_id: str, *, vector: bool = False) -> IndexResult:
+def index_documents(db: Engine, thread_id: StoredId, *, vector: bool = False) -> IndexResult:
     """Write the thread's missing or outdated documents (no model call). `vector` is recorded in the
     thread's index state: whether its documents are waiting for vectors (the lag counts them then)."""
     messages = groups = 0
@@ -260,7 +261,7 @@ def index_documents(db: Engine, thread_id: str, *, vector: bool = False) -> Inde
     return IndexResult(messages, groups)
 
 
-def embed_documents(db: Engine, thread_id: str, embedder: Embedder, *, batch_size: int = 64) -> int:
+def embed_documents(db: Engine, thread_id: StoredId, embedder: Embedder, *, batch_size: int = 64) -> int:
     """Vectors for the thread's documents that have none of `embedder.model`; returns how many were
     stored. Each batch: read, embed (no transaction open), write with a version check."""
     stored = 0
@@ -306,7 +307,7 @@ def embed_documents(db: Engine, thread_id: str, embedder: Embedder, *, batch_siz
 
 
 def index_thread(
-    db: Engine, thread_id: str, embedder: Embedder | None = None, *, batch_size: int = 64
+    db: Engine, thread_id: StoredId, embedder: Embedder | None = None, *, batch_size: int = 64
 ) -> IndexResult:
     """Index one thread: its documents, then (with an embedder) their vectors."""
     result = index_documents(db, thread_id, vector=embedder is not None)
@@ -315,7 +316,7 @@ def index_thread(
     return result + IndexResult(embedded=embed_documents(db, thread_id, embedder, batch_size=batch_size))
 
 
-def track(db: Engine, thread_ids: Sequence[str]) -> None:
+def track(db: Engine, thread_ids: Sequence[StoredId]) -> None:
     """Give each thread an index state if it has none (cursor 0, stamped now), when its indexing is first
     asked for: from then on the lag counts what it waits for, even before its first run."""
     if not thread_ids:
@@ -334,7 +335,7 @@ def track(db: Engine, thread_ids: Sequence[str]) -> None:
         conn.execute(insert.from_select(columns, source).on_conflict_do_nothing())
 
 
-def stragglers(db: Engine, *, quiet_since: datetime, limit: int) -> list[str]:
+def stragglers(db: Engine, *, quiet_since: datetime, limit: int) -> list[StoredId]:
     """Threads being indexed (with an index state) that have parts past their cursor and no write since
     `quiet_since`: what throttled turn requests left behind."""
     with db.connect() as conn:
@@ -345,10 +346,10 @@ def stragglers(db: Engine, *, quiet_since: datetime, limit: int) -> list[str]:
             .order_by(T.c.updated_at)
             .limit(limit)
         ).scalars()
-        return [str(thread_id) for thread_id in rows]
+        return [StoredId(thread_id) for thread_id in rows]
 
 
-def has_pending_work(db: Engine, thread_id: str) -> bool:
+def has_pending_work(db: Engine, thread_id: StoredId) -> bool:
     """Whether the thread has parts past its index cursor or groups without a document (what a run
     that just ended may have missed). Vectors are not checked: a run embeds everything it finds."""
     with db.connect() as conn:

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
+from om_core.tenancy.scoped_ids import StoredId
+
 #: What a hit is: an observation group (its text and the range of raw messages it came from) or one raw
 #: message.
 HitKind = Literal["group", "message"]
@@ -17,10 +19,10 @@ class SearchRequest:
     checked that the resource belongs to its tenant. `thread_ids` (when given) restricts the hits to those
     threads; `after` / `before` bound the hit's time (strictly)."""
 
-    resource_id: str
+    resource_id: StoredId
     query: str
     limit: int = 10
-    thread_ids: tuple[str, ...] | None = None
+    thread_ids: tuple[StoredId, ...] | None = None
     after: datetime | None = None
     before: datetime | None = None
     kinds: tuple[HitKind, ...] = ("group", "message")
@@ -34,8 +36,8 @@ class SearchHit:
 
     kind: HitKind
     ref: str
-    thread_id: str
-    resource_id: str
+    thread_id: StoredId
+    resource_id: StoredId
     text: str
     at: datetime
     score: float

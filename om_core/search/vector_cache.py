@@ -32,6 +32,7 @@ from sqlalchemy import Connection, text
 from sqlalchemy.exc import OperationalError
 
 from om_core.sized_lru import SizedLRU
+from om_core.tenancy.scoped_ids import StoredId
 
 #: The vec0 shadow-table columns this module reads; another layout is left to vec0's query.
 _CHUNK_COLUMNS = ("chunk_id", "size", "partition00", "validity", "rowids")
@@ -61,7 +62,7 @@ def ensure_stamps(conn: Connection, table: str) -> None:
     )
 
 
-def stamp(conn: Connection, table: str, resource_ids: Sequence[str], *, changed: bool) -> None:
+def stamp(conn: Connection, table: str, resource_ids: Sequence[StoredId], *, changed: bool) -> None:
     """Give each resource a stamp (a new one when `changed`: vectors of it were replaced)."""
     conflict = "DO UPDATE SET stamp = random()" if changed else "DO NOTHING"
     conn.execute(
@@ -122,7 +123,7 @@ class VectorCache:
         return self._lru.max_bytes > 0
 
     def nearest(
-        self, conn: Connection, table: str, resource_id: str, vector: Sequence[float], k: int
+        self, conn: Connection, table: str, resource_id: StoredId, vector: Sequence[float], k: int
     ) -> list[tuple[int, float]] | None:
         """The `k` documents nearest to `vector` as `(doc_id, cosine distance)`, nearest first; None when
         this cache cannot answer (off, unknown layout, no stamp, over budget)."""
@@ -151,7 +152,7 @@ class VectorCache:
             self._layouts[key] = known
         return known
 
-    def _current(self, conn: Connection, table: str, resource_id: str, dims: int) -> _Resource | None:
+    def _current(self, conn: Connection, table: str, resource_id: StoredId, dims: int) -> _Resource | None:
         now = conn.execute(
             text(f"SELECT stamp FROM {stamps_table(table)} WHERE resource_id = :r"), {"r": resource_id}
         ).scalar()

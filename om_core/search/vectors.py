@@ -28,6 +28,7 @@ from om_core.search import vector_cache
 from om_core.search.errors import POSTGRES_HINT, SQLITE_HINT, VectorSearchUnavailable
 from om_core.search.vector_cache import VectorCache
 from om_core.store.db import is_postgres, key_lock, sqlite_vectors_available
+from om_core.tenancy.scoped_ids import StoredId
 
 #: pgvector indexes `vector` columns of at most this many dimensions; larger ones are stored as halfvec.
 PG_VECTOR_INDEX_MAX_DIMS = 2000
@@ -128,7 +129,7 @@ def _literal(vector: Sequence[float]) -> str:
 @dataclass(frozen=True)
 class VectorRow:
     doc_id: int
-    resource_id: str
+    resource_id: StoredId
     vector: Sequence[float]
 
 
@@ -180,7 +181,7 @@ def store(conn: Connection, rows: Sequence[VectorRow]) -> None:
 
 def nearest(
     conn: Connection,
-    resource_id: str,
+    resource_id: StoredId,
     vector: Sequence[float],
     k: int,
     *,

@@ -30,6 +30,7 @@ from sqlalchemy.sql.expression import TableClause
 
 from om_core.store import history, schema
 from om_core.store.db import key_lock
+from om_core.tenancy.scoped_ids import StoredId
 
 __all__ = [
     "RUNTIME_TABLE_PREFIX",
@@ -50,16 +51,16 @@ OWNER_COLUMNS = ("thread_id", "resource_id", "lookup_key")
 class ErasedIds:
     """What an erasure removed: stored ids, and the record-chain keys that named them."""
 
-    resource_id: str | None
-    thread_ids: tuple[str, ...]
+    resource_id: StoredId | None
+    thread_ids: tuple[StoredId, ...]
     lookup_keys: tuple[str, ...]
 
 
-def _thread_key(thread_id: str) -> str:
+def _thread_key(thread_id: StoredId) -> str:
     return f"thread:{thread_id}"
 
 
-def _resource_key(resource_id: str) -> str:
+def _resource_key(resource_id: StoredId) -> str:
     return f"resource:{resource_id}"
 
 
@@ -75,8 +76,8 @@ def runtime_tables(conn: Connection) -> list[str]:
 def _owner_filter(
     columns: dict[str, ColumnElement[object]],
     *,
-    resource_id: str | None,
-    thread_ids: Sequence[str],
+    resource_id: StoredId | None,
+    thread_ids: Sequence[StoredId],
     keys: Sequence[str],
 ) -> ColumnElement[bool] | None:
     conditions: list[ColumnElement[bool]] = []
@@ -90,7 +91,7 @@ def _owner_filter(
 
 
 def _sweep(
-    conn: Connection, *, resource_id: str | None, thread_ids: Sequence[str], keys: Sequence[str]
+    conn: Connection, *, resource_id: StoredId | None, thread_ids: Sequence[StoredId], keys: Sequence[str]
 ) -> None:
     """Delete the rows of the ids from every owning table, children first."""
     for owning in reversed(schema.metadata.sorted_tables):
@@ -153,7 +154,7 @@ def erase_in_transaction(db: Engine, erase: Callable[[Connection], ErasedIds | N
     raise AssertionError("unreachable")
 
 
-def erase_thread(conn: Connection, thread_id: str) -> ErasedIds | None:
+def erase_thread(conn: Connection, thread_id: StoredId) -> ErasedIds | None:
     """Erase one thread (its messages, parts, records, chunks, events, triggers, groups, search entries)
     in the caller's transaction. None if it does not exist.
 
@@ -168,7 +169,7 @@ def erase_thread(conn: Connection, thread_id: str) -> ErasedIds | None:
     return ErasedIds(None, (thread_id,), (key,))
 
 
-def erase_resource(conn: Connection, resource_id: str) -> ErasedIds | None:
+def erase_resource(conn: Connection, resource_id: StoredId) -> ErasedIds | None:
     """Erase a resource with everything of it, in the caller's transaction: every thread (as
     `erase_thread`), the shared log and its generations, every row naming the resource, and the resource
     row. None if it does not exist."""

@@ -12,6 +12,7 @@ from sqlalchemy.engine import RowMapping
 
 from om_core.store.schema import observation_groups as G
 from om_core.store.types import ObservationGroup
+from om_core.tenancy.scoped_ids import StoredId
 
 __all__ = ["find", "insert", "of_thread"]
 
@@ -42,13 +43,13 @@ def insert(conn: Connection, groups: Sequence[ObservationGroup]) -> None:
     )
 
 
-def find(conn: Connection, group_id: str, resource_id: str) -> ObservationGroup | None:
+def find(conn: Connection, group_id: str, resource_id: StoredId) -> ObservationGroup | None:
     """The group `group_id` of the resource; None for a group of any other resource."""
     row = conn.execute(select(G).where(G.c.id == group_id, G.c.resource_id == resource_id)).mappings().first()
     return _group(row) if row is not None else None
 
 
-def of_thread(conn: Connection, thread_id: str) -> list[ObservationGroup]:
+def of_thread(conn: Connection, thread_id: StoredId) -> list[ObservationGroup]:
     """A thread's groups, oldest first."""
     rows = conn.execute(
         select(G).where(G.c.thread_id == thread_id).order_by(G.c.created_at, G.c.id)

@@ -19,7 +19,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from om_core.messages import Message, Part, Role
 from om_core.store import schema
 from om_core.store.records import deep_merge
-from om_core.tenancy.scoped_ids import public_id
+from om_core.tenancy.scoped_ids import StoredId, public_id
 
 T = schema.threads
 M = schema.messages
@@ -35,8 +35,8 @@ class MessageConflict(ValueError):
 
 @dataclass(frozen=True)
 class ThreadRow:
-    id: str
-    resource_id: str
+    id: StoredId
+    resource_id: StoredId
     title: str | None
     om_metadata: dict[str, Any]
     config_overrides: dict[str, Any] | None
@@ -104,7 +104,7 @@ def resource_overrides(metadata: Any) -> dict[str, Any] | None:
     return dict(value) if value else None
 
 
-def set_resource_overrides(conn: Connection, resource_id: str, overrides: dict[str, Any] | None) -> None:
+def set_resource_overrides(conn: Connection, resource_id: StoredId, overrides: dict[str, Any] | None) -> None:
     """Replace the resource's overrides (None clears them), keeping the rest of its metadata."""
     R = schema.resources
     row = conn.execute(select(R.c.metadata).where(R.c.id == resource_id).with_for_update()).first()
@@ -115,7 +115,7 @@ def set_resource_overrides(conn: Connection, resource_id: str, overrides: dict[s
     conn.execute(update(R).where(R.c.id == resource_id).values(metadata=metadata))
 
 
-def ensure_resource(conn: Connection, resource_id: str, tenant_id: str | None = None) -> None:
+def ensure_resource(conn: Connection, resource_id: StoredId, tenant_id: str | None = None) -> None:
     conn.execute(
         _insert(conn)(schema.resources)
         .values(id=resource_id, tenant_id=tenant_id, metadata={}, created_at=_now())
@@ -123,7 +123,9 @@ def ensure_resource(conn: Connection, resource_id: str, tenant_id: str | None = 
     )
 
 
-def ensure_thread(conn: Connection, thread_id: str, resource_id: str, tenant_id: str | None = None) -> None:
+def ensure_thread(
+    conn: Connection, thread_id: StoredId, resource_id: StoredId, tenant_id: str | None = None
+) -> None:
     now = _now()
     insert = _insert(conn)
     ensure_resource(conn, resource_id, tenant_id)
@@ -142,7 +144,7 @@ def ensure_thread(conn: Connection, thread_id: str, resource_id: str, tenant_id:
     )
 
 
-def get_thread(engine_or_conn: Engine | Connection, thread_id: str) -> ThreadRow | None:
+def get_thread(engine_or_conn: Engine | Connection, thread_id: StoredId) -> ThreadRow | None:
     params = {"thread_id": thread_id}
     if isinstance(engine_or_conn, Engine):
         with engine_or_conn.connect() as conn:
@@ -153,7 +155,7 @@ def get_thread(engine_or_conn: Engine | Connection, thread_id: str) -> ThreadRow
 
 
 def list_threads(
-    engine_or_conn: Engine | Connection, resource_id: str, tenant_id: str | None = None
+    engine_or_conn: Engine | Connection, resource_id: StoredId, tenant_id: str | None = None
 ) -> list[ThreadRow]:
     """The resource's threads, oldest first, each with the resource's overrides."""
     query = (
@@ -206,7 +208,7 @@ def page_threads(
     engine_or_conn: Engine | Connection,
     *,
     tenant_id: str | None,
-    resource_id: str | None,
+    resource_id: StoredId | None,
     after: tuple[Any, ...] | None,
     limit: int,
     q: str | None = None,
@@ -261,7 +263,7 @@ def page_threads(
 
 def set_thread_fields(
     conn: Connection,
-    thread_id: str,
+    thread_id: StoredId,
     *,
     title: str | None = None,
     clear_title: bool = False,
@@ -322,7 +324,7 @@ _BODIES = select(P.c.seq, P.c.body).where(
 )
 
 
-def known_message_ids(conn: Connection, thread_id: str, ids: Sequence[str]) -> set[str]:
+def known_message_ids(conn: Connection, thread_id: StoredId, ids: Sequence[str]) -> set[str]:
     """Which of `ids` the thread already stores."""
     if not ids:
         return set()
@@ -332,7 +334,7 @@ def known_message_ids(conn: Connection, thread_id: str, ids: Sequence[str]) -> s
     }
 
 
-def lock_thread(conn: Connection, thread_id: str) -> ThreadRow | None:
+def lock_thread(conn: Connection, thread_id: StoredId) -> ThreadRow | None:
     """Read the thread row under its lock (held to commit): the state every append builds on."""
     row = conn.execute(_LOCK_THREAD, {"thread_id": thread_id}).mappings().first()
     return _thread_from_row(row) if row is not None else None
@@ -341,8 +343,8 @@ def lock_thread(conn: Connection, thread_id: str) -> ThreadRow | None:
 def append_messages(
     conn: Connection,
     *,
-    thread_id: str,
-    resource_id: str,
+    thread_id: StoredId,
+    resource_id: StoredId,
     incoming: Sequence[Message],
     count_part: PartCounter,
     actor_model: str | None = None,
@@ -489,7 +491,7 @@ WHERE id = :thread_id
 
 def _write_appended(
     conn: Connection,
-    thread_id: str,
+    thread_id: StoredId,
     message_rows: list[dict[str, Any]],
     part_rows: list[dict[str, Any]],
     thread_values: dict[str, Any],
@@ -525,7 +527,7 @@ def _json_rows(rows: list[dict[str, Any]], conn: Connection) -> str:
     ).decode()
 
 
-def _with_messages(conn: Connection, thread_id: str, rows: Sequence[Any]) -> list[Message]:
+def _with_messages(conn: Connection, thread_id: StoredId, rows: Sequence[Any]) -> list[Message]:
     """Part rows (message id, body, seq) assembled into their messages, read in one statement."""
     if not rows:
         return []
@@ -537,7 +539,7 @@ def _with_messages(conn: Connection, thread_id: str, rows: Sequence[Any]) -> lis
     return _assemble(rows, message_rows, thread_id)
 
 
-def _assemble(rows: Sequence[Any], message_rows: dict[str, Any], thread_id: str) -> list[Message]:
+def _assemble(rows: Sequence[Any], message_rows: dict[str, Any], thread_id: StoredId) -> list[Message]:
     grouped: dict[str, list[Part]] = {}
     for row in rows:
         part = Part.model_validate(row["body"])
@@ -564,7 +566,7 @@ def _assemble(rows: Sequence[Any], message_rows: dict[str, Any], thread_id: str)
 
 
 def load_parts(
-    conn: Connection, thread_id: str, *, after_seq: int = 0, upto_seq: int | None = None
+    conn: Connection, thread_id: StoredId, *, after_seq: int = 0, upto_seq: int | None = None
 ) -> list[Message]:
     """Messages holding the parts with after_seq < seq <= upto_seq, each with only those parts.
 
@@ -576,7 +578,7 @@ def load_parts(
     return _with_messages(conn, thread_id, conn.execute(query.order_by(P.c.seq)).mappings().all())
 
 
-def part_tokens_after(conn: Connection, thread_id: str, after_seq: int) -> list[PartTokens]:
+def part_tokens_after(conn: Connection, thread_id: StoredId, after_seq: int) -> list[PartTokens]:
     """Stored token contributions of the parts after the cursor (no bodies: cheap on the turn path)."""
     query = (
         select(
@@ -590,7 +592,7 @@ def part_tokens_after(conn: Connection, thread_id: str, after_seq: int) -> list[
 
 
 def part_tokens_newest_first(
-    conn: Connection, thread_id: str, *, before_seq: int | None, limit: int
+    conn: Connection, thread_id: StoredId, *, before_seq: int | None, limit: int
 ) -> list[PartTokens]:
     """Stored token contributions of up to `limit` parts before `before_seq` (None: the newest), newest
     first: a page of the history read backwards, so finding the recent tail costs the tail, not the
@@ -618,7 +620,7 @@ class WindowRow:
     tokens: PartTokens
     created_at: datetime
     first_seq: int
-    resource_id: str
+    resource_id: StoredId
     metadata: dict[str, Any] | None
 
     @property
@@ -641,7 +643,7 @@ class Unobserved:
 
 def read_unobserved(
     conn: Connection,
-    thread_id: str,
+    thread_id: StoredId,
     after_seq: int,
     *,
     known: Callable[[int], Part | None],
@@ -698,7 +700,7 @@ def _window_row(row: Any) -> WindowRow:
     )
 
 
-def _messages_from(rows: Sequence[WindowRow], bodies: dict[int, Part], thread_id: str) -> list[Message]:
+def _messages_from(rows: Sequence[WindowRow], bodies: dict[int, Part], thread_id: StoredId) -> list[Message]:
     """Group parts (in sequence order) by message, messages in (created_at, first_seq) order; each part a
     shallow copy, so callers may treat the result as theirs without touching cached parts. The messages
     are built from stored values, valid when they were stored (times aware: `schema.UtcDateTime`), so
@@ -725,7 +727,7 @@ def _messages_from(rows: Sequence[WindowRow], bodies: dict[int, Part], thread_id
 
 
 def page_messages(
-    engine: Engine, thread_id: str, *, before_seq: int | None = None, limit: int = 50
+    engine: Engine, thread_id: StoredId, *, before_seq: int | None = None, limit: int = 50
 ) -> list[Message]:
     """Messages of a thread, newest page first by first sequence (for the API's paged reads)."""
     with engine.connect() as conn:
@@ -733,7 +735,7 @@ def page_messages(
 
 
 def last_messages(
-    conn: Connection, thread_id: str, *, before_seq: int | None = None, limit: int = 50
+    conn: Connection, thread_id: StoredId, *, before_seq: int | None = None, limit: int = 50
 ) -> list[Message]:
     query = select(M).where(M.c.thread_id == thread_id)
     if before_seq is not None:
@@ -754,7 +756,7 @@ def last_messages(
     return _assemble(rows, message_rows, thread_id)
 
 
-def max_seq(conn: Connection, thread_id: str) -> int:
+def max_seq(conn: Connection, thread_id: StoredId) -> int:
     value = conn.execute(select(func.max(P.c.seq)).where(P.c.thread_id == thread_id)).scalar()
     return int(value or 0)
 
@@ -769,7 +771,7 @@ class ToolPartRow:
     has_result: bool
 
 
-def tool_parts_after(conn: Connection, thread_id: str, after_seq: int) -> list[ToolPartRow]:
+def tool_parts_after(conn: Connection, thread_id: StoredId, after_seq: int) -> list[ToolPartRow]:
     """The tool parts after `after_seq` by call id and state, for pairing calls with results: the JSON
     fields are read in the database, so a large result is never transferred to find its pair."""
     body = P.c.body
@@ -790,7 +792,9 @@ def tool_parts_after(conn: Connection, thread_id: str, after_seq: int) -> list[T
     ]
 
 
-def call_parts(conn: Connection, thread_id: str, call_ids: Sequence[str], *, upto_seq: int) -> list[Message]:
+def call_parts(
+    conn: Connection, thread_id: StoredId, call_ids: Sequence[str], *, upto_seq: int
+) -> list[Message]:
     """The stored call parts (not results) of `call_ids` at or before `upto_seq`, each in a copy of its
     message holding only that part: what the actor is shown again beside a result whose call was
     observed."""

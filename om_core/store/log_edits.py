@@ -31,6 +31,7 @@ from om_core.store import records, schema
 from om_core.store.db import key_lock
 from om_core.store.outbox import write_events
 from om_core.store.types import NewEvent, Record, StoredEvent
+from om_core.tenancy.scoped_ids import StoredId
 
 __all__ = ["LineEdit", "edit_line", "line_digest", "without_line"]
 
@@ -53,7 +54,7 @@ class LineEdit:
 
 #: Events of the edit, for the new head and the old one's id; written in the edit's transaction, each for
 #: (lookup key, thread id) of a stream that reports it.
-EditEvents = Callable[[Record, str], Sequence[tuple[str, str | None, NewEvent]]]
+EditEvents = Callable[[Record, str], Sequence[tuple[str, StoredId | None, NewEvent]]]
 
 
 def without_line(text: str, line: str) -> str:
@@ -74,7 +75,7 @@ def _scrub(value: Any, line: str) -> Any:
     return value
 
 
-def _forget(conn: Connection, lookup_key: str, thread_ids: Sequence[str], line: str) -> None:
+def _forget(conn: Connection, lookup_key: str, thread_ids: Sequence[StoredId], line: str) -> None:
     """Remove `line` from every other copy of this log's observation text (see the module's doc)."""
     R, C, G, E = schema.records, schema.chunks, schema.observation_groups, schema.events
     thread_keys = [f"thread:{t}" for t in thread_ids]
@@ -118,7 +119,7 @@ def _forget(conn: Connection, lookup_key: str, thread_ids: Sequence[str], line: 
 SEARCH_DOCUMENTS = "om_search_docs"
 
 
-def _forget_search_documents(conn: Connection, thread_ids: Sequence[str], line: str) -> None:
+def _forget_search_documents(conn: Connection, thread_ids: Sequence[StoredId], line: str) -> None:
     docs = schema.metadata.tables.get(SEARCH_DOCUMENTS)
     if docs is None or not thread_ids or not {"thread_id", "kind", "text"} <= set(docs.c.keys()):
         return
@@ -152,7 +153,7 @@ def edit_line(
     expected_sha256: str,
     replacement: str | None,
     count_tokens: Callable[[str], int],
-    thread_ids: Sequence[str],
+    thread_ids: Sequence[StoredId],
     events: EditEvents | None = None,
 ) -> tuple[LineEdit, list[StoredEvent]]:
     """Replace line `index` of the key's active log with `replacement`, or delete it (None), as a new

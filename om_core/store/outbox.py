@@ -17,6 +17,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from om_core.store import schema
 from om_core.store.types import NewEvent, Record, StoredEvent
 from om_core.store.usage import count_usage
+from om_core.tenancy.scoped_ids import StoredId
 
 _EVENT_COLUMNS = (
     "thread_id",
@@ -72,8 +73,8 @@ def write_events(
     conn: Connection,
     *,
     lookup_key: str,
-    thread_id: str | None,
-    resource_id: str | None,
+    thread_id: StoredId | None,
+    resource_id: StoredId | None,
     record_id: str | None,
     events: Sequence[NewEvent],
 ) -> list[StoredEvent]:
@@ -114,7 +115,7 @@ def write_events(
                 lookup_key=lookup_key,
                 record_id=record_id,
                 cycle_id=event.cycle_id,
-                payload=event.payload,
+                payload=dict(event.payload),
                 created_at=now,
             )
         )
@@ -135,7 +136,7 @@ def write_record_events(conn: Connection, record: Record, events: Sequence[NewEv
 
 
 def list_events(
-    engine: Engine, *, thread_id: str, after_id: int = 0, limit: int = 500, types: Sequence[str] = ()
+    engine: Engine, *, thread_id: StoredId, after_id: int = 0, limit: int = 500, types: Sequence[str] = ()
 ) -> list[StoredEvent]:
     """Events of a thread in commit order, for replay (`Last-Event-ID`) and for tests."""
     query = (
@@ -163,7 +164,7 @@ def list_events(
     ]
 
 
-def last_event_id(engine: Engine, thread_id: str) -> int:
+def last_event_id(engine: Engine, thread_id: StoredId) -> int:
     with engine.connect() as conn:
         value = conn.execute(
             select(func.max(schema.events.c.id)).where(schema.events.c.thread_id == thread_id)
@@ -183,7 +184,7 @@ def has_event(
 
 
 def cycle_payload(
-    conn: Connection, *, thread_id: str, cycle_id: str, types: Sequence[str]
+    conn: Connection, *, thread_id: StoredId, cycle_id: str, types: Sequence[str]
 ) -> dict[str, Any] | None:
     """The payload of the newest event of `types` a cycle reported on a thread's stream (None: none).
     Structured extraction reads the output of the cycle it follows from its end event."""

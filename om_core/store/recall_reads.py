@@ -18,6 +18,7 @@ from sqlalchemy import Connection, and_, or_, select
 
 from om_core.messages import Part
 from om_core.store import schema
+from om_core.tenancy.scoped_ids import StoredId
 
 __all__ = [
     "MessageInfo",
@@ -68,7 +69,7 @@ class PartInfo:
 @dataclass(frozen=True)
 class MessageInfo:
     id: str
-    thread_id: str
+    thread_id: StoredId
     role: str
     created_at: datetime
     first_seq: int
@@ -81,8 +82,8 @@ class MessageInfo:
 
 @dataclass(frozen=True)
 class ThreadInfo:
-    id: str
-    resource_id: str
+    id: StoredId
+    resource_id: StoredId
     tenant_id: str | None
     title: str | None
     created_at: datetime
@@ -103,12 +104,12 @@ def _thread_info(row: Any) -> ThreadInfo:
 _THREAD_COLUMNS = (T.c.id, T.c.resource_id, T.c.tenant_id, T.c.title, T.c.created_at, T.c.updated_at)
 
 
-def thread_info(conn: Connection, thread_id: str) -> ThreadInfo | None:
+def thread_info(conn: Connection, thread_id: StoredId) -> ThreadInfo | None:
     row = conn.execute(select(*_THREAD_COLUMNS).where(T.c.id == thread_id)).mappings().first()
     return _thread_info(row) if row is not None else None
 
 
-def threads_by_id(conn: Connection, thread_ids: Sequence[str]) -> dict[str, ThreadInfo]:
+def threads_by_id(conn: Connection, thread_ids: Sequence[StoredId]) -> dict[str, ThreadInfo]:
     if not thread_ids:
         return {}
     query = select(*_THREAD_COLUMNS).where(T.c.id.in_(list(dict.fromkeys(thread_ids))))
@@ -117,7 +118,7 @@ def threads_by_id(conn: Connection, thread_ids: Sequence[str]) -> dict[str, Thre
 
 def resource_threads(
     conn: Connection,
-    resource_id: str,
+    resource_id: StoredId,
     tenant_id: str | None,
     *,
     offset: int,
@@ -138,7 +139,7 @@ def resource_threads(
     return [_thread_info(row) for row in conn.execute(query).mappings()]
 
 
-def _describe(conn: Connection, thread_id: str, rows: Sequence[Any]) -> list[MessageInfo]:
+def _describe(conn: Connection, thread_id: StoredId, rows: Sequence[Any]) -> list[MessageInfo]:
     """Message rows with their part descriptions (one statement for all of them), in the rows' order."""
     if not rows:
         return []
@@ -176,7 +177,7 @@ def _describe(conn: Connection, thread_id: str, rows: Sequence[Any]) -> list[Mes
 _MESSAGE_COLUMNS = (M.c.id, M.c.role, M.c.created_at, M.c.first_seq)
 
 
-def find_message(conn: Connection, thread_id: str, message_id: str) -> MessageInfo | None:
+def find_message(conn: Connection, thread_id: StoredId, message_id: str) -> MessageInfo | None:
     row = (
         conn.execute(select(*_MESSAGE_COLUMNS).where(M.c.thread_id == thread_id, M.c.id == message_id))
         .mappings()
@@ -187,7 +188,7 @@ def find_message(conn: Connection, thread_id: str, message_id: str) -> MessageIn
 
 def messages_from(
     conn: Connection,
-    thread_id: str,
+    thread_id: StoredId,
     position: tuple[datetime, int] | None,
     *,
     forward: bool,
@@ -210,7 +211,9 @@ def messages_from(
     return _describe(conn, thread_id, rows)
 
 
-def part_bodies(conn: Connection, thread_id: str, message_ids: Sequence[str]) -> dict[str, dict[int, Part]]:
+def part_bodies(
+    conn: Connection, thread_id: StoredId, message_ids: Sequence[str]
+) -> dict[str, dict[int, Part]]:
     """The parts of the given messages by message id and part index."""
     if not message_ids:
         return {}
@@ -225,13 +228,13 @@ def part_bodies(conn: Connection, thread_id: str, message_ids: Sequence[str]) ->
 
 def message_owner(
     conn: Connection,
-    resource_id: str,
+    resource_id: StoredId,
     tenant_id: str | None,
     message_id: str,
     *,
-    exclude: str,
+    exclude: StoredId,
     limit: int = OWNER_SEARCH_THREADS,
-) -> str | None:
+) -> StoredId | None:
     """Which of the resource's threads (other than `exclude`; the `limit` most recently updated) holds a
     message with this id: the newest updated one when several do."""
     candidates = select(T.c.id).where(T.c.resource_id == resource_id, T.c.id != exclude)

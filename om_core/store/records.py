@@ -48,6 +48,7 @@ from om_core.store.types import (
     ThreadObservation,
     WriteResult,
 )
+from om_core.tenancy.scoped_ids import StoredId
 
 R = schema.records
 C = schema.chunks
@@ -312,8 +313,8 @@ def initialize(
     *,
     lookup_key: str,
     scope: str,
-    thread_id: str | None,
-    resource_id: str,
+    thread_id: StoredId | None,
+    resource_id: StoredId,
     config: Mapping[str, Any],
     observed_timezone: str,
 ) -> Record:
@@ -664,7 +665,7 @@ def commit_observation(
 
 
 #: What the events of a multi-thread commit are written for: each thread's cursor record and its drafts.
-BatchEventBuilder = Callable[[Mapping[str, Record]], Sequence[tuple[Record, Sequence[NewEvent]]]]
+BatchEventBuilder = Callable[[Mapping[StoredId, Record]], Sequence[tuple[Record, Sequence[NewEvent]]]]
 
 
 def commit_thread_observations(
@@ -684,7 +685,7 @@ def commit_thread_observations(
     parts are ever covered twice and none is skipped. The sections are composed here from the stored log
     (`compose`), so a concurrent reflection or batch is never overwritten.
     """
-    cursors: dict[str, Record] = {}
+    cursors: dict[StoredId, Record] = {}
     for entry in sorted(entries, key=lambda e: e.cursor_record_id):
         head, reason = lock_live(conn, entry.cursor_record_id, redirect=True)
         if head is None:
@@ -717,7 +718,7 @@ def commit_thread_observations(
             updated_at=now,
         )
     )
-    updated: dict[str, Record] = {}
+    updated: dict[StoredId, Record] = {}
     for entry in entries:
         head = cursors[entry.thread_id]
         if head.chunks:
@@ -1015,7 +1016,7 @@ def clear(conn: Connection, lookup_key: str) -> int:
     return int(result.rowcount or 0)
 
 
-def patch_thread_metadata(conn: Connection, thread_id: str, patch: Mapping[str, Any]) -> None:
+def patch_thread_metadata(conn: Connection, thread_id: StoredId, patch: Mapping[str, Any]) -> None:
     """Merge OM values into the thread's metadata; absent or empty values never erase stored ones (§3.3)."""
     present = {k: v for k, v in patch.items() if v is not None and v != ""}
     if not present:

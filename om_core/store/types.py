@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
+
+from om_core.tenancy.scoped_ids import StoredId
 
 
 @dataclass(frozen=True)
@@ -40,7 +43,7 @@ class ChunkInput:
     from_seq: int
     to_seq: int
     last_observed_at: datetime | None
-    thread_id: str | None = None
+    thread_id: StoredId | None = None
     current_task: str | None = None
     suggested_continuation: str | None = None
     thread_title: str | None = None
@@ -53,8 +56,8 @@ class Record:
     id: str
     lookup_key: str
     scope: str
-    thread_id: str | None
-    resource_id: str
+    thread_id: StoredId | None
+    resource_id: StoredId
     created_at: datetime
     updated_at: datetime
     origin_type: str
@@ -146,7 +149,7 @@ class ThreadObservation:
     observed into `observations`, shown in the shared log under `label`."""
 
     cursor_record_id: str
-    thread_id: str
+    thread_id: StoredId
     label: str
     from_seq: int
     to_seq: int
@@ -161,7 +164,7 @@ class ThreadObservation:
 class StoredEvent:
     id: int
     type: str
-    thread_id: str | None
+    thread_id: StoredId | None
     lookup_key: str
     record_id: str | None
     cycle_id: str | None
@@ -174,10 +177,11 @@ class NewEvent:
     """An event to write in the same transaction as the change it reports."""
 
     type: str
-    payload: dict[str, Any]
+    #: Built as the event type's `TypedDict` (`om_core.store.payloads`), stored as JSON.
+    payload: Mapping[str, Any]
     cycle_id: str | None = None
     #: The thread whose stream reports it, when not the record's own (a resource's shared log has none).
-    thread_id: str | None = None
+    thread_id: StoredId | None = None
 
 
 @dataclass(frozen=True)
@@ -187,8 +191,8 @@ class ObservationGroup:
     `text` is the observations without the wrapper; `key` the log it joined."""
 
     id: str
-    thread_id: str
-    resource_id: str
+    thread_id: StoredId
+    resource_id: StoredId
     key: str
     cycle_id: str
     kind: str  # observation | reflection

@@ -21,8 +21,9 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from om_core.store import schema
 from om_core.store.db import read_only
+from om_core.store.payloads import lifecycle_fields
 from om_core.store.types import StoredEvent
-from om_core.tenancy.scoped_ids import tenant_of
+from om_core.tenancy.scoped_ids import StoredId, tenant_of
 
 
 @dataclass(frozen=True)
@@ -41,10 +42,11 @@ class UsageTotals:
 
 def usage_of(payload: Mapping[str, Any]) -> UsageTotals | None:
     """The usage an event reports, or None when it reports none (start events, activations, ...)."""
-    usage = payload.get("usage")
+    fields = lifecycle_fields(payload)
+    usage = fields.get("usage")
     if not isinstance(usage, Mapping):
         return None
-    cost = payload.get("cost")
+    cost = fields.get("cost")
     return UsageTotals(
         input_tokens=_int(usage.get("inputTokens")),
         output_tokens=_int(usage.get("outputTokens")),
@@ -229,7 +231,7 @@ def _totals(row: Any) -> UsageTotals:
     return UsageTotals(int(row.input_tokens), int(row.output_tokens), float(row.cost_usd), int(row.cycles))
 
 
-def thread_usage(engine: Engine, thread_id: str) -> UsageTotals:
+def thread_usage(engine: Engine, thread_id: StoredId) -> UsageTotals:
     U = schema.usage_threads
     with engine.connect() as conn:
         row = conn.execute(

@@ -14,6 +14,7 @@ from sqlalchemy import Connection, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from om_core.store import schema
+from om_core.tenancy.scoped_ids import StoredId
 
 __all__ = ["Conflict", "WorkingMemoryRow", "read", "write"]
 
@@ -24,8 +25,8 @@ W = schema.working_memory
 class WorkingMemoryRow:
     lookup_key: str
     scope: str
-    thread_id: str | None
-    resource_id: str
+    thread_id: StoredId | None
+    resource_id: StoredId
     content: str
     format: str
     version: int
@@ -58,8 +59,8 @@ def write(
     *,
     lookup_key: str,
     scope: str,
-    thread_id: str | None,
-    resource_id: str,
+    thread_id: StoredId | None,
+    resource_id: StoredId,
     content: str,
     format: str,
     updated_by: str,

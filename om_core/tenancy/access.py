@@ -26,7 +26,7 @@ from sqlalchemy import Connection, Engine, select, update
 
 from om_core.errors import OMError
 from om_core.store import history, schema
-from om_core.tenancy.scoped_ids import MAX_TENANT_LENGTH, public_id, scoped_id
+from om_core.tenancy.scoped_ids import MAX_TENANT_LENGTH, StoredId, public_id, scoped_id
 
 __all__ = [
     "KEY_PREFIX",
@@ -260,14 +260,14 @@ def _visible(owner: str | None, tenant_id: str | None) -> bool:
     return tenant_id is None or owner == tenant_id
 
 
-def _resource_owner(conn: Connection, resource_id: str) -> tuple[bool, str | None]:
+def _resource_owner(conn: Connection, resource_id: StoredId) -> tuple[bool, str | None]:
     row = conn.execute(
         select(schema.resources.c.tenant_id).where(schema.resources.c.id == resource_id)
     ).first()
     return (row is not None, row[0] if row is not None else None)
 
 
-def claim_thread(db: Engine, tenant_id: str | None, thread_id: str, resource_id: str) -> bool:
+def claim_thread(db: Engine, tenant_id: str | None, thread_id: StoredId, resource_id: StoredId) -> bool:
     """Create the thread (stored ids) for `tenant_id`, or confirm the tenant already owns it; False only
     if a row under these stored ids belongs to someone else, which callers answer as "not found"."""
     with db.begin() as conn:
@@ -281,7 +281,7 @@ def claim_thread(db: Engine, tenant_id: str | None, thread_id: str, resource_id:
     return owner is not None and _visible(owner[0], tenant_id)
 
 
-def owned_thread(db: Engine, tenant_id: str | None, thread_id: str) -> history.ThreadRow | None:
+def owned_thread(db: Engine, tenant_id: str | None, thread_id: StoredId) -> history.ThreadRow | None:
     """The thread under its stored id if the tenant may see it; None otherwise (one answer for both)."""
     thread = history.get_thread(db, thread_id)
     if thread is None or not _visible(thread.tenant_id, tenant_id):
@@ -289,7 +289,7 @@ def owned_thread(db: Engine, tenant_id: str | None, thread_id: str) -> history.T
     return thread
 
 
-def claim_resource(db: Engine, tenant_id: str | None, resource_id: str) -> bool:
+def claim_resource(db: Engine, tenant_id: str | None, resource_id: StoredId) -> bool:
     """Create the resource (stored id) for `tenant_id`, or confirm the tenant owns it; False only if a row
     under this stored id belongs to someone else (answered as "not found")."""
     with db.begin() as conn:
@@ -300,7 +300,7 @@ def claim_resource(db: Engine, tenant_id: str | None, resource_id: str) -> bool:
     return True
 
 
-def resource_visible(db: Engine, tenant_id: str | None, resource_id: str) -> bool:
+def resource_visible(db: Engine, tenant_id: str | None, resource_id: StoredId) -> bool:
     """Whether the resource (stored id) exists and belongs to the tenant (or tenancy is off)."""
     with db.connect() as conn:
         exists, owner = _resource_owner(conn, resource_id)
@@ -311,7 +311,7 @@ class ThreadNotVisible(OMError, LookupError):
     """A stored row under the caller's ids belongs to someone else. It cannot happen while stored ids
     include the tenant; if it ever does, it is answered exactly like a missing thread."""
 
-    def __init__(self, thread_id: str, resource_id: str) -> None:
+    def __init__(self, thread_id: StoredId, resource_id: StoredId) -> None:
         self.thread_id = thread_id
         self.resource_id = resource_id
         super().__init__(
@@ -326,7 +326,7 @@ class ThreadNotVisible(OMError, LookupError):
 class ResourceMismatch(OMError, ValueError):
     """A turn named a resource other than the one its thread belongs to (a thread never moves)."""
 
-    def __init__(self, thread_id: str, actual: str, given: str) -> None:
+    def __init__(self, thread_id: StoredId, actual: StoredId, given: StoredId) -> None:
         self.thread_id = thread_id
         self.actual = actual
         self.given = given
@@ -341,7 +341,7 @@ class ResourceMismatch(OMError, ValueError):
 
 
 def create_thread_for(
-    conn: Connection, tenant_id: str | None, thread_id: str, resource_id: str
+    conn: Connection, tenant_id: str | None, thread_id: StoredId, resource_id: StoredId
 ) -> history.ThreadRow:
     """Create the thread (stored ids) for the tenant inside the caller's transaction and return it
     locked. A resource row of someone else under the same stored id is refused (see `_visible`)."""
@@ -354,7 +354,7 @@ def create_thread_for(
     return thread
 
 
-def check_turn_access(thread: history.ThreadRow, tenant_id: str | None, resource_id: str | None) -> None:
+def check_turn_access(thread: history.ThreadRow, tenant_id: str | None, resource_id: StoredId | None) -> None:
     """Raise unless the tenant may write to the thread under the resource it named (if any)."""
     if not _visible(thread.tenant_id, tenant_id):
         raise ThreadNotVisible(thread.id, resource_id or thread.resource_id)

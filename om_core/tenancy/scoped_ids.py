@@ -7,13 +7,32 @@ public id again. A public id never contains `/` (the API's id pattern refuses it
 stored id whatever the tenant's own name holds. Without tenancy (`tenant_id=None`, the embedded mode
 without auth) ids are stored as given.
 
+The two kinds are distinct types (`PublicId`, `StoredId`, both `str` at run time): a stored id sent where
+a client reads a public one would leak the tenant's name, and a public id used as a key would reach the
+wrong rows (or none), so mypy refuses to mix them and every conversion is one of the functions below.
+
 Kept apart from `access` (keys, ownership) because event and status builders need it and import nothing
 else of the store.
 """
 
 from __future__ import annotations
 
-__all__ = ["MAX_TENANT_LENGTH", "SCOPE_SEPARATOR", "public_id", "scoped_id", "tenant_of"]
+from typing import NewType
+
+__all__ = [
+    "MAX_TENANT_LENGTH",
+    "SCOPE_SEPARATOR",
+    "PublicId",
+    "StoredId",
+    "public_id",
+    "scoped_id",
+    "tenant_of",
+]
+
+#: A thread or resource id as the tenant chose it and reads it back (never contains `/`).
+PublicId = NewType("PublicId", str)
+#: A thread or resource id as storage keys it: `<tenant>/<public id>`, or the public id without tenancy.
+StoredId = NewType("StoredId", str)
 
 #: Separates the tenant from the public id in a stored id. Public ids never contain it.
 SCOPE_SEPARATOR = "/"
@@ -22,17 +41,17 @@ SCOPE_SEPARATOR = "/"
 MAX_TENANT_LENGTH = 255
 
 
-def scoped_id(tenant_id: str | None, public: str) -> str:
+def scoped_id(tenant_id: str | None, public: PublicId) -> StoredId:
     """The stored id of a tenant's thread or resource."""
-    return public if tenant_id is None else f"{tenant_id}{SCOPE_SEPARATOR}{public}"
+    return StoredId(public if tenant_id is None else f"{tenant_id}{SCOPE_SEPARATOR}{public}")
 
 
-def public_id(stored: str) -> str:
+def public_id(stored: StoredId) -> PublicId:
     """The id the tenant chose, from a stored id (unchanged when it was stored without a tenant)."""
-    return stored.rpartition(SCOPE_SEPARATOR)[2]
+    return PublicId(stored.rpartition(SCOPE_SEPARATOR)[2])
 
 
-def tenant_of(stored: str) -> str | None:
+def tenant_of(stored: StoredId) -> str | None:
     """The tenant a stored id belongs to (None when it was stored without a tenant). What code that only
     holds a stored id (an event, a run of extractors) uses to choose the operator registrations that
     serve the tenant (`om_core.tenancy.registrations`)."""

@@ -17,7 +17,7 @@ from sqlalchemy import Connection, Engine, delete, func, insert, select, update
 from om_core.store import schema
 from om_core.store.db import read_only
 from om_core.store.types import StoredEvent
-from om_core.tenancy.scoped_ids import SCOPE_SEPARATOR
+from om_core.tenancy.scoped_ids import SCOPE_SEPARATOR, StoredId
 from om_core.webhooks.signing import new_secret
 
 #: Attempts kept per endpoint for `GET /v1/webhooks/{id}/deliveries`; older ones are deleted.
@@ -56,7 +56,7 @@ class Attempt:
     id: int
     event_id: int
     event_type: str
-    thread_id: str | None
+    thread_id: StoredId | None
     attempt: int
     outcome: str
     status_code: int | None
@@ -216,7 +216,7 @@ def _tenant_filter(tenant_id: str) -> Any:
     return E.c.thread_id.not_like("%" + SCOPE_SEPARATOR + "%")
 
 
-def _owned(tenant_id: str, thread_id: str | None) -> bool:
+def _owned(tenant_id: str, thread_id: StoredId | None) -> bool:
     """The exact rule behind the SQL prefix: a tenant named `a` must not see tenant `a/b`'s threads."""
     return thread_id is not None and thread_id.rpartition(SCOPE_SEPARATOR)[0] == tenant_id
 

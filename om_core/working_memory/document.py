@@ -32,8 +32,9 @@ from om_core.errors import OMError
 from om_core.store import working_memory as rows
 from om_core.store.history import ThreadRow
 from om_core.store.outbox import write_events
+from om_core.store.payloads import WorkingMemoryPayload
 from om_core.store.types import NewEvent, StoredEvent
-from om_core.tenancy.scoped_ids import public_id
+from om_core.tenancy.scoped_ids import StoredId, public_id
 
 __all__ = [
     "DEFAULT_TEMPLATE",
@@ -114,8 +115,8 @@ class Target:
 
     lookup_key: str
     scope: Literal["thread", "resource"]
-    thread_id: str | None
-    resource_id: str
+    thread_id: StoredId | None
+    resource_id: StoredId
 
 
 @dataclass(frozen=True)
@@ -129,8 +130,8 @@ class WorkingMemory:
     version: int
     updated_at: datetime | None
     updated_by: str | None
-    thread_id: str | None
-    resource_id: str
+    thread_id: StoredId | None
+    resource_id: StoredId
 
     @property
     def value(self) -> Any:
@@ -146,7 +147,7 @@ def target_for_thread(thread: ThreadRow, cfg: ResolvedConfig) -> Target:
     return Target(f"thread:{thread.id}", "thread", thread.id, thread.resource_id)
 
 
-def target_for_resource(resource_id: str, cfg: ResolvedConfig) -> Target:
+def target_for_resource(resource_id: StoredId, cfg: ResolvedConfig) -> Target:
     """A resource's memory; only resource-scoped memories belong to a resource."""
     wm = _enabled(cfg)
     if wm.scope != "resource":
@@ -265,7 +266,7 @@ def update_at(
     *,
     expected_version: int | None = None,
     by: Author,
-    via_thread: str | None = None,
+    via_thread: StoredId | None = None,
 ) -> tuple[WorkingMemory, list[StoredEvent]]:
     """Store `content` as the memory's next version with its `data-om-working-memory` event, in the
     caller's transaction (raise to roll both back). `via_thread` names the thread the write came through
@@ -296,7 +297,7 @@ def update_at(
         resource_id=target.resource_id,
     )
     thread_id = target.thread_id or via_thread
-    payload = {
+    payload: WorkingMemoryPayload = {
         "scope": target.scope,
         "threadId": public_id(thread_id) if thread_id is not None else None,
         "resourceId": public_id(target.resource_id),
@@ -324,7 +325,7 @@ def update(
     *,
     expected_version: int | None = None,
     by: Author,
-    via_thread: str | None = None,
+    via_thread: StoredId | None = None,
 ) -> tuple[WorkingMemory, list[StoredEvent]]:
     """`update_at` in a transaction of its own. Publish the events after it returns."""
     with db.begin() as conn:

@@ -26,6 +26,7 @@ from sqlalchemy import Engine
 from om_core.config.options import ResolvedConfig, ResolvedWorkingMemory
 from om_core.errors import OMError
 from om_core.extractors.definition import ExtractedContext, Extractor, RunContext
+from om_core.tenancy.scoped_ids import StoredId
 from om_core.working_memory import document as wm
 
 __all__ = [
@@ -42,7 +43,9 @@ EXTRACTOR_NAME = "Working Memory"
 EXTRACTOR_SLUG = "working-memory"
 
 
-def target_for_run(cfg: ResolvedConfig, thread_id: str | None, resource_id: str | None) -> wm.Target | None:
+def target_for_run(
+    cfg: ResolvedConfig, thread_id: StoredId | None, resource_id: StoredId | None
+) -> wm.Target | None:
     """The memory an Observer run on this thread updates (stored ids), None when the run names neither."""
     scope = cfg.working_memory.scope
     if scope == "resource" and resource_id is not None:
@@ -94,7 +97,7 @@ def apply_extracted(
     target: wm.Target,
     value: Any,
     *,
-    via_thread: str | None = None,
+    via_thread: StoredId | None = None,
     shown_version: int | None = None,
 ) -> wm.WorkingMemory | None:
     """Write an extracted value as the memory's next version; None when nothing is written: `null`, empty
