@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -81,6 +80,21 @@ from om_client.models import _CamelResponse as _CamelResponse
 from om_client.models import _Request as _Request
 from om_client.models import _Response as _Response
 from om_client.models import find_unstorable as find_unstorable
+from om_client.server_models import ChatCompletionResponse as ChatCompletionResponse
+from om_client.server_models import DiffLineOut as DiffLineOut
+from om_client.server_models import FleetResponse as FleetResponse
+from om_client.server_models import GenerationDiffResponse as GenerationDiffResponse
+from om_client.server_models import QueueDepth as QueueDepth
+from om_client.server_models import RecallResponse as RecallResponse
+from om_client.server_models import RecentFailure as RecentFailure
+from om_client.server_models import ResourceSummary as ResourceSummary
+from om_client.server_models import WebhookAttempt as WebhookAttempt
+from om_client.server_models import WebhookCreated as WebhookCreated
+from om_client.server_models import WebhookDeliveries as WebhookDeliveries
+from om_client.server_models import WebhookInfo as WebhookInfo
+from om_client.server_models import WhoAmI as WhoAmI
+from om_client.server_models import WorkerSeen as WorkerSeen
+from om_client.server_models import WorkingMemoryResponse as WorkingMemoryResponse
 from om_core.config.options import ObservationalMemoryConfig
 from om_core.engine import MAX_LINE_CHARS
 
@@ -268,36 +282,6 @@ class ConfigRequest(_Request):
 # ---------------------------------------------------------------------------------------- responses
 
 
-class RecallResponse(_CamelResponse):
-    """One recall answer (behaviour §9.4); which fields are present depends on the mode. Messages mode:
-    `messages`, `count`, `cursor`, `page`, `limit`, `detail`, `hasNextPage`, `hasPrevPage` (plus
-    `truncated` and `tokenOffset` when the token budget cut it). With `partIndex`: `text`, `messageId`,
-    `partIndex`, `role`, `type`, `truncated` (plus `nextCharOffset`, and `note` when the part was not
-    there and the next message's first part is shown). Threads: `threads`, `count`, `page`, `hasMore`.
-    Search: `results`, `count`."""
-
-    messages: str | None = None
-    threads: str | None = None
-    results: str | None = None
-    text: str | None = None
-    count: int | None = None
-    cursor: str | None = None
-    page: int | None = None
-    limit: int | None = None
-    detail: Literal["low", "high"] | None = None
-    has_next_page: bool | None = None
-    has_prev_page: bool | None = None
-    has_more: bool | None = None
-    truncated: bool | None = None
-    token_offset: int | None = None
-    message_id: str | None = None
-    part_index: int | None = None
-    role: str | None = None
-    type: str | None = None
-    next_char_offset: int | None = None
-    note: str | None = None
-
-
 #: A thread's caller metadata is a small JSON object; anything larger belongs in the caller's own store.
 MAX_THREAD_METADATA_BYTES = 16_384
 MAX_TITLE_CHARS = 1_000
@@ -365,80 +349,6 @@ class ResourceConfigRequest(_Request):
 # ------------------------------------------------------------------------------------------- dashboard
 
 
-class WhoAmI(_Response):
-    """Who the caller is to this server: what the dashboard asks before it shows a sign-in form."""
-
-    auth: Literal["key", "none"] = Field(
-        description="`key`: requests carry an API key; `none`: authentication is off (om up), no sign-in"
-    )
-    tenant_id: str | None = Field(description="The key's tenant; null when authentication is off")
-    flower_url: str | None = Field(description="Where the operator's Flower is (OM_FLOWER_URL); null: none")
-
-
-class ResourceSummary(_Response):
-    """A resource with the totals of its threads."""
-
-    id: str = Field(description="The resource's id")
-    threads: int
-    messages: int = Field(description="Messages stored in all its threads")
-    last_activity_at: datetime | None = Field(description="The newest turn of any of its threads")
-    cost_usd: float = Field(description="litellm's cost of OM's own model calls for its threads")
-
-
-class QueueDepth(_Response):
-    name: str = Field(description="A Celery queue of the task table (ARCHITECTURE.md, the operations table)")
-    depth: int = Field(description="Messages waiting in the broker (not those a worker already took)")
-
-
-class WorkerSeen(_Response):
-    name: str = Field(description="The worker's Celery hostname")
-    queues: list[str] = Field(description="The queues it consumes")
-
-
-class RecentFailure(_Response):
-    thread_id: str | None = Field(description="The thread; null for a resource's shared log")
-    type: str = Field(description="The failure event's type (`data-om-buffering-failed`, ...)")
-    error: str
-    at: datetime
-
-
-class FleetResponse(_Response):
-    """The background machinery as the caller may see it. Queue depths and workers are the operator's
-    facts, the same for every tenant; failures and usage are the caller's own."""
-
-    executor: Literal["celery", "inline"] = Field(
-        description="celery: workers run background work; inline: the API process does"
-    )
-    queues: list[QueueDepth] = Field(description="Every queue's depth (empty inline: there is no broker)")
-    workers: list[WorkerSeen] = Field(
-        description="Workers that answered within about a second (empty inline)"
-    )
-    recent_failures: list[RecentFailure] = Field(
-        description="The caller's last 20 failed cycles, newest first"
-    )
-    usage: KeyUsageResponse | None = Field(
-        description="The calling key's actor-model usage (as GET /v1/usage); null without keys"
-    )
-    om_usage: OMUsage = Field(
-        description="OM's own model usage and cost (Observer, Reflector) of the caller's tenant"
-    )
-    flower_url: str | None = Field(description="Where the operator's Flower is (OM_FLOWER_URL); null: none")
-
-
-class DiffLineOut(_Response):
-    op: Literal["kept", "added", "removed"]
-    text: str
-
-
-class GenerationDiffResponse(_Response):
-    """What the reflection (or line edit) that made a generation changed: its log against the previous
-    generation's, line by line. Lines appended to the generation after its reflection show as added too."""
-
-    generation: int
-    previous_generation: int | None = Field(description="The generation compared against; null: the first")
-    lines: list[DiffLineOut]
-
-
 # ---------------------------------------------------------------------------------------------- proxy
 
 
@@ -466,19 +376,6 @@ class ChatCompletionRequest(BaseModel):
     stream: StrictBool = False
     metadata: dict[str, Any] | None = None
     user: str | None = None
-
-
-class ChatCompletionResponse(BaseModel):
-    """A standard chat-completions response (OpenAI shape)."""
-
-    model_config = ConfigDict(extra="allow")
-
-    id: str
-    object: str = "chat.completion"
-    created: int
-    model: str
-    choices: list[dict[str, Any]]
-    usage: dict[str, Any] | None = None
 
 
 # --------------------------------------------------------------------------------------------- search
@@ -531,20 +428,6 @@ class WorkingMemoryPut(_Request):
     )
 
 
-class WorkingMemoryResponse(_Response):
-    scope: Literal["thread", "resource"]
-    format: Literal["markdown", "json"]
-    content: str | dict[str, Any] = Field(
-        description="The memory: Markdown text, or the JSON object in schema mode; the template (or {}) "
-        "before the first write"
-    )
-    version: int = Field(description="Counts writes; 0 before the first")
-    updated_at: datetime | None
-    updated_by: Literal["api", "observer", "actor"] | None
-    thread_id: str | None = Field(description="The thread whose memory this is (thread scope), else null")
-    resource_id: str
-
-
 # ------------------------------------------------------------------------------------------- webhooks
 
 #: An event type a webhook can subscribe to: `*` (every event) or a `data-...` type of the events table.
@@ -587,57 +470,3 @@ class WebhookPatch(_Request):
         if "enabled" in self.model_fields_set and self.enabled is None:
             raise ValueError("enabled is true or false")
         return self
-
-
-class WebhookInfo(_Response):
-    """An endpoint and its delivery state: `state` is `active`, `failing` (retrying with backoff: see
-    `failures`, `next_attempt_at`, `last_error`) or `dead` (stopped after too many failures; PATCH
-    `enabled: true` to retry)."""
-
-    id: str
-    url: str
-    events: list[str]
-    description: str | None
-    enabled: bool
-    state: Literal["active", "failing", "dead"]
-    failures: int = Field(description="Consecutive failed attempts of the event waiting to be delivered")
-    next_attempt_at: datetime | None
-    last_error: str | None
-    last_delivered_at: datetime | None
-    delivered_total: int
-    failed_total: int = Field(description="Failed attempts since the endpoint was registered")
-    created_at: datetime
-    updated_at: datetime
-
-
-class WebhookCreated(WebhookInfo):
-    secret: str = Field(
-        description="The signing secret (HMAC-SHA256 key of the OM-Signature header); shown only here"
-    )
-
-
-class WebhookAttempt(_Response):
-    """One attempt to deliver one event."""
-
-    id: int
-    event_id: int
-    event_type: str
-    thread_id: str | None
-    attempt: int = Field(description="1 for the first attempt of this event, 2 for its first retry, ...")
-    outcome: Literal["delivered", "failed"]
-    status_code: int | None
-    error: str | None
-    duration_ms: int
-    created_at: datetime
-
-
-class WebhookDeliveries(Page[WebhookAttempt]):
-    """The endpoint's state and its last attempts, newest first (the last 200 are kept). `pending` counts
-    the events past the cursor (up to 10 000), whether subscribed or not."""
-
-    endpoint_id: str
-    state: Literal["active", "failing", "dead"]
-    pending: int
-    failures: int
-    next_attempt_at: datetime | None
-    last_error: str | None

@@ -146,17 +146,33 @@ def migrate() -> None:
 
 
 @app.command("status")
-def status(thread: Annotated[str, typer.Argument(help="Thread id")]) -> None:
-    """Print a thread's memory status (the data-om-status payload) as JSON. Reads OM_DATABASE_URL."""
+def status(
+    thread: Annotated[str, typer.Argument(help="The thread's id, as the tenant's client names it")],
+    tenant: Annotated[
+        str | None,
+        typer.Option(
+            help="The tenant the thread belongs to (as given to `om keys create`); none without keys"
+        ),
+    ] = None,
+) -> None:
+    """Print a thread's memory status (the data-om-status payload) as JSON. An operator's tool: reads
+    OM_DATABASE_URL directly (a tenant asks the API: GET /v1/threads/{id}/status)."""
+    if "/" in thread:
+        typer.echo(
+            f"error: {thread!r} is not a thread id (ids have no '/'): give the tenant with --tenant", err=True
+        )
+        raise typer.Exit(2)
     settings = _settings(Settings)
     _preflight("status", settings)
-    from om_core import StoredId, build_engine
+    from om_core import build_engine
+    from om_core.tenancy.scoped_ids import PublicId, scoped_id
 
     engine = build_engine(settings)
     try:
-        payload = engine.status(StoredId(thread))
+        payload = engine.status(scoped_id(tenant, PublicId(thread)))
     except KeyError:
-        typer.echo(f"error: thread {thread!r} has no memory record", err=True)
+        owner = f"tenant {tenant!r}" if tenant is not None else "no tenant (use --tenant for a key's threads)"
+        typer.echo(f"error: thread {thread!r} of {owner} has no memory record", err=True)
         raise typer.Exit(1) from None
     typer.echo(json.dumps(payload, indent=2))
 
@@ -391,6 +407,11 @@ def _limits_line(tenant: str, limits: TenantLimits) -> str:
         f"{tenant}\trequests_per_s={shown(limits.requests_per_s)}\tburst={shown(limits.burst)}\t"
         f"daily_budget_usd={shown(limits.daily_budget_usd)}"
     )
+
+
+from om_app import cli_data  # noqa: E402  (the data commands: search, threads, forget)
+
+cli_data.register(app)
 
 
 def main() -> None:

@@ -237,6 +237,7 @@ RUN_BY: dict[str, dict[str, str]] = {
         "OMClient": "test_the_python_client_example_... here; tests/client/test_standalone.py",
         "from openai import": "test_the_openai_proxy_example_... here",
         "edit_observation": "test_the_line_edit_example_... here",
+        "with_raw_response": "test_the_raw_response_example_... here",
         "register_hooks": "test_the_hooks_example_... here",
         "def verified": "tests/unit/test_webhook_rules.py",
     },
@@ -454,6 +455,16 @@ def test_the_line_edit_example_corrects_and_forgets_the_lines_it_read(
         after = om.observations(thread).active.observations.split("\n")
     assert after[3] == "User moved to Lisbon (not Porto)"
     assert before[5] not in after and len(after) == len(before) - 1
+
+
+def test_the_raw_response_example_prints_what_it_says(api_server: ApiServer, tenant_key: str) -> None:
+    ids: dict[str, str] = {}
+    with OMClient(api_server.base_url, tenant_key) as om:
+        namespace = run_snippet(snippet("with_raw_response"), api_server, tenant_key, ids, om=om)
+        (thread,) = threads_of(ids)
+        assert om.working_memory(thread).content == "# Notes\n- name: Dana"
+    printed = namespace["__printed__"].splitlines()
+    assert printed == ["200 application/json 1", f"{ids['user-7']} 1"]
 
 
 FACT_WORDS = (

@@ -120,7 +120,9 @@ def run_api_server(
         "OM_SSE_POLL_S": "0.25",
         "OM_METRICS_TOKEN": METRICS_TOKEN,
         "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-        "PYTHONPATH": str(REPO),
+        "PYTHONPATH": os.pathsep.join(
+            [str(REPO), str(REPO / "clients" / "python")]
+        ),  # this checkout's client
         **(env or {}),
     }
     log_dir.mkdir(parents=True, exist_ok=True)

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from om_client.errors import OMRetriesExhausted as OMRetriesExhausted
     from om_client.errors import OMUnauthorized as OMUnauthorized
     from om_client.errors import OMUnavailable as OMUnavailable
+    from om_client.raw import RawResponse as RawResponse
     from om_client.retry import RetryPolicy as RetryPolicy
 
 _HOMES: dict[str, str] = {
@@ -43,6 +44,7 @@ _HOMES: dict[str, str] = {
     "OMRetriesExhausted": "om_client.errors",
     "OMUnauthorized": "om_client.errors",
     "OMUnavailable": "om_client.errors",
+    "RawResponse": "om_client.raw",
     "RetryPolicy": "om_client.retry",
 }
 

@@ -31,6 +31,15 @@ from urllib.parse import quote
 import httpx
 from pydantic import BaseModel
 
+from om_client.bodies import (
+    api_key_from_env,
+    base_url_from_env,
+    chat_body,
+    webhook_create_body,
+    webhook_patch_body,
+    webhook_path,
+    working_memory_body,
+)
 from om_client.errors import OMAPIError, raise_for
 from om_client.messages import Message
 from om_client.models import (
@@ -55,7 +64,19 @@ from om_client.models import (
     TurnMessage,
     TurnResponse,
 )
+from om_client.raw import AsyncRawMethods, RawMethods, record
 from om_client.retry import Attempts, RetryPolicy
+from om_client.server_models import (
+    ChatCompletionResponse,
+    FleetResponse,
+    GenerationDiffResponse,
+    ResourceSummary,
+    WebhookCreated,
+    WebhookDeliveries,
+    WebhookInfo,
+    WhoAmI,
+    WorkingMemoryResponse,
+)
 
 __all__ = ["UNSET", "AsyncOMClient", "MessageInput", "OMClient", "line_sha256"]
 
@@ -242,7 +263,7 @@ class OMClient:
 
     def __init__(
         self,
-        base_url: str,
+        base_url: str | None = None,
         api_key: str | None = None,
         *,
         timeout: float = 120.0,
@@ -250,12 +271,14 @@ class OMClient:
         transport: httpx.BaseTransport | None = None,
         retry: RetryPolicy | None = None,
     ) -> None:
-        """`retry`: how calls are retried (default `RetryPolicy()`; `RetryPolicy.off()` never retries)."""
+        """`base_url` defaults to `OM_BASE_URL`, else http://127.0.0.1:8088; `api_key` to `OM_API_KEY`
+        (`""`: send no key). `retry`: how calls are retried (default `RetryPolicy()`;
+        `RetryPolicy.off()` never retries)."""
         self.retry = retry if retry is not None else RetryPolicy()
         self._sleep: Callable[[float], None] = time.sleep
         self._http = httpx.Client(
-            base_url=base_url,
-            headers=_headers(api_key, headers),
+            base_url=base_url_from_env(base_url),
+            headers=_headers(api_key_from_env(api_key), headers),
             timeout=timeout,
             transport=transport,
             # uvicorn closes a keep-alive connection idle for 5 s; reusing one at that moment is a reset
@@ -272,6 +295,12 @@ class OMClient:
     def close(self) -> None:
         self._http.close()
 
+    @property
+    def with_raw_response(self) -> RawMethods:
+        """The same methods, returning the HTTP answer (`om_client.raw.RawResponse`): `.parse()` gives
+        what the method returns."""
+        return RawMethods(self)
+
     def _request(self, method: str, path: str, *, idempotent: bool | None = None, **kwargs: Any) -> Any:
         """The answer's JSON (None for an empty body), after retries (`om_client.retry`)."""
         attempts = Attempts(
@@ -281,6 +310,7 @@ class OMClient:
             try:
                 response = self._http.request(method, path, **kwargs)
                 raise_for(response)
+                record(response)
                 return response.json() if response.content else None
             except (httpx.TransportError, OMAPIError) as error:
                 self._sleep(attempts.next_wait(error))
@@ -514,6 +544,127 @@ class OMClient:
             except (httpx.TransportError, OMAPIError) as error:
                 self._sleep(state.wait_after(error))
 
+    # ----------------------------------------------------------------- resources, working memory
+
+    def list_resources(
+        self, *, limit: int = 50, cursor: str | None = None, q: str | None = None
+    ) -> Page[ResourceSummary]:
+        """One page of this key's resources by id, with their totals; `q` keeps ids containing it."""
+        params = _page_params(limit, cursor, q=q)
+        return self._call(Page[ResourceSummary], "GET", "/v1/resources", params=params)
+
+    def working_memory(self, thread_id: str) -> WorkingMemoryResponse:
+        """The working memory the thread's turns see (its resource's in resource scope)."""
+        return self._call(WorkingMemoryResponse, "GET", _thread(thread_id, "/working-memory"))
+
+    def set_working_memory(
+        self, thread_id: str, content: str | Mapping[str, Any], *, expected_version: int | None = None
+    ) -> WorkingMemoryResponse:
+        """Replace it whole; with `expected_version` (the version read) an `OMConflict` when it moved on.
+        Retried only without `expected_version` (a retried write that had landed would be a conflict)."""
+        body = working_memory_body(content, expected_version)
+        return self._call(
+            WorkingMemoryResponse,
+            "PUT",
+            _thread(thread_id, "/working-memory"),
+            idempotent=expected_version is None,
+            json=body,
+        )
+
+    def resource_working_memory(self, resource_id: str) -> WorkingMemoryResponse:
+        """The resource's working memory (when its config keeps working memory per resource)."""
+        return self._call(WorkingMemoryResponse, "GET", _resource(resource_id, "/working-memory"))
+
+    def set_resource_working_memory(
+        self, resource_id: str, content: str | Mapping[str, Any], *, expected_version: int | None = None
+    ) -> WorkingMemoryResponse:
+        """`set_working_memory` for a resource's working memory."""
+        body = working_memory_body(content, expected_version)
+        return self._call(
+            WorkingMemoryResponse,
+            "PUT",
+            _resource(resource_id, "/working-memory"),
+            idempotent=expected_version is None,
+            json=body,
+        )
+
+    def generation_diff(self, thread_id: str, generation: int) -> GenerationDiffResponse:
+        """What the reflection (or line edit) that made `generation` changed, line by line."""
+        return self._call(
+            GenerationDiffResponse, "GET", _thread(thread_id, f"/generations/{int(generation)}/diff")
+        )
+
+    # ------------------------------------------------------------------------------- webhooks
+
+    def create_webhook(
+        self, url: str, events: Iterable[str] = ("*",), *, description: str | None = None
+    ) -> WebhookCreated:
+        """Register an endpoint for this key's events; the answer's `secret` is shown only this once.
+        Never retried (a second call would register a second endpoint)."""
+        body = webhook_create_body(url, events, description)
+        return self._call(WebhookCreated, "POST", "/v1/webhooks", idempotent=False, json=body)
+
+    def list_webhooks(self, *, limit: int = 50, cursor: str | None = None) -> Page[WebhookInfo]:
+        return self._call(Page[WebhookInfo], "GET", "/v1/webhooks", params=_page_params(limit, cursor))
+
+    def webhook(self, endpoint_id: str) -> WebhookInfo:
+        return self._call(WebhookInfo, "GET", webhook_path(endpoint_id))
+
+    def update_webhook(
+        self,
+        endpoint_id: str,
+        *,
+        url: Any = UNSET,
+        events: Any = UNSET,
+        description: Any = UNSET,
+        enabled: Any = UNSET,
+    ) -> WebhookInfo:
+        """Change the fields given (`enabled=True` also revives a dead endpoint)."""
+        body = webhook_patch_body(UNSET, url=url, events=events, description=description, enabled=enabled)
+        return self._call(WebhookInfo, "PATCH", webhook_path(endpoint_id), idempotent=True, json=body)
+
+    def delete_webhook(self, endpoint_id: str) -> None:
+        self._request("DELETE", webhook_path(endpoint_id))
+
+    def webhook_deliveries(
+        self, endpoint_id: str, *, limit: int = 50, cursor: str | None = None
+    ) -> WebhookDeliveries:
+        """The endpoint's delivery state and its last attempts, newest first."""
+        params = _page_params(limit, cursor)
+        return self._call(WebhookDeliveries, "GET", webhook_path(endpoint_id, "/deliveries"), params=params)
+
+    # ------------------------------------------------------------------------ proxy, operator
+
+    def chat_completion(
+        self,
+        model: str,
+        messages: Iterable[Mapping[str, Any]],
+        *,
+        thread_id: str | None = None,
+        resource_id: str | None = None,
+        **params: Any,
+    ) -> ChatCompletionResponse:
+        """One non-streamed call of the proxy (`POST /v1/chat/completions`) with the thread's memory;
+        `params` are further chat-completions fields. Not retried: the proxy stores the turn."""
+        body = chat_body(model, messages, thread_id, resource_id, params)
+        return self._call(ChatCompletionResponse, "POST", "/v1/chat/completions", json=body)
+
+    def whoami(self) -> WhoAmI:
+        """Who this client's key is to the server (its tenant; `auth: none` without keys)."""
+        return self._call(WhoAmI, "GET", "/v1/whoami")
+
+    def fleet(self) -> FleetResponse:
+        """Queues, workers, this tenant's recent failures and usage (what the dashboard shows)."""
+        return self._call(FleetResponse, "GET", "/v1/fleet")
+
+    def metrics(self, token: str) -> str:
+        """The Prometheus text of `/metrics`, read with the operator's scrape token (OM_METRICS_TOKEN),
+        not the client's key."""
+        response = self._http.get("/metrics", headers={"Authorization": f"Bearer {token}"})
+        raise_for(response)
+        record(response)
+        return response.text
+
     def health(self) -> HealthResponse:
         return self._call(HealthResponse, "GET", "/healthz")
 
@@ -521,6 +672,7 @@ class OMClient:
         response = self._http.get("/readyz")
         if response.status_code not in (200, 503):
             raise_for(response)
+        record(response)
         return ReadinessResponse.model_validate(response.json())
 
 
@@ -529,7 +681,7 @@ class AsyncOMClient:
 
     def __init__(
         self,
-        base_url: str,
+        base_url: str | None = None,
         api_key: str | None = None,
         *,
         timeout: float = 120.0,
@@ -540,8 +692,8 @@ class AsyncOMClient:
         self.retry = retry if retry is not None else RetryPolicy()
         self._sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
         self._http = httpx.AsyncClient(
-            base_url=base_url,
-            headers=_headers(api_key, headers),
+            base_url=base_url_from_env(base_url),
+            headers=_headers(api_key_from_env(api_key), headers),
             timeout=timeout,
             transport=transport,
             limits=httpx.Limits(keepalive_expiry=3.0),
@@ -556,6 +708,11 @@ class AsyncOMClient:
     async def aclose(self) -> None:
         await self._http.aclose()
 
+    @property
+    def with_raw_response(self) -> AsyncRawMethods:
+        """`OMClient.with_raw_response`, awaited."""
+        return AsyncRawMethods(self)
+
     async def _request(self, method: str, path: str, *, idempotent: bool | None = None, **kwargs: Any) -> Any:
         attempts = Attempts(
             self.retry, idempotent=method in _IDEMPOTENT if idempotent is None else idempotent
@@ -564,6 +721,7 @@ class AsyncOMClient:
             try:
                 response = await self._http.request(method, path, **kwargs)
                 raise_for(response)
+                record(response)
                 return response.json() if response.content else None
             except (httpx.TransportError, OMAPIError) as error:
                 await self._sleep(attempts.next_wait(error))
@@ -797,6 +955,129 @@ class AsyncOMClient:
             except (httpx.TransportError, OMAPIError) as error:
                 await self._sleep(state.wait_after(error))
 
+    # ----------------------------------------------------------------- resources, working memory
+
+    async def list_resources(
+        self, *, limit: int = 50, cursor: str | None = None, q: str | None = None
+    ) -> Page[ResourceSummary]:
+        """One page of this key's resources by id, with their totals; `q` keeps ids containing it."""
+        params = _page_params(limit, cursor, q=q)
+        return await self._call(Page[ResourceSummary], "GET", "/v1/resources", params=params)
+
+    async def working_memory(self, thread_id: str) -> WorkingMemoryResponse:
+        """The working memory the thread's turns see (its resource's in resource scope)."""
+        return await self._call(WorkingMemoryResponse, "GET", _thread(thread_id, "/working-memory"))
+
+    async def set_working_memory(
+        self, thread_id: str, content: str | Mapping[str, Any], *, expected_version: int | None = None
+    ) -> WorkingMemoryResponse:
+        """Replace it whole; with `expected_version` (the version read) an `OMConflict` when it moved on.
+        Retried only without `expected_version` (a retried write that had landed would be a conflict)."""
+        body = working_memory_body(content, expected_version)
+        return await self._call(
+            WorkingMemoryResponse,
+            "PUT",
+            _thread(thread_id, "/working-memory"),
+            idempotent=expected_version is None,
+            json=body,
+        )
+
+    async def resource_working_memory(self, resource_id: str) -> WorkingMemoryResponse:
+        """The resource's working memory (when its config keeps working memory per resource)."""
+        return await self._call(WorkingMemoryResponse, "GET", _resource(resource_id, "/working-memory"))
+
+    async def set_resource_working_memory(
+        self, resource_id: str, content: str | Mapping[str, Any], *, expected_version: int | None = None
+    ) -> WorkingMemoryResponse:
+        """`set_working_memory` for a resource's working memory."""
+        body = working_memory_body(content, expected_version)
+        return await self._call(
+            WorkingMemoryResponse,
+            "PUT",
+            _resource(resource_id, "/working-memory"),
+            idempotent=expected_version is None,
+            json=body,
+        )
+
+    async def generation_diff(self, thread_id: str, generation: int) -> GenerationDiffResponse:
+        """What the reflection (or line edit) that made `generation` changed, line by line."""
+        return await self._call(
+            GenerationDiffResponse, "GET", _thread(thread_id, f"/generations/{int(generation)}/diff")
+        )
+
+    # ------------------------------------------------------------------------------- webhooks
+
+    async def create_webhook(
+        self, url: str, events: Iterable[str] = ("*",), *, description: str | None = None
+    ) -> WebhookCreated:
+        """Register an endpoint for this key's events; the answer's `secret` is shown only this once.
+        Never retried (a second call would register a second endpoint)."""
+        body = webhook_create_body(url, events, description)
+        return await self._call(WebhookCreated, "POST", "/v1/webhooks", idempotent=False, json=body)
+
+    async def list_webhooks(self, *, limit: int = 50, cursor: str | None = None) -> Page[WebhookInfo]:
+        return await self._call(Page[WebhookInfo], "GET", "/v1/webhooks", params=_page_params(limit, cursor))
+
+    async def webhook(self, endpoint_id: str) -> WebhookInfo:
+        return await self._call(WebhookInfo, "GET", webhook_path(endpoint_id))
+
+    async def update_webhook(
+        self,
+        endpoint_id: str,
+        *,
+        url: Any = UNSET,
+        events: Any = UNSET,
+        description: Any = UNSET,
+        enabled: Any = UNSET,
+    ) -> WebhookInfo:
+        """Change the fields given (`enabled=True` also revives a dead endpoint)."""
+        body = webhook_patch_body(UNSET, url=url, events=events, description=description, enabled=enabled)
+        return await self._call(WebhookInfo, "PATCH", webhook_path(endpoint_id), idempotent=True, json=body)
+
+    async def delete_webhook(self, endpoint_id: str) -> None:
+        await self._request("DELETE", webhook_path(endpoint_id))
+
+    async def webhook_deliveries(
+        self, endpoint_id: str, *, limit: int = 50, cursor: str | None = None
+    ) -> WebhookDeliveries:
+        """The endpoint's delivery state and its last attempts, newest first."""
+        params = _page_params(limit, cursor)
+        return await self._call(
+            WebhookDeliveries, "GET", webhook_path(endpoint_id, "/deliveries"), params=params
+        )
+
+    # ------------------------------------------------------------------------ proxy, operator
+
+    async def chat_completion(
+        self,
+        model: str,
+        messages: Iterable[Mapping[str, Any]],
+        *,
+        thread_id: str | None = None,
+        resource_id: str | None = None,
+        **params: Any,
+    ) -> ChatCompletionResponse:
+        """One non-streamed call of the proxy (`POST /v1/chat/completions`) with the thread's memory;
+        `params` are further chat-completions fields. Not retried: the proxy stores the turn."""
+        body = chat_body(model, messages, thread_id, resource_id, params)
+        return await self._call(ChatCompletionResponse, "POST", "/v1/chat/completions", json=body)
+
+    async def whoami(self) -> WhoAmI:
+        """Who this client's key is to the server (its tenant; `auth: none` without keys)."""
+        return await self._call(WhoAmI, "GET", "/v1/whoami")
+
+    async def fleet(self) -> FleetResponse:
+        """Queues, workers, this tenant's recent failures and usage (what the dashboard shows)."""
+        return await self._call(FleetResponse, "GET", "/v1/fleet")
+
+    async def metrics(self, token: str) -> str:
+        """The Prometheus text of `/metrics`, read with the operator's scrape token (OM_METRICS_TOKEN),
+        not the client's key."""
+        response = await self._http.get("/metrics", headers={"Authorization": f"Bearer {token}"})
+        raise_for(response)
+        record(response)
+        return response.text
+
     async def health(self) -> HealthResponse:
         return await self._call(HealthResponse, "GET", "/healthz")
 
@@ -804,4 +1085,5 @@ class AsyncOMClient:
         response = await self._http.get("/readyz")
         if response.status_code not in (200, 503):
             raise_for(response)
+        record(response)
         return ReadinessResponse.model_validate(response.json())
