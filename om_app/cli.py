@@ -393,6 +393,15 @@ def _limits_line(tenant: str, limits: TenantLimits) -> str:
     )
 
 
+def _register_data_commands() -> None:
+    from om_app.cli_transfer import register
+
+    register(app)
+
+
+_register_data_commands()
+
+
 def main() -> None:
     app()
 

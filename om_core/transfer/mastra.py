@@ -61,8 +61,8 @@ def open_source(source: str) -> Engine:
     if source.startswith(("postgres://", "postgresql://", "postgresql+")):
         url = make_url(source)
         if url.drivername in ("postgres", "postgresql"):
-            url = url.set(drivername="postgresql+psycopg")
-        return create_engine(url)
+            url = url.set(drivername="postgresql+psycopg2")
+        return create_engine(url, pool_size=1, max_overflow=0)
     path = source.removeprefix("file://").removeprefix("file:")
     if not os.path.isfile(path):
         raise MastraSourceError(f"{source!r} is neither a LibSQL/SQLite file nor a postgres:// URL")
