@@ -43,7 +43,7 @@ from om_core.transfer.records import (
     ThreadLine,
     WorkingMemoryLine,
 )
-from om_core.transfer.sqlite_jsonb import JsonbError, decode
+from om_core.transfer.sqlite_jsonb import decode
 
 __all__ = ["MastraSourceError", "open_source", "read_mastra"]
 
@@ -121,10 +121,12 @@ def _json(value: Any) -> Any:
     if value is None or isinstance(value, dict | list):
         return value
     if isinstance(value, bytes | bytearray | memoryview):
+        # JSON text first: a short text blob can also parse as JSONB by accident (`{"a": 1}` does), a
+        # JSONB blob (its first byte a header such as 0xcc) is never valid UTF-8 JSON.
         try:
-            return decode(bytes(value))
-        except JsonbError:
             return json.loads(bytes(value).decode("utf-8"))
+        except ValueError:
+            return decode(bytes(value))
     if isinstance(value, str):
         try:
             return json.loads(value)
