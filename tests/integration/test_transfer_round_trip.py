@@ -145,3 +145,4 @@ def test_a_resource_exports_with_every_thread(api: Api) -> None:
     assert sum(1 for line in lines if line["kind"] == "message") == 6
     missing = api.call("GET", f"/v1/resources/{new_id('nobody')}/export")
     assert missing.status_code == 404 and "check the id" in missing.json()["error"]["message"]
+
