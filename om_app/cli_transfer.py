@@ -11,9 +11,12 @@ import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+
+if TYPE_CHECKING:
+    from om_core import MemoryEngine, Settings
 
 __all__ = ["register"]
 
@@ -26,7 +29,7 @@ def register(app: typer.Typer) -> None:
     app.command("import")(import_command)
 
 
-def _engine():  # type: ignore[no-untyped-def]
+def _engine() -> tuple[MemoryEngine, Settings]:
     from om_app.cli import _preflight, _settings
     from om_core import Settings, build_engine
 
@@ -46,7 +49,7 @@ def export_command(
     from om_core.transfer import export
     from om_core.transfer.records import dump_line
 
-    if sum(x is not None and x is not False for x in (thread, resource, all_ or None)) != 1:
+    if sum((thread is not None, resource is not None, all_)) != 1:
         typer.echo("error: name exactly one of THREAD, --resource R or --all", err=True)
         raise typer.Exit(2)
     engine, _ = _engine()
@@ -84,7 +87,9 @@ def import_command(
         ),
     ] = None,
     tenant: Annotated[str | None, typer.Option("--tenant", help=TENANT_HELP)] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Progress and result as JSON, one object a line")] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Progress and result as JSON, one object a line")
+    ] = False,
 ) -> None:
     """Import a file of JSON Lines (an `om export`), or the original's database, into the tenant's memory.
     Idempotent: messages already stored (by id) and logs already present are left alone."""

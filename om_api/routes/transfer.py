@@ -66,7 +66,7 @@ _EXPORT = {
 @router.get(
     "/threads/{thread_id}/export",
     response_class=StreamingResponse,
-    responses=_EXPORT,  # type: ignore[arg-type]
+    responses=_EXPORT,
     summary="Export a thread: its messages, observation log generations, groups and working memory, as "
     "JSON Lines (docs/guide/export-import.md)",
 )
@@ -81,7 +81,7 @@ def export_thread(thread_id: ThreadId, runtime: Runtime, caller: Caller) -> Stre
 @router.get(
     "/resources/{resource_id}/export",
     response_class=StreamingResponse,
-    responses=_EXPORT,  # type: ignore[arg-type]
+    responses=_EXPORT,
     summary="Export a resource: its shared log and working memory, then every thread of it, as JSON Lines",
 )
 def export_resource(resource_id: ResourceId, runtime: Runtime, caller: Caller) -> StreamingResponse:

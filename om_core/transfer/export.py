@@ -42,7 +42,7 @@ class ExportNotFound(LookupError):
 
 
 def _header(scope: str) -> HeaderLine:
-    return HeaderLine(scope=scope, exported_at=datetime.now(UTC))  # type: ignore[arg-type]
+    return HeaderLine(scope=scope, exported_at=datetime.now(UTC))
 
 
 def _public(value: str | None) -> str | None:

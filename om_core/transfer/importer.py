@@ -222,7 +222,9 @@ def _check_owner(
         ok = scope == "resource" and resource_id == head.id
     if not ok:
         raise ImportRefused(
-            "invalid", f"a {scope}-scope line of thread {thread_id!r}, resource {resource_id!r} inside {owner}", number
+            "invalid",
+            f"a {scope}-scope line of thread {thread_id!r}, resource {resource_id!r} inside {owner}",
+            number,
         )
 
 
@@ -238,8 +240,8 @@ def _commit(
     except IntegrityError as exc:
         raise ImportRefused(
             "conflict",
-            f"the {unit.head.kind} {unit.head.id!r} conflicts with what is stored ({type(exc.orig).__name__}); "
-            "nothing of it was written",
+            f"the {unit.head.kind} {unit.head.id!r} conflicts with what is stored "
+            f"({type(exc.orig).__name__}); nothing of it was written",
             unit.first_line,
         ) from None
     if on_progress is not None:
@@ -294,7 +296,9 @@ class _Writer:
     def resource(self, conn: Connection, unit: _Unit, line: ResourceLine) -> None:
         self._ensure_resource(conn, line, line.id, unit.first_line)
         key = f"resource:{self.stored(line.id)}"
-        self._records(conn, key, unit.records, thread_id=None, resource_id=self.stored(line.id), last_seq=None)
+        self._records(
+            conn, key, unit.records, thread_id=None, resource_id=self.stored(line.id), last_seq=None
+        )
         self._memory(conn, unit.memory)
 
     # ----------------------------------------------------------------------------------------- thread
@@ -321,7 +325,14 @@ class _Writer:
             self._check(line.config_overrides, base, unit.first_line)
             last_seq = self._insert_thread(conn, line, stored, resource, unit.messages)
             self.report.threads += 1
-            self._records(conn, f"thread:{stored}", unit.records, thread_id=stored, resource_id=resource, last_seq=last_seq)
+            self._records(
+                conn,
+                f"thread:{stored}",
+                unit.records,
+                thread_id=stored,
+                resource_id=resource,
+                last_seq=last_seq,
+            )
         self._groups(conn, unit.groups)
         self._memory(conn, unit.memory)
 
@@ -344,13 +355,17 @@ class _Writer:
         top = 0
         for number, message in messages:
             if message.id in seen_ids:
-                raise ImportRefused("invalid", f"message id {message.id!r} appears twice in the thread", number)
+                raise ImportRefused(
+                    "invalid", f"message id {message.id!r} appears twice in the thread", number
+                )
             seen_ids.add(message.id)
             previous = 0
             for index, part in enumerate(message.parts):
                 seq = part.seq
                 if seq is None or seq < 1:
-                    raise ImportRefused("invalid", f"parts.{index}.seq: every part needs its seq (>= 1)", number)
+                    raise ImportRefused(
+                        "invalid", f"parts.{index}.seq: every part needs its seq (>= 1)", number
+                    )
                 if seq in seen_seqs or seq <= previous:
                     raise ImportRefused(
                         "invalid",
@@ -494,7 +509,9 @@ class _Writer:
         number: int,
     ) -> None:
         record_id = _derived_id(key, "record", line.id)
-        values = line.model_dump(exclude={"kind", "id", "chunks", "superseded_by", "thread_id", "resource_id"})
+        values = line.model_dump(
+            exclude={"kind", "id", "chunks", "superseded_by", "thread_id", "resource_id"}
+        )
         conn.execute(
             REC.insert().values(
                 **values,
@@ -513,7 +530,9 @@ class _Writer:
         rows = []
         for chunk in line.chunks:
             if chunk.cycle_id in cycles:
-                raise ImportRefused("invalid", f"chunk cycle_id {chunk.cycle_id!r} appears twice in the log", number)
+                raise ImportRefused(
+                    "invalid", f"chunk cycle_id {chunk.cycle_id!r} appears twice in the log", number
+                )
             cycles.add(chunk.cycle_id)
             if chunk.to_seq < chunk.from_seq:
                 raise ImportRefused("invalid", f"chunk {chunk.id!r}: to_seq is before from_seq", number)

@@ -75,9 +75,11 @@ def read_mastra(db: Engine) -> Iterator[Line]:
         _require_tables(conn)
         yield HeaderLine(scope="tenant", source="mastra", exported_at=datetime.now(UTC))
         resources = _resources(conn)
-        thread_rows = conn.execute(
-            text('SELECT * FROM mastra_threads ORDER BY "resourceId", "createdAt", id')
-        ).mappings().all()
+        thread_rows = (
+            conn.execute(text('SELECT * FROM mastra_threads ORDER BY "resourceId", "createdAt", id'))
+            .mappings()
+            .all()
+        )
         by_resource: dict[str, list[Any]] = {}
         for row in thread_rows:
             by_resource.setdefault(row["resourceId"], []).append(row)
@@ -99,8 +101,10 @@ def _require_tables(conn: Connection) -> None:
     for table in ("mastra_threads", "mastra_messages"):
         try:
             conn.execute(text(f"SELECT 1 FROM {table} LIMIT 1")).first()
-        except Exception as exc:  # noqa: BLE001 - whichever driver error: the table is not there
-            raise MastraSourceError(f"no {table} table: is this a database the original wrote? ({exc})") from None
+        except Exception as exc:
+            raise MastraSourceError(
+                f"no {table} table: is this a database the original wrote? ({exc})"
+            ) from None
 
 
 def _optional_rows(conn: Connection, statement: str, **params: Any) -> list[Any]:
@@ -108,7 +112,7 @@ def _optional_rows(conn: Connection, statement: str, **params: Any) -> list[Any]
     try:
         with conn.begin_nested():
             return list(conn.execute(text(statement), params).mappings().all())
-    except Exception:  # noqa: BLE001 - a missing table reads as no rows
+    except Exception:
         return []
 
 
@@ -182,7 +186,7 @@ def _thread(conn: Connection, row: Any) -> Iterator[Line]:
 
 def _memory(scope: str, thread_id: str | None, resource_id: str, content: str, at: Any) -> WorkingMemoryLine:
     return WorkingMemoryLine(
-        scope=scope,  # type: ignore[arg-type]
+        scope=scope,
         thread_id=thread_id,
         resource_id=resource_id,
         content=content,
@@ -203,7 +207,9 @@ def _messages(conn: Connection, thread_id: str) -> Iterator[MessageLine]:
         content = _json(row["content"])
         raw_parts = content.get("parts") if isinstance(content, dict) else None
         if raw_parts is None:
-            raw_parts = [{"type": "text", "text": content if isinstance(content, str) else json.dumps(content)}]
+            raw_parts = [
+                {"type": "text", "text": content if isinstance(content, str) else json.dumps(content)}
+            ]
         parts: list[Part] = []
         for raw in raw_parts:
             part = _part(raw) if isinstance(raw, dict) else None
@@ -281,7 +287,8 @@ def _records(
 ) -> Iterator[RecordLine]:
     rows = _optional_rows(
         conn,
-        'SELECT * FROM mastra_observational_memory WHERE "lookupKey" = :k ORDER BY "generationCount", "createdAt", id',
+        'SELECT * FROM mastra_observational_memory WHERE "lookupKey" = :k '
+        'ORDER BY "generationCount", "createdAt", id',
         k=key,
     )
     for index, row in enumerate(rows):
@@ -308,7 +315,7 @@ def _record(
     created = _time(row["createdAt"]) or datetime.now(UTC)
     return RecordLine(
         id=str(row["id"])[:64],
-        scope=scope,  # type: ignore[arg-type]
+        scope=scope,
         thread_id=thread_id,
         resource_id=resource_id,
         origin_type="reflection" if row.get("originType") == "reflection" else "initial",
@@ -322,7 +329,9 @@ def _record(
         last_buffered_at_time=_time(row.get("lastBufferedAtTime")),
         last_buffered_at_tokens=_int(row.get("lastBufferedAtTokens")),
         buffered_reflection=row.get("bufferedReflection") or None,
-        buffered_reflection_tokens=_int(row.get("bufferedReflectionTokens")) if row.get("bufferedReflection") else None,
+        buffered_reflection_tokens=_int(row.get("bufferedReflectionTokens"))
+        if row.get("bufferedReflection")
+        else None,
         buffered_reflection_input_tokens=(
             _int(row.get("bufferedReflectionInputTokens")) if row.get("bufferedReflection") else None
         ),
@@ -368,7 +377,9 @@ def _chunks(row: Any, cursor: int, seqs: dict[str, Any], thread_id: str | None) 
                 created_at=created,
                 current_task=chunk.get("currentTask") if isinstance(chunk.get("currentTask"), str) else None,
                 suggested_continuation=(
-                    chunk.get("suggestedContinuation") if isinstance(chunk.get("suggestedContinuation"), str) else None
+                    chunk.get("suggestedContinuation")
+                    if isinstance(chunk.get("suggestedContinuation"), str)
+                    else None
                 ),
                 thread_title=chunk.get("threadTitle") if isinstance(chunk.get("threadTitle"), str) else None,
             )

@@ -55,8 +55,8 @@ class HeaderLine(_Line):
     from (`om`, or `mastra` for a file read from the original's storage)."""
 
     kind: Literal["header"] = "header"
-    format: Literal["om-memory"] = FORMAT
-    version: Literal[1] = VERSION
+    format: Literal["om-memory"] = "om-memory"
+    version: Literal[1] = 1
     scope: Literal["thread", "resource", "tenant"]
     source: Literal["om", "mastra"] = "om"
     exported_at: AwareDatetime

@@ -38,7 +38,9 @@ def import_into(
         counted = engine.counter.count_part(part, None)
         return (counted.tokens, counted.overhead_delta, counted.extra_messages)
 
-    def check_config(overrides: dict[str, Any] | None, base: dict[str, Any] | None, tenant: str | None) -> None:
+    def check_config(
+        overrides: dict[str, Any] | None, base: dict[str, Any] | None, tenant: str | None
+    ) -> None:
         # The same checks as `PUT .../config`: the merge resolves, the operator's policy allows it, the
         # names of operator code in it are the tenant's, vector search is available when asked for.
         merged = deep_merge(dict(base or {}), overrides or {}) if base else overrides

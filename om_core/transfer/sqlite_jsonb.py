@@ -79,24 +79,6 @@ def _element(blob: bytes, at: int, depth: int) -> tuple[Any, int]:
     if depth > MAX_DEPTH:
         raise JsonbError(f"nested deeper than {MAX_DEPTH}")
     kind, start, end = _header(blob, at)
-    payload = blob[start:end]
-    if kind == _NULL:
-        return None, end
-    if kind == _TRUE:
-        return True, end
-    if kind == _FALSE:
-        return False, end
-    if kind in (_INT, _INT5):
-        text = payload.decode("ascii")
-        return (int(text, 0) if kind == _INT5 and text.lower().lstrip("+-").startswith("0x") else int(text)), end
-    if kind in (_FLOAT, _FLOAT5):
-        return float(payload.decode("ascii")), end
-    if kind in (_TEXT, _TEXTRAW):
-        return payload.decode("utf-8"), end
-    if kind == _TEXTJ:
-        return json.loads('"' + payload.decode("utf-8") + '"'), end
-    if kind == _TEXT5:
-        return _json5_text(payload.decode("utf-8")), end
     if kind == _ARRAY:
         items, cursor = [], start
         while cursor < end:
@@ -113,4 +95,25 @@ def _element(blob: bytes, at: int, depth: int) -> tuple[Any, int]:
             value, cursor = _element(blob, cursor, depth + 1)
             obj[str(key)] = value
         return obj, end
+    return _scalar(kind, blob[start:end], at), end
+
+
+_CONSTANTS: dict[int, Any] = {_NULL: None, _TRUE: True, _FALSE: False}
+
+
+def _scalar(kind: int, payload: bytes, at: int) -> Any:
+    if kind in _CONSTANTS:
+        return _CONSTANTS[kind]
+    if kind in (_INT, _INT5):
+        text = payload.decode("ascii")
+        hexadecimal = kind == _INT5 and text.lower().lstrip("+-").startswith("0x")
+        return int(text, 0) if hexadecimal else int(text)
+    if kind in (_FLOAT, _FLOAT5):
+        return float(payload.decode("ascii"))
+    if kind in (_TEXT, _TEXTRAW):
+        return payload.decode("utf-8")
+    if kind == _TEXTJ:
+        return json.loads('"' + payload.decode("utf-8") + '"')
+    if kind == _TEXT5:
+        return _json5_text(payload.decode("utf-8"))
     raise JsonbError(f"reserved element type {kind} at offset {at}")

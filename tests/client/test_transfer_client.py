@@ -18,7 +18,9 @@ def test_export_delete_import_through_the_client(stack: ApiServer, key: str) -> 
     thread, resource = f"t-{uuid.uuid4().hex[:8]}", f"u-{uuid.uuid4().hex[:8]}"
     with OMClient(stack.base_url, key, timeout=60) as client:
         for i in range(3):
-            client.post_turn(thread, [{"id": f"m{i}", "role": "user", "text": f"fact {i}"}], resource_id=resource)
+            client.post_turn(
+                thread, [{"id": f"m{i}", "role": "user", "text": f"fact {i}"}], resource_id=resource
+            )
         lines = list(client.export_thread(thread))
         assert [line["kind"] for line in lines][:3] == ["header", "resource", "thread"]
         assert next(iter(client.export_resource(resource)))["scope"] == "resource"

@@ -84,7 +84,9 @@ def test_the_originals_memory_shows_in_the_first_turns_context(
             .where(schema.messages.c.thread_id == scoped_id(tenant, thread_id))
         ).scalar_one()
         chunks = conn.execute(
-            select(func.count()).select_from(schema.chunks).where(schema.chunks.c.state == "buffered")
+            select(func.count())
+            .select_from(schema.chunks)
+            .where(schema.chunks.c.state == "buffered")
             .where(schema.chunks.c.lookup_key == f"thread:{scoped_id(tenant, thread_id)}")
         ).scalar_one()
     assert stored == original["messages"]
@@ -120,7 +122,9 @@ def test_a_postgres_copy_of_the_tables_reads_the_same(pg_engine: Engine, postgre
             conn.execute(text(f"CREATE TABLE {schema_name}.{table} ({quoted})"))
             for row in source.execute(f"SELECT * FROM {table}"):
                 values = {
-                    f"c{i}": (json.dumps(decode(v)) if isinstance(v, bytes) else (None if v is None else str(v)))
+                    f"c{i}": (
+                        json.dumps(decode(v)) if isinstance(v, bytes) else (None if v is None else str(v))
+                    )
                     for i, v in enumerate(row)
                 }
                 names = ", ".join(f'"{c}"' for c in columns)

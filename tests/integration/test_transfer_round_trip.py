@@ -39,7 +39,9 @@ def new_id(prefix: str) -> str:
 
 
 def chatter(i: int) -> str:
-    return f"fact {i}: my code is c{i} and " + " ".join(WORDS[(i * 7 + k * k) % len(WORDS)] for k in range(40))
+    return f"fact {i}: my code is c{i} and " + " ".join(
+        WORDS[(i * 7 + k * k) % len(WORDS)] for k in range(40)
+    )
 
 
 @dataclass
@@ -85,7 +87,11 @@ def api(pg_engine: Engine) -> Iterator[Api]:
 
 def _count(db: Engine, table: Any, thread_id: str) -> int:
     with db.connect() as conn:
-        return int(conn.execute(select(func.count()).select_from(table).where(table.c.thread_id == thread_id)).scalar_one())
+        return int(
+            conn.execute(
+                select(func.count()).select_from(table).where(table.c.thread_id == thread_id)
+            ).scalar_one()
+        )
 
 
 def _kinds(body: bytes) -> list[str]:
@@ -128,7 +134,9 @@ def test_export_erase_import_gives_the_same_next_context(api: Api) -> None:
     # The same file again: every message and the log are found, nothing is written twice.
     again = api.ok("POST", "/v1/import", content=exported.content).json()
     assert again["threads"] == 0 and again["threads_existing"] == 1
-    assert again["messages"] == 0 and again["messages_skipped"] == 20 and again["records_skipped"] == generations
+    assert (
+        again["messages"] == 0 and again["messages_skipped"] == 20 and again["records_skipped"] == generations
+    )
     assert _count(api.db, schema.messages, stored) == 21
 
 
@@ -145,4 +153,3 @@ def test_a_resource_exports_with_every_thread(api: Api) -> None:
     assert sum(1 for line in lines if line["kind"] == "message") == 6
     missing = api.call("GET", f"/v1/resources/{new_id('nobody')}/export")
     assert missing.status_code == 404 and "check the id" in missing.json()["error"]["message"]
-

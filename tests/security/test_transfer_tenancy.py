@@ -28,7 +28,13 @@ from om_core.tenancy import access
 from om_core.tenancy.scoped_ids import scoped_id
 
 VICTIM, ATTACKER = "victim", "attacker"
-HEADER = {"kind": "header", "format": "om-memory", "version": 1, "scope": "thread", "exported_at": "2026-01-01T00:00:00Z"}
+HEADER = {
+    "kind": "header",
+    "format": "om-memory",
+    "version": 1,
+    "scope": "thread",
+    "exported_at": "2026-01-01T00:00:00Z",
+}
 NOW = "2026-01-01T00:00:00Z"
 
 
@@ -39,7 +45,9 @@ class Server:
     keys: dict[str, str]
 
     def call(self, tenant: str, method: str, path: str, **kwargs: Any) -> Any:
-        return self.client.request(method, path, headers={"Authorization": f"Bearer {self.keys[tenant]}"}, **kwargs)
+        return self.client.request(
+            method, path, headers={"Authorization": f"Bearer {self.keys[tenant]}"}, **kwargs
+        )
 
     def import_lines(self, tenant: str, lines: list[dict[str, Any]]) -> Any:
         body = "\n".join(json.dumps(line) for line in lines).encode()
@@ -49,7 +57,9 @@ class Server:
         with self.db.connect() as conn:
             return int(
                 conn.execute(
-                    select(func.count()).select_from(schema.messages).where(schema.messages.c.thread_id == stored_thread)
+                    select(func.count())
+                    .select_from(schema.messages)
+                    .where(schema.messages.c.thread_id == stored_thread)
                 ).scalar_one()
             )
 
@@ -60,16 +70,31 @@ def server(tmp_path: Path) -> Iterator[Server]:
     db = make_engine(url)
     upgrade(db)
     keys = {tenant: access.create_key(db, tenant, tenant).secret for tenant in (VICTIM, ATTACKER)}
-    floors = {name: Settings.model_fields[name].default for name in ("memory_min_tokens", "memory_min_buffer_tokens")}
+    floors = {
+        name: Settings.model_fields[name].default
+        for name in ("memory_min_tokens", "memory_min_buffer_tokens")
+    }
     settings = ApiSettings(
-        database_url=url, auth="keys", model="om-local/extractive", max_import_lines=50, max_import_line_bytes=4096, **floors
+        database_url=url,
+        auth="keys",
+        model="om-local/extractive",
+        max_import_lines=50,
+        max_import_line_bytes=4096,
+        **floors,
     )
     with TestClient(create_app(settings)) as client:
         yield Server(client, db, keys)
 
 
 def _thread(thread: str, resource: str = "r1", **extra: Any) -> dict[str, Any]:
-    return {"kind": "thread", "id": thread, "resource_id": resource, "created_at": NOW, "updated_at": NOW, **extra}
+    return {
+        "kind": "thread",
+        "id": thread,
+        "resource_id": resource,
+        "created_at": NOW,
+        "updated_at": NOW,
+        **extra,
+    }
 
 
 def _message(thread: str, message: str, seq: int, text: str = "hello") -> dict[str, Any]:
@@ -125,7 +150,9 @@ def test_too_many_lines_are_refused_before_anything_is_written(server: Server) -
 
 
 def test_a_line_over_the_byte_limit_is_refused(server: Server) -> None:
-    response = server.import_lines(ATTACKER, [HEADER, _thread("long"), _message("long", "m", 1, "x" * 10_000)])
+    response = server.import_lines(
+        ATTACKER, [HEADER, _thread("long"), _message("long", "m", 1, "x" * 10_000)]
+    )
     assert response.status_code == 413
     assert "OM_MAX_IMPORT_LINE_BYTES" in response.json()["error"]["message"]
     assert server.messages(scoped_id(ATTACKER, "long")) == 0
@@ -133,7 +160,9 @@ def test_a_line_over_the_byte_limit_is_refused(server: Server) -> None:
 
 def test_config_in_a_file_passes_the_operators_policy(server: Server) -> None:
     low = {"observation": {"messageTokens": 30}}
-    response = server.import_lines(ATTACKER, [HEADER, _thread("cfg", config_overrides=low), _message("cfg", "m", 1)])
+    response = server.import_lines(
+        ATTACKER, [HEADER, _thread("cfg", config_overrides=low), _message("cfg", "m", 1)]
+    )
     assert response.status_code == 422, response.text
     assert "config_overrides" in response.json()["error"]["message"]
     assert server.messages(scoped_id(ATTACKER, "cfg")) == 0
@@ -144,7 +173,9 @@ def test_bad_lines_say_what_to_fix(server: Server) -> None:
     assert no_header.status_code == 422 and "header" in no_header.json()["error"]["message"]
     newer = server.import_lines(ATTACKER, [{**HEADER, "version": 2}])
     assert newer.status_code == 422 and "version" in newer.json()["error"]["message"]
-    twice = server.import_lines(ATTACKER, [HEADER, _thread("d"), _message("d", "m", 1), _message("d", "n", 1)])
+    twice = server.import_lines(
+        ATTACKER, [HEADER, _thread("d"), _message("d", "m", 1), _message("d", "n", 1)]
+    )
     assert twice.status_code == 422 and "seq" in twice.json()["error"]["message"]
     stray = server.import_lines(ATTACKER, [HEADER, _thread("a"), _message("b", "m", 1)])
     assert stray.status_code == 422 and "line 3" in stray.json()["error"]["message"]

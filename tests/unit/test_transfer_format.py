@@ -38,7 +38,14 @@ def test_a_message_line_round_trips_with_its_parts() -> None:
         created_at=NOW,
         parts=[
             Part(type="text", text="hi", seq=3),
-            Part(type="tool-invocation", tool_call_id="c1", tool_name="search", state="result", result={"n": 1}, seq=4),
+            Part(
+                type="tool-invocation",
+                tool_call_id="c1",
+                tool_name="search",
+                state="result",
+                result={"n": 1},
+                seq=4,
+            ),
         ],
     )
     text = dump_line(line)
@@ -64,10 +71,27 @@ def test_the_header_names_the_format_and_its_version() -> None:
 @pytest.mark.parametrize(
     ("line", "field"),
     [
-        ({"kind": "thread", "id": "t", "resource_id": "r", "created_at": "2026-01-01T00:00:00Z",
-          "updated_at": "2026-01-01T00:00:00Z", "color": "red"}, "color"),
-        ({"kind": "thread", "id": "acme/t", "resource_id": "r", "created_at": "2026-01-01T00:00:00Z",
-          "updated_at": "2026-01-01T00:00:00Z"}, "id"),
+        (
+            {
+                "kind": "thread",
+                "id": "t",
+                "resource_id": "r",
+                "created_at": "2026-01-01T00:00:00Z",
+                "updated_at": "2026-01-01T00:00:00Z",
+                "color": "red",
+            },
+            "color",
+        ),
+        (
+            {
+                "kind": "thread",
+                "id": "acme/t",
+                "resource_id": "r",
+                "created_at": "2026-01-01T00:00:00Z",
+                "updated_at": "2026-01-01T00:00:00Z",
+            },
+            "id",
+        ),
         ({"kind": "resource", "id": "r", "created_at": "2026-01-01T00:00:00"}, "created_at"),
         ({"kind": "spaceship"}, "kind"),
     ],
@@ -92,8 +116,18 @@ def test_a_record_keeps_its_generation_and_chunks() -> None:
             "created_at": NOW,
             "updated_at": NOW,
             "chunks": [
-                {"id": "c1", "position": 0, "state": "buffered", "cycle_id": "cy", "observations": "* b",
-                 "token_count": 2, "message_tokens": 9, "from_seq": 7, "to_seq": 9, "created_at": NOW}
+                {
+                    "id": "c1",
+                    "position": 0,
+                    "state": "buffered",
+                    "cycle_id": "cy",
+                    "observations": "* b",
+                    "token_count": 2,
+                    "message_tokens": 9,
+                    "from_seq": 7,
+                    "to_seq": 9,
+                    "created_at": NOW,
+                }
             ],
         }
     )
@@ -151,13 +185,25 @@ def test_the_originals_thread_metadata_blob_decodes() -> None:
 
 def test_the_originals_parts_map_onto_oms() -> None:
     call = mastra._part(
-        {"type": "tool-invocation",
-         "toolInvocation": {"state": "result", "toolCallId": "c", "toolName": "w", "args": {"q": 1}, "result": 2}}
+        {
+            "type": "tool-invocation",
+            "toolInvocation": {
+                "state": "result",
+                "toolCallId": "c",
+                "toolName": "w",
+                "args": {"q": 1},
+                "result": 2,
+            },
+        }
     )
     assert call is not None and (call.tool_call_id, call.state, call.result) == ("c", "result", 2)
-    reasoning = mastra._part({"type": "reasoning", "reasoning": "", "details": [{"type": "text", "text": "why"}]})
+    reasoning = mastra._part(
+        {"type": "reasoning", "reasoning": "", "details": [{"type": "text", "text": "why"}]}
+    )
     assert reasoning is not None and reasoning.text == "why"
     image = mastra._part({"type": "file", "mimeType": "image/png", "data": "aGk="})
     assert image is not None and image.type == "image"
-    assert mastra._part({"type": "data-om-activation", "data": {}}) is None, "the original's own markers stay out"
+    assert mastra._part({"type": "data-om-activation", "data": {}}) is None, (
+        "the original's own markers stay out"
+    )
     assert mastra._part({"type": "data-note", "data": {"a": 1}}) is not None

@@ -500,7 +500,9 @@ class OMClient:
         returns the counts. Idempotent, so it is retried like a read."""
         body = _ndjson(lines)
         headers = {"Content-Type": "application/x-ndjson"}
-        result: dict[str, Any] = self._request("POST", "/v1/import", content=body, headers=headers, idempotent=True)
+        result: dict[str, Any] = self._request(
+            "POST", "/v1/import", content=body, headers=headers, idempotent=True
+        )
         return result
 
     def events(
