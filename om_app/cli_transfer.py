@@ -7,6 +7,7 @@ names the tenant whose ids are read or written (leave it out for a server withou
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from collections.abc import Iterator
@@ -43,6 +44,7 @@ def export_command(
     resource: Annotated[str | None, typer.Option("--resource", help="Export this resource instead")] = None,
     all_: Annotated[bool, typer.Option("--all", help="Export every resource of the tenant")] = False,
     tenant: Annotated[str | None, typer.Option("--tenant", help=TENANT_HELP)] = None,
+    output: Annotated[str, typer.Option("--output", "-o", help="Write to this file instead of stdout")] = "-",
 ) -> None:
     """Write a thread's (or a resource's, or a whole tenant's) memory to stdout as JSON Lines
     (docs/guide/export-import.md): `om export THREAD > thread.jsonl`."""
@@ -63,10 +65,11 @@ def export_command(
     except export.ExportNotFound as exc:
         typer.echo(f"error: {exc} for tenant {tenant!r}: check the id and --tenant", err=True)
         raise typer.Exit(1) from None
-    out = sys.stdout
-    for line in lines:
-        out.write(dump_line(line))
-    out.flush()
+    with contextlib.ExitStack() as stack:
+        out = sys.stdout if output == "-" else stack.enter_context(Path(output).open("w", encoding="utf-8"))
+        for line in lines:
+            out.write(dump_line(line))
+        out.flush()
 
 
 def _file_lines(path: str) -> Iterator[bytes]:
