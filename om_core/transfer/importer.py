@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 from sqlalchemy import Connection, Engine, select
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import DataError, IntegrityError
 
 from om_core.messages import Message, Part
 from om_core.store import history, schema
@@ -56,6 +56,8 @@ __all__ = [
 T, R, M, P = schema.threads, schema.resources, schema.messages, schema.parts
 REC, CH, G, WM = schema.records, schema.chunks, schema.observation_groups, schema.working_memory
 
+#: The largest sequence number a file may give a part (the records' counts have the same bound).
+_MAX_SEQ = 2**53
 PartCounter = Callable[[Part], tuple[float, float, int]]
 #: Checks a thread's overrides (None for a resource's own) merged over its resource's, for the tenant;
 #: raises `OMConfigError` or pydantic's `ValidationError` when they would be refused by `PUT .../config`.
@@ -237,11 +239,23 @@ def _commit(
                 writer.resource(conn, unit, unit.head)
             else:
                 writer.thread(conn, unit, unit.head)
+    except ImportRefused:
+        raise
     except IntegrityError as exc:
         raise ImportRefused(
             "conflict",
             f"the {unit.head.kind} {unit.head.id!r} conflicts with what is stored "
             f"({type(exc.orig).__name__}); nothing of it was written",
+            unit.first_line,
+        ) from None
+    except (DataError, ValueError) as exc:
+        # A value the database cannot store (a number past its columns, a NUL character in text on
+        # Postgres): the file's fault, said without the driver's text.
+        raise ImportRefused(
+            "invalid",
+            f"the {unit.head.kind} {unit.head.id!r} holds a value the database cannot store "
+            f"({type(exc).__name__}: a number too large, or a NUL character in text); nothing of it was "
+            "written",
             unit.first_line,
         ) from None
     if on_progress is not None:
@@ -362,9 +376,9 @@ class _Writer:
             previous = 0
             for index, part in enumerate(message.parts):
                 seq = part.seq
-                if seq is None or seq < 1:
+                if seq is None or not 1 <= seq <= _MAX_SEQ:
                     raise ImportRefused(
-                        "invalid", f"parts.{index}.seq: every part needs its seq (>= 1)", number
+                        "invalid", f"parts.{index}.seq: every part needs its seq (1 to {_MAX_SEQ})", number
                     )
                 if seq in seen_seqs or seq <= previous:
                     raise ImportRefused(

@@ -42,8 +42,8 @@ FORMAT = "om-memory"
 VERSION = 1
 
 PublicId = Annotated[str, Field(pattern=ID_PATTERN, max_length=255)]
-Seq = Annotated[int, Field(ge=1)]
-Count = Annotated[int, Field(ge=0)]
+#: Counts and sequence numbers fit a signed 64-bit column with room to grow.
+Count = Annotated[int, Field(ge=0, le=2**53)]
 
 
 class _Line(BaseModel):

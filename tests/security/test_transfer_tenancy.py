@@ -179,3 +179,9 @@ def test_bad_lines_say_what_to_fix(server: Server) -> None:
     assert twice.status_code == 422 and "seq" in twice.json()["error"]["message"]
     stray = server.import_lines(ATTACKER, [HEADER, _thread("a"), _message("b", "m", 1)])
     assert stray.status_code == 422 and "line 3" in stray.json()["error"]["message"]
+
+
+def test_a_sequence_number_past_the_columns_is_refused(server: Server) -> None:
+    response = server.import_lines(ATTACKER, [HEADER, _thread("n"), _message("n", "m", 2**63 + 5)])
+    assert response.status_code == 422 and "seq" in response.json()["error"]["message"]
+    assert server.messages(scoped_id(ATTACKER, "n")) == 0
