@@ -98,7 +98,11 @@ def export_resource(resource_id: ResourceId, runtime: Runtime, caller: Caller) -
     responses=errors(401, 409, 413, 422, 503),
     summary="Import a file of JSON Lines (an export) into the caller's memory; idempotent by message id",
     openapi_extra={
-        "requestBody": {"required": True, "content": {NDJSON: {"schema": {"type": "string"}}}},
+        # The body is read as bytes whatever its type; text/plain is listed for tools that send no ndjson.
+        "requestBody": {
+            "required": True,
+            "content": {NDJSON: {"schema": {"type": "string"}}, "text/plain": {"schema": {"type": "string"}}},
+        },
     },
 )
 async def import_file(request: Request, runtime: Runtime, caller: Caller) -> ImportResponse:

@@ -5262,6 +5262,7 @@ export interface operations {
         requestBody: {
             content: {
                 "application/x-ndjson": string;
+                "text/plain": string;
             };
         };
         responses: {
