@@ -33,6 +33,7 @@ from om_api.routes import (
     resources,
     search,
     threads,
+    transfer,
     usage,
     webhooks,
     working_memory,
@@ -203,6 +204,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         chat_completions.router,
         usage.router,
         webhooks.router,
+        transfer.router,
         dashboard.router,
         health.router,
     ):

@@ -409,9 +409,10 @@ def _limits_line(tenant: str, limits: TenantLimits) -> str:
     )
 
 
-from om_app import cli_data  # noqa: E402  (the data commands: search, threads, forget)
+from om_app import cli_data, cli_transfer  # noqa: E402  (the data commands)
 
 cli_data.register(app)
+cli_transfer.register(app)
 
 
 def main() -> None:

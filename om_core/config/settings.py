@@ -79,6 +79,14 @@ class Settings(BaseSettings):
 
     max_message_bytes: int = Field(default=2_000_000, description="Largest accepted message (413 above)")
     max_parts_per_message: int = Field(default=500, description="Most parts in one message")
+    max_import_lines: int = Field(
+        default=200_000,
+        ge=1,
+        description="Most lines one import (`POST /v1/import`, `om import`) may hold (413 above)",
+    )
+    max_import_line_bytes: int = Field(
+        default=4_000_000, ge=1024, description="Largest line of an import (413 above)"
+    )
     auth: Literal["keys", "none"] = Field(default="keys", description="keys: API keys; none: embedded only")
     api_host: str = Field(default="127.0.0.1")
     api_port: int = Field(default=8088)

@@ -68,6 +68,8 @@ ROUTES: dict[tuple[str, str], dict[str, Any] | None] = {
     ("PUT", "/v1/threads/{thread_id}/working-memory"): {"content": "- the intruder was here"},
     ("GET", "/v1/resources/{resource_id}/working-memory"): None,
     ("PUT", "/v1/resources/{resource_id}/working-memory"): {"content": "- the intruder was here"},
+    ("GET", "/v1/threads/{thread_id}/export"): None,
+    ("GET", "/v1/resources/{resource_id}/export"): None,
     # These create the caller's own thread or resource under the id: they run last, after every read.
     ("PUT", "/v1/resources/{resource_id}/config"): {"overrides": {"scope": "resource"}},
     ("POST", "/v1/threads/{thread_id}/turns"): {

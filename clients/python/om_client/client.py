@@ -143,6 +143,14 @@ def _thread(thread_id: str, tail: str = "") -> str:
     return f"/v1/threads/{quote(thread_id, safe='')}{tail}"
 
 
+def _ndjson(lines: Iterable[Mapping[str, Any] | str]) -> bytes:
+    """Transfer lines as one JSON Lines body."""
+    return "".join(
+        (line.rstrip("\n") if isinstance(line, str) else json.dumps(line, separators=(",", ":"))) + "\n"
+        for line in lines
+    ).encode()
+
+
 def _resource(resource_id: str, tail: str = "") -> str:
     return f"/v1/resources/{quote(resource_id, safe='')}{tail}"
 
@@ -498,6 +506,34 @@ class OMClient:
     def delete_resource(self, resource_id: str) -> None:
         """Delete the resource with all its threads, its shared log and its config."""
         self._request("DELETE", _resource(resource_id))
+
+    def export_thread(self, thread_id: str) -> Iterator[dict[str, Any]]:
+        """The thread's memory as transfer lines, one dict a line, read as they stream
+        (docs/guide/export-import.md)."""
+        yield from self._export(_thread(thread_id, "/export"))
+
+    def export_resource(self, resource_id: str) -> Iterator[dict[str, Any]]:
+        """The resource's memory (its shared log, working memory and every thread) as transfer lines."""
+        yield from self._export(_resource(resource_id, "/export"))
+
+    def _export(self, path: str) -> Iterator[dict[str, Any]]:
+        with self._http.stream("GET", path) as response:
+            if response.is_error:
+                response.read()
+                raise_for(response)
+            for line in response.iter_lines():
+                if line.strip():
+                    yield json.loads(line)
+
+    def import_records(self, lines: Iterable[Mapping[str, Any] | str]) -> dict[str, Any]:
+        """Import transfer lines (dicts, or JSON text lines such as an export's) into this key's tenant;
+        returns the counts. Idempotent, so it is retried like a read."""
+        body = _ndjson(lines)
+        headers = {"Content-Type": "application/x-ndjson"}
+        result: dict[str, Any] = self._request(
+            "POST", "/v1/import", content=body, headers=headers, idempotent=True
+        )
+        return result
 
     def events(
         self,
@@ -917,6 +953,14 @@ class AsyncOMClient:
     async def delete_resource(self, resource_id: str) -> None:
         """Delete the resource with all its threads, its shared log and its config."""
         await self._request("DELETE", _resource(resource_id))
+
+    async def import_records(self, lines: Iterable[Mapping[str, Any] | str]) -> dict[str, Any]:
+        """`OMClient.import_records`."""
+        headers = {"Content-Type": "application/x-ndjson"}
+        result: dict[str, Any] = await self._request(
+            "POST", "/v1/import", content=_ndjson(lines), headers=headers, idempotent=True
+        )
+        return result
 
     async def events(
         self,

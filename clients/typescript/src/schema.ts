@@ -456,6 +456,57 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/threads/{thread_id}/export": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Export a thread: its messages, observation log generations, groups and working memory, as JSON Lines (docs/guide/export-import.md) */
+        get: operations["export_thread_v1_threads__thread_id__export_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/resources/{resource_id}/export": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Export a resource: its shared log and working memory, then every thread of it, as JSON Lines */
+        get: operations["export_resource_v1_resources__resource_id__export_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/import": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Import a file of JSON Lines (an export) into the caller's memory; idempotent by message id */
+        post: operations["import_file_v1_import_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/whoami": {
         parameters: {
             query?: never;
@@ -958,6 +1009,56 @@ export interface components {
              * @constant
              */
             status: "ok";
+        };
+        /**
+         * ImportResponse
+         * @description What an import wrote (`messages`, ...) and what it found already stored (`*_skipped`).
+         */
+        ImportResponse: {
+            /**
+             * Lines
+             * @description Lines read (the header included)
+             */
+            lines: number;
+            /** Resources */
+            resources: number;
+            /**
+             * Threads
+             * @description Threads created by this import
+             */
+            threads: number;
+            /**
+             * Threads Existing
+             * @description Threads that existed: only their new messages were added
+             */
+            threads_existing: number;
+            /** Messages */
+            messages: number;
+            /**
+             * Messages Skipped
+             * @description Messages already stored (same id in the same thread)
+             */
+            messages_skipped: number;
+            /**
+             * Records
+             * @description Observation log generations written
+             */
+            records: number;
+            /** Records Skipped */
+            records_skipped: number;
+            /** Groups */
+            groups: number;
+            /** Groups Skipped */
+            groups_skipped: number;
+            /** Working Memory */
+            working_memory: number;
+            /** Working Memory Skipped */
+            working_memory_skipped: number;
+            /**
+             * Source
+             * @description `om`, or `mastra` for a file read from the original's storage
+             */
+            source: string;
         };
         /**
          * KeyUsageResponse
@@ -4979,6 +5080,221 @@ export interface operations {
             };
             /** @description Unknown thread (or another tenant's) */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description A field is invalid; `error.field` names it */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Too many requests: over this tenant's request rate (`Retry-After` says when to retry), or, through the proxy, the actor model's rate limit */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The database or the broker is unreachable; retry with the same message ids */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    export_thread_v1_threads__thread_id__export_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The conversation's id */
+                thread_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The memory as JSON Lines */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/x-ndjson": string;
+                };
+            };
+            /** @description Missing or unknown API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Unknown thread (or another tenant's) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description A field is invalid; `error.field` names it */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Too many requests: over this tenant's request rate (`Retry-After` says when to retry), or, through the proxy, the actor model's rate limit */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The database or the broker is unreachable; retry with the same message ids */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    export_resource_v1_resources__resource_id__export_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The user or entity's id */
+                resource_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The memory as JSON Lines */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/x-ndjson": string;
+                };
+            };
+            /** @description Missing or unknown API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Unknown thread (or another tenant's) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description A field is invalid; `error.field` names it */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Too many requests: over this tenant's request rate (`Retry-After` says when to retry), or, through the proxy, the actor model's rate limit */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The database or the broker is unreachable; retry with the same message ids */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    import_file_v1_import_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/x-ndjson": string;
+                "text/plain": string;
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ImportResponse"];
+                };
+            };
+            /** @description Missing or unknown API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The request conflicts with what is stored */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description A message or the body is over a limit */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
