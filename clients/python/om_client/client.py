@@ -954,6 +954,25 @@ class AsyncOMClient:
         """Delete the resource with all its threads, its shared log and its config."""
         await self._request("DELETE", _resource(resource_id))
 
+    async def export_thread(self, thread_id: str) -> AsyncIterator[dict[str, Any]]:
+        """`OMClient.export_thread` as an async iterator."""
+        async for record in self._export(_thread(thread_id, "/export")):
+            yield record
+
+    async def export_resource(self, resource_id: str) -> AsyncIterator[dict[str, Any]]:
+        """`OMClient.export_resource` as an async iterator."""
+        async for record in self._export(_resource(resource_id, "/export")):
+            yield record
+
+    async def _export(self, path: str) -> AsyncIterator[dict[str, Any]]:
+        async with self._http.stream("GET", path) as response:
+            if response.is_error:
+                await response.aread()
+                raise_for(response)
+            async for line in response.aiter_lines():
+                if line.strip():
+                    yield json.loads(line)
+
     async def import_records(self, lines: Iterable[Mapping[str, Any] | str]) -> dict[str, Any]:
         """`OMClient.import_records`."""
         headers = {"Content-Type": "application/x-ndjson"}
