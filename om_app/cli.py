@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, NoReturn, TypeVar
 import typer
 from pydantic_settings import BaseSettings
 
+from om_app import cli_mcp
 from om_core import Settings
 from om_core.config.settings import env_help
 
@@ -391,6 +392,10 @@ def _limits_line(tenant: str, limits: TenantLimits) -> str:
         f"{tenant}\trequests_per_s={shown(limits.requests_per_s)}\tburst={shown(limits.burst)}\t"
         f"daily_budget_usd={shown(limits.daily_budget_usd)}"
     )
+
+
+# `om mcp` (issue 31) lives in its own module; the MCP SDK loads only when it runs.
+app.command("mcp")(cli_mcp.mcp)
 
 
 def main() -> None:
