@@ -171,22 +171,28 @@ def _recall_schema() -> JsonObject:
 RECALL_SCHEMA = _recall_schema()
 
 
+def _recall_problem(name: str, value: Any) -> str | None:
+    """What is wrong with one recall argument, or None."""
+    prop: Mapping[str, Any] | None = RECALL_SCHEMA["properties"].get(name)
+    if prop is None:
+        return f"unknown argument; recall takes {', '.join(sorted(RECALL_SCHEMA['properties']))}"
+    if prop["type"] == "string":
+        if not isinstance(value, str) or len(value) > MAX_RECALL_STRING:
+            return f"a string of at most {MAX_RECALL_STRING} characters"
+        if "enum" in prop and value not in prop["enum"]:
+            return f"one of {', '.join(prop['enum'])}"
+    elif prop["type"] == "integer":
+        low, high = prop.get("minimum", -(2**31)), prop.get("maximum", 10_000_000)
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            return f"an integer from {low} to {high}"
+    return None
+
+
 def _check_recall(args: RecallArgs) -> RecallArgs:
-    known: Mapping[str, Any] = RECALL_SCHEMA["properties"]
     for name, value in (args.model_extra or {}).items():
-        prop = known.get(name)
-        if prop is None:
-            raise ToolFailure(f"{name}: unknown argument; recall takes {', '.join(sorted(known))}")
-        kind = prop["type"]
-        if kind == "string":
-            if not isinstance(value, str) or len(value) > MAX_RECALL_STRING:
-                raise ToolFailure(f"{name}: a string of at most {MAX_RECALL_STRING} characters")
-            if "enum" in prop and value not in prop["enum"]:
-                raise ToolFailure(f"{name}: one of {', '.join(prop['enum'])}")
-        elif kind == "integer":
-            low, high = prop.get("minimum", -(2**31)), prop.get("maximum", 10_000_000)
-            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-                raise ToolFailure(f"{name}: an integer from {low} to {high}")
+        problem = _recall_problem(name, value)
+        if problem is not None:
+            raise ToolFailure(f"invalid arguments: {name[:100]}: {problem}")
     return args
 
 
