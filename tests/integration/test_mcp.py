@@ -6,10 +6,13 @@ what the tools answer is what the REST API holds for the key's tenant."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import sys
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -44,16 +47,23 @@ def http_session(server: ApiServer, key: str, *, mode: str = "auto") -> Client:
     return Client(streamable_http_client(f"{server.base_url}/mcp", http_client=http), mode=mode)
 
 
+def desktop_config() -> dict[str, Any]:
+    """The `mcpServers` entry of the desktop configuration in docs/guide/mcp.md."""
+    page = (REPO / "docs" / "guide" / "mcp.md").read_text()
+    (block,) = re.findall(r"```json\n(.*?)```", page, re.DOTALL)
+    entry: dict[str, Any] = json.loads(block)["mcpServers"]["om"]
+    return entry
+
+
 def stdio_session(server: ApiServer, key: str) -> Client:
-    env = {
-        "OM_BASE_URL": server.base_url,
-        "OM_API_KEY": key,
-        "PYTHONPATH": os.environ.get("PYTHONPATH", str(REPO)),
-    }
-    params = StdioServerParameters(
-        command=sys.executable, args=["-m", "om_app.cli", "mcp"], env=env, cwd=REPO
-    )
-    return Client(params)
+    """`om mcp` started as the documented desktop configuration says, with this server and key."""
+    entry = desktop_config()
+    assert entry["command"] == "om" and entry["args"] == ["mcp"]
+    env = {**entry["env"], "OM_BASE_URL": server.base_url, "OM_API_KEY": key}
+    env["PYTHONPATH"] = os.environ.get("PYTHONPATH", str(REPO))
+    # The venv's `om`, the executable `pip install` puts on the PATH.
+    command = str(Path(sys.executable).parent / entry["command"])
+    return Client(StdioServerParameters(command=command, args=entry["args"], env=env, cwd=REPO))
 
 
 async def _eventually(call: Callable[[], Awaitable[Any]], ok: Callable[[Any], bool], what: str) -> Any:

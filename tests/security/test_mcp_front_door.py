@@ -12,6 +12,7 @@ import json
 import traceback
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -26,6 +27,8 @@ from starlette.testclient import TestClient
 from om_api.app import create_app
 from om_api.client import OMClient
 from om_api.settings import ApiSettings
+from om_core.store.db import make_engine
+from om_core.store.migrate import upgrade
 from om_core.tenancy import access
 from tests.support.api_server import ApiServer, api_server, new_id, om, tenant_key
 
@@ -224,3 +227,39 @@ def test_mcp_requests_draw_from_the_tenants_rate_limit(limited: TestClient, pg_e
     assert listed.status_code == 429 and listed.json()["error"]["code"] == "rate_limited"
     # `/v1/` shares the bucket: the same tenant is refused there too.
     assert limited.get("/v1/usage", headers={"Authorization": f"Bearer {key}"}).status_code == 429
+
+
+@pytest.fixture
+def local_api(tmp_path: Path) -> Iterator[TestClient]:
+    """The API as `om up` runs it: no keys, loopback names only."""
+    url = f"sqlite:///{tmp_path / 'om.db'}"
+    engine = make_engine(url)
+    upgrade(engine)
+    engine.dispose()
+    settings = ApiSettings(database_url=url, auth="none", model="om-local/extractive")
+    with TestClient(create_app(settings), base_url="http://localhost") as client:
+        yield client
+
+
+def test_without_keys_mcp_answers_loopback_names_only(local_api: TestClient) -> None:
+    call = {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "method": "tools/call",
+        "params": {
+            "name": "post_turn",
+            "arguments": {"thread_id": "local", "messages": [{"id": "m1", "role": "user", "text": "hi"}]},
+        },
+    }
+    for host in ("rebind.attacker.example:8088", "192.168.1.20:8088"):
+        refused = local_api.post("/mcp", headers={**MCP_HEADERS, "Host": host}, json=call)
+        assert refused.status_code == 421 and refused.json()["error"]["code"] == "misdirected_request"
+    cross_site = {**MCP_HEADERS, "Host": "127.0.0.1:8088", "Origin": "http://attacker.example"}
+    assert local_api.post("/mcp", headers=cross_site, json=call).status_code == 403
+    assert local_api.get("/v1/threads/local/messages", headers={"Host": "127.0.0.1:8088"}).status_code == 404
+
+    answered = local_api.post("/mcp", headers={**MCP_HEADERS, "Host": "127.0.0.1:8088"}, json=call)
+    assert answered.status_code == 200, answered.text
+    assert answered.json()["result"]["structuredContent"]["thread_id"] == "local"
+    stored = local_api.get("/v1/threads/local/messages", headers={"Host": "127.0.0.1:8088"})
+    assert [m["id"] for m in stored.json()["items"]] == ["m1"]

@@ -5,6 +5,9 @@ answer from the backend as structured content (or an error result the model can 
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -192,3 +195,20 @@ def test_the_sdk_client_lists_the_tools_and_calls_each_in_process() -> None:
     # Invalid arguments never reach the backend: 8 calls recorded, not 9.
     assert invalid.is_error and "limit" in invalid.content[0].text
     assert len(backend.calls) == 8
+
+
+def test_the_api_starts_without_loading_the_sdk(tmp_path: Path) -> None:
+    """`create_app` routes `/mcp` without importing the SDK: it loads on the first `/mcp` request."""
+    script = (
+        "import sys\n"
+        "from om_api.app import create_app\n"
+        "from om_api.settings import ApiSettings\n"
+        f"settings = ApiSettings(database_url='sqlite:///{tmp_path}/om.db', auth='none')\n"
+        "create_app(settings)\n"
+        "print(sorted(m for m in sys.modules if m == 'mcp' or m.startswith(('mcp.', 'mcp_types'))))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "[]"
