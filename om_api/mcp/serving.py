@@ -22,7 +22,7 @@ from mcp.server.stdio import stdio_server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 
-from om_api.mcp.tools import BACKEND_STATE, TOOLS, MemoryBackend, ToolFailure, call_tool
+from om_api.mcp.tools import BACKEND_STATE, TOOLS, MemoryBackend, ToolDef, ToolFailure, call_tool
 
 log = logging.getLogger("om.mcp")
 
@@ -37,7 +37,7 @@ INSTRUCTIONS = (
 logging.getLogger("mcp.server.streamable_http_manager").setLevel(logging.WARNING)
 
 
-def _tool(tool: Any) -> types.Tool:
+def _tool(tool: ToolDef) -> types.Tool:
     return types.Tool(
         name=tool.name,
         title=tool.title,

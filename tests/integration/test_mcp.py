@@ -149,13 +149,19 @@ def test_streamable_http_session_calls_every_tool(
     _check(out, om, thread, user)
 
 
-def test_the_sdk_default_negotiation_works_too(api_server: ApiServer, tenant_key: str) -> None:
-    async def listed() -> tuple[str, set[str]]:
-        async with http_session(api_server, tenant_key) as client:
-            return client.protocol_version, {t.name for t in (await client.list_tools()).tools}
+def test_the_sdk_default_negotiation_works_too(api_server: ApiServer, tenant_key: str, om: OMClient) -> None:
+    thread = new_id("t")
+    om.post_turn(thread, [{"id": "m1", "role": "user", "text": "hello"}])
 
-    version, names = anyio.run(listed)
+    async def session() -> tuple[str, set[str], Any]:
+        async with http_session(api_server, tenant_key) as client:
+            names = {t.name for t in (await client.list_tools()).tools}
+            listed = await client.call_tool("list_threads", {})
+            return client.protocol_version, names, listed.structured_content
+
+    version, names, listed = anyio.run(session)
     assert names == TOOLS and version
+    assert [t["thread_id"] for t in listed["items"]] == [thread], "the call ran as the key's tenant"
 
 
 def test_om_mcp_over_stdio_calls_every_tool_through_the_server(
