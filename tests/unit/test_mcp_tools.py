@@ -12,7 +12,9 @@ from typing import Any
 
 import anyio
 import pytest
+import typer.main
 from mcp import Client
+from typer.testing import CliRunner
 
 from om_api.mcp import tools
 from om_api.mcp.serving import build_server
@@ -29,6 +31,7 @@ from om_api.mcp.tools import (
     UpdateWorkingMemoryArgs,
     parse_arguments,
 )
+from om_app import cli
 
 EXPECTED = {
     "search_memory",
@@ -212,3 +215,14 @@ def test_the_api_starts_without_loading_the_sdk(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_om_mcp_takes_the_server_and_key_as_options_or_from_the_environment() -> None:
+    command = typer.main.get_command(cli.app).commands["mcp"]  # type: ignore[attr-defined]
+    given = command.make_context("mcp", ["--base-url", "http://127.0.0.1:8088", "--api-key", "omk_x"])
+    assert given.params == {"base_url": "http://127.0.0.1:8088", "api_key": "omk_x"}
+    env = {"OM_BASE_URL": "http://om.internal:8088", "OM_API_KEY": "omk_y"}
+    result = CliRunner().invoke(cli.app, ["mcp", "--base-url", "ftp://x"], env=env)
+    assert result.exit_code == 2 and "http(s) URL" in result.output
+    params = [p for p in command.params if p.name in ("base_url", "api_key")]
+    assert {p.name: p.envvar for p in params} == {"base_url": "OM_BASE_URL", "api_key": "OM_API_KEY"}
