@@ -22,6 +22,7 @@ from starlette.exceptions import HTTPException
 from om_api import errors, ui
 from om_api.errors import error_body
 from om_api.loopback import LoopbackOnly
+from om_api.mcp import endpoint as mcp_endpoint
 from om_api.metrics import Metrics, MetricsListener
 from om_api.proxy import chat_completions
 from om_api.routes import (
@@ -209,6 +210,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         health.router,
     ):
         app.include_router(router)
+    # MCP (issue 31): the same key and tenant rate limit; the SDK loads on the first /mcp request.
+    app.router.routes.append(mcp_endpoint.route(runtime, api_settings.max_request_bytes))
     # The dashboard (issue 17): static files only, which call the routes above with the user's key.
     ui.mount(app)
     return app

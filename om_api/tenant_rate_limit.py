@@ -1,7 +1,7 @@
 """Requests per second per tenant: a token bucket per tenant in each API process, 429 over it.
 
-Every authenticated `/v1/` request takes one token from its tenant's bucket (all the tenant's keys share
-it). The bucket holds `burst` tokens and refills at `rate` per second: `OM_TENANT_RATE_LIMIT` and
+Every authenticated `/v1/` and `/mcp` request takes one token from its tenant's bucket (all the tenant's
+keys share it). The bucket holds `burst` tokens and refills at `rate` per second: `OM_TENANT_RATE_LIMIT` and
 `OM_TENANT_RATE_BURST`, or the tenant's own (`om tenants limits`, `om_core.tenancy.limits`). An empty
 bucket answers 429 with `Retry-After` and the IETF `RateLimit-Policy` / `RateLimit` fields
 (draft-ietf-httpapi-ratelimit-headers); every limited response carries the two fields, so a client can
@@ -46,7 +46,8 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 #: The policy's name in the `RateLimit-Policy` and `RateLimit` fields.
 POLICY = "tenant"
-LIMITED_PREFIX = "/v1/"
+#: Paths whose requests are counted: the REST API and the MCP endpoint (`om_api.mcp`).
+LIMITED_PREFIXES = ("/v1/", "/mcp")
 
 
 @dataclass(frozen=True)
@@ -159,7 +160,7 @@ def rate_for(limits: TenantLimits | None, default_per_s: float, default_burst: i
     )
 
 
-def _presented_key(scope: Scope) -> str | None:
+def presented_key(scope: Scope) -> str | None:
     """The key as the authentication layer reads it: a bearer token, else `X-API-Key`."""
     api_key: str | None = None
     headers: list[tuple[bytes, bytes]] = scope.get("headers") or []
@@ -182,7 +183,8 @@ def _fields(rate: Rate, decision: Decision) -> list[tuple[bytes, bytes]]:
 
 
 class TenantRateLimit:
-    """The ASGI middleware: one token per authenticated `/v1/` request, 429 when the bucket is empty."""
+    """The ASGI middleware: one token per authenticated `/v1/` or `/mcp` request, 429 when the bucket is
+    empty."""
 
     def __init__(self, app: ASGIApp, runtime: ApiRuntime, buckets: TokenBuckets | None = None) -> None:
         self.app = app
@@ -219,10 +221,11 @@ class TenantRateLimit:
         await self.app(scope, receive, send_with_fields)
 
     async def _tenant(self, scope: Scope) -> str | None:
-        """The verified tenant of the request's key, or None (not limited: not `/v1/`, or no valid key)."""
-        if scope["type"] != "http" or not str(scope.get("path", "")).startswith(LIMITED_PREFIX):
+        """The verified tenant of the request's key, or None (not limited: not `/v1/` or `/mcp`, or no
+        valid key)."""
+        if scope["type"] != "http" or not str(scope.get("path", "")).startswith(LIMITED_PREFIXES):
             return None
-        presented = _presented_key(scope)
+        presented = presented_key(scope)
         if presented is None:
             return None
         keys = self.runtime.keys

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, NoReturn, TypeVar
 import typer
 from pydantic_settings import BaseSettings
 
+from om_app import cli_mcp
 from om_core import Settings
 from om_core.config.settings import env_help
 
@@ -413,6 +414,8 @@ from om_app import cli_data, cli_transfer  # noqa: E402  (the data commands)
 
 cli_data.register(app)
 cli_transfer.register(app)
+# `om mcp` lives in its own module; the MCP SDK loads only when it runs.
+app.command("mcp")(cli_mcp.mcp)
 
 
 def main() -> None:

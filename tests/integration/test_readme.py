@@ -242,7 +242,10 @@ RUN_BY: dict[str, dict[str, str]] = {
         "def verified": "tests/unit/test_webhook_rules.py",
     },
     "ts": {"new OMClient": "tests/client_ts/test_typescript_client.py"},
-    "json": {"extract": "test_the_json_config_example_... here"},
+    "json": {
+        "extract": "test_the_json_config_example_... here",
+        "mcpServers": "tests/integration/test_mcp.py (starts the desktop configuration's command)",
+    },
 }
 
 
@@ -498,7 +501,7 @@ def test_the_hooks_example_registers_hooks_that_read_what_a_hook_is_given() -> N
 
 
 def test_the_json_config_example_is_a_config_the_model_accepts() -> None:
-    (block,) = [b for b in blocks(PAGES) if b.lang == "json"]
+    (block,) = [b for b in blocks(PAGES) if b.lang == "json" and "extract" in b.text]
     config = ObservationalMemoryConfig.parse(json.loads(block.text))
     extractors = parse_list(config.observation.extract, field="observation.extract", resolve_use=False)
     assert [e.slug for e in extractors] == ["profile", "favorite-drink", "blockers"]
