@@ -8,7 +8,6 @@ for any other client of that key. Refusals come back as the API's message, which
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import quote
 
 from pydantic import BaseModel
 
@@ -29,10 +28,6 @@ from om_client.models import TurnMessage
 def _dump(model: BaseModel) -> JsonObject:
     data: JsonObject = model.model_dump(mode="json", by_alias=True)
     return data
-
-
-def _thread(thread_id: str, tail: str = "") -> str:
-    return f"/v1/threads/{quote(thread_id, safe='')}{tail}"
 
 
 class RemoteBackend:
@@ -74,32 +69,20 @@ class RemoteBackend:
             await self._guard(self.client.observations(args.thread_id, history_limit=args.history_limit))
         )
 
-    # Working memory and the thread list's `q` are not (yet) methods of the client: its request method
-    # sends them, with the same retries and errors.
-
     async def get_working_memory(self, args: ThreadArgs) -> JsonObject:
-        answer: JsonObject = await self._guard(
-            self.client._request("GET", _thread(args.thread_id, "/working-memory"))
-        )
-        return answer
+        return _dump(await self._guard(self.client.working_memory(args.thread_id)))
 
     async def update_working_memory(self, args: UpdateWorkingMemoryArgs) -> JsonObject:
-        body: JsonObject = {"content": args.content}
-        if args.expected_version is not None:
-            body["expected_version"] = args.expected_version
-        answer: JsonObject = await self._guard(
-            self.client._request("PUT", _thread(args.thread_id, "/working-memory"), json=body)
+        answer = self.client.set_working_memory(
+            args.thread_id, args.content, expected_version=args.expected_version
         )
-        return answer
+        return _dump(await self._guard(answer))
 
     async def list_threads(self, args: ListThreadsArgs) -> JsonObject:
-        params: dict[str, Any] = {"limit": args.limit}
-        for name in ("cursor", "resource_id", "q"):
-            value = getattr(args, name)
-            if value is not None:
-                params[name] = value
-        answer: JsonObject = await self._guard(self.client._request("GET", "/v1/threads", params=params))
-        return answer
+        page = self.client.list_threads(
+            resource_id=args.resource_id, limit=args.limit, cursor=args.cursor, q=args.q
+        )
+        return _dump(await self._guard(page))
 
     async def post_turn(self, args: PostTurnArgs) -> JsonObject:
         messages = [TurnMessage(id=m.id, role=m.role, text=m.text) for m in args.messages]

@@ -376,10 +376,16 @@ class OMClient:
         return self._call(ThreadsResponse, "GET", _resource(resource_id, "/threads"), params=params)
 
     def list_threads(
-        self, *, resource_id: str | None = None, limit: int = 50, cursor: str | None = None
+        self,
+        *,
+        resource_id: str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+        q: str | None = None,
     ) -> Page[ThreadInfo]:
-        """One page of this key's threads (by id), or of one resource's (oldest first)."""
-        params = _page_params(limit, cursor, resource_id=resource_id)
+        """One page of this key's threads (by id), or of one resource's (oldest first); `q` keeps those
+        whose id or title contains it."""
+        params = _page_params(limit, cursor, resource_id=resource_id, q=q)
         return self._call(Page[ThreadInfo], "GET", "/v1/threads", params=params)
 
     def iter_threads(self, *, resource_id: str | None = None, page_size: int = 100) -> Iterator[ThreadInfo]:
@@ -818,9 +824,14 @@ class AsyncOMClient:
         return await self._call(ThreadsResponse, "GET", _resource(resource_id, "/threads"), params=params)
 
     async def list_threads(
-        self, *, resource_id: str | None = None, limit: int = 50, cursor: str | None = None
+        self,
+        *,
+        resource_id: str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+        q: str | None = None,
     ) -> Page[ThreadInfo]:
-        params = _page_params(limit, cursor, resource_id=resource_id)
+        params = _page_params(limit, cursor, resource_id=resource_id, q=q)
         return await self._call(Page[ThreadInfo], "GET", "/v1/threads", params=params)
 
     async def iter_threads(
