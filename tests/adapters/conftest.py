@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import pytest
 from sqlalchemy import Engine
 
+from om_client import OMClient
 from om_core.tenancy import access
 from tests.support.api_server import ApiServer, run_api_server
 
@@ -28,6 +29,13 @@ def stack(
 def key(pg_engine: Engine, tenant: str) -> str:
     """A key of a fresh tenant."""
     return access.create_key(pg_engine, tenant, "adapter-test").secret
+
+
+@pytest.fixture
+def om(stack: ApiServer, key: str) -> Iterator[OMClient]:
+    """A client of that tenant."""
+    with OMClient(stack.base_url, key, timeout=60) as client:
+        yield client
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import asyncio
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -33,12 +33,6 @@ def load_example() -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-
-
-@pytest.fixture
-def om(stack: ApiServer, key: str) -> Iterator[OMClient]:
-    with OMClient(stack.base_url, key, timeout=60) as client:
-        yield client
 
 
 def run(stack: ApiServer, key: str, scenario: Callable[[AsyncOMClient], Awaitable[None]]) -> None:
