@@ -84,7 +84,9 @@ def lookup_order(order_id: str) -> str:
 
 
 def tool_agent(model: RecordingChatModel, middleware: OMMiddleware) -> Any:
-    return create_agent(model, tools=[lookup_order], system_prompt="Help with orders.", middleware=[middleware])
+    return create_agent(
+        model, tools=[lookup_order], system_prompt="Help with orders.", middleware=[middleware]
+    )
 
 
 def tool_script() -> RecordingChatModel:
@@ -92,7 +94,9 @@ def tool_script() -> RecordingChatModel:
     return RecordingChatModel(responses=[asks, AIMessage("It has shipped.")])
 
 
-def test_the_tool_loop_is_stored_and_the_model_sees_it_from_om(stack: ApiServer, key: str, om: OMClient) -> None:
+def test_the_tool_loop_is_stored_and_the_model_sees_it_from_om(
+    stack: ApiServer, key: str, om: OMClient
+) -> None:
     thread, model = new_id("lg"), tool_script()
     agent = tool_agent(model, OMMiddleware(om, thread_id=thread, actor_model="openai/gpt-4o-mini"))
     result = agent.invoke({"messages": [HumanMessage("Where is order A7?")]})
@@ -145,7 +149,7 @@ def test_observations_go_into_the_system_message_and_replace_what_they_cover(
 def test_an_async_run_uses_the_async_client(stack: ApiServer, key: str, om: OMClient) -> None:
     thread, model = new_id("lg"), tool_script()
 
-    async def main() -> dict[str, Any]:
+    async def main() -> Any:
         async with AsyncOMClient(stack.base_url, key) as aom:
             agent = tool_agent(model, OMMiddleware(async_client=aom))
             config = {"configurable": {"thread_id": thread}}

@@ -5,8 +5,8 @@ The model is scripted (`scripted_agents_model`); the runner, the session protoco
 
 from __future__ import annotations
 
-import importlib.util
 import asyncio
+import importlib.util
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from types import ModuleType
@@ -53,7 +53,8 @@ def stored(om: OMClient, thread_id: str) -> list[tuple[str, list[dict[str, Any]]
     ]
 
 
-def texts(items: list[dict[str, Any]]) -> list[tuple[str, Any]]:
+def texts(items: list[dict[str, Any]]) -> list[tuple[Any, Any]]:
+    """(role or item type, content or output) of each item."""
     return [(item.get("role", item.get("type")), item.get("content", item.get("output"))) for item in items]
 
 
@@ -90,7 +91,9 @@ def lookup_order(order_id: str) -> str:
     return f"order {order_id}: shipped"
 
 
-def test_a_tool_call_and_its_output_are_stored_and_come_back(stack: ApiServer, key: str, om: OMClient) -> None:
+def test_a_tool_call_and_its_output_are_stored_and_come_back(
+    stack: ApiServer, key: str, om: OMClient
+) -> None:
     thread = new_id("agents")
     model = ScriptedModel(call("call_1", "lookup_order", order_id="A7"), say("It has shipped."), say("Yes."))
     agent = Agent(name="shop", instructions="Help with orders.", model=model, tools=[lookup_order])

@@ -163,7 +163,9 @@ def from_context(openai_messages: Sequence[Mapping[str, Any]]) -> tuple[list[str
         role = message.get("role")
         if role == "assistant":
             history.append(
-                AIMessage(content=_text(message.get("content")), tool_calls=_tool_calls(message.get("tool_calls")))
+                AIMessage(
+                    content=_text(message.get("content")), tool_calls=_tool_calls(message.get("tool_calls"))
+                )
             )
         elif role == "tool":
             content = _text(message.get("content"))

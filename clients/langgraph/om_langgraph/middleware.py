@@ -56,7 +56,7 @@ def _ends_turn(reply: Sequence[BaseMessage]) -> bool:
     return not any(isinstance(m, AIMessage) and m.tool_calls for m in reply)
 
 
-class OMMiddleware(AgentMiddleware):  # type: ignore[type-arg]
+class OMMiddleware(AgentMiddleware):
     """om's memory around every model call of a `create_agent` agent.
 
     The om thread is `thread_id`, else the run's `config["configurable"]["thread_id"]` (the id a
@@ -101,7 +101,9 @@ class OMMiddleware(AgentMiddleware):  # type: ignore[type-arg]
 
     def _url(self) -> str:
         if not self._base_url:
-            raise ValueError("OMMiddleware needs a client, a base_url or the OM_BASE_URL environment variable")
+            raise ValueError(
+                "OMMiddleware needs a client, a base_url or the OM_BASE_URL environment variable"
+            )
         return self._base_url
 
     def _sync_client(self) -> OMClient:
