@@ -239,6 +239,8 @@ RUN_BY: dict[str, dict[str, str]] = {
         "edit_observation": "test_the_line_edit_example_... here",
         "register_hooks": "test_the_hooks_example_... here",
         "def verified": "tests/unit/test_webhook_rules.py",
+        "OMSession": "tests/adapters/test_docs_examples.py",
+        "OMMiddleware": "tests/adapters/test_docs_examples.py",
     },
     "ts": {"new OMClient": "tests/client_ts/test_typescript_client.py"},
     "json": {"extract": "test_the_json_config_example_... here"},
