@@ -8,11 +8,14 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
 from om_api.openai_format import to_openai
 from om_client.models import TurnMessage
+from om_langgraph import OMMiddleware
 from om_langgraph import mapping as lg
+from om_openai_agents import OMSession
 from om_openai_agents import mapping as oa
 
 
@@ -188,3 +191,11 @@ def test_memory_goes_after_the_agents_own_system_message() -> None:
     assert lg.with_memory(blocks, ["m1"]) == SystemMessage(
         content=[{"type": "text", "text": "Be brief."}, {"type": "text", "text": "m1"}]
     )
+
+
+def test_an_adapter_without_a_server_address_says_how_to_give_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OM_BASE_URL", raising=False)
+    with pytest.raises(ValueError, match="OM_BASE_URL"):
+        OMSession("t1")
+    with pytest.raises(ValueError, match="OM_BASE_URL"):
+        OMMiddleware(thread_id="t1")._sync_client()

@@ -22,6 +22,7 @@ from typing import Any
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
 from langchain.agents.middleware.types import ExtendedModelResponse
 from langchain_core.messages import AIMessage, BaseMessage
+from langgraph.config import get_config
 
 from om_client import AsyncOMClient, OMClient
 from om_client.models import TurnResponse
@@ -34,8 +35,6 @@ Answer = ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]
 
 def _config_value(name: str) -> str | None:
     """`config["configurable"][name]` of the running graph, when there is one."""
-    from langgraph.config import get_config
-
     try:
         value = get_config().get("configurable", {}).get(name)
     except RuntimeError:  # not inside a graph run
