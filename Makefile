@@ -11,6 +11,7 @@ $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q --no-deps -e clients/openai-agents -e clients/langgraph
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 
@@ -79,7 +80,7 @@ flower: $(STAMP)
 ## make lint: ruff, then the import contracts of pyproject.toml ([tool.importlinter]: the layers, a core
 ## without web framework, task queue or Redis).
 lint: $(STAMP)
-	$(BIN)/ruff check om_core om_local om_adapters om_workers om_api om_app clients/python tests scripts
+	$(BIN)/ruff check om_core om_local om_adapters om_workers om_api om_app clients/python clients/openai-agents clients/langgraph tests scripts
 	$(BIN)/lint-imports
 
 typecheck: $(STAMP)

@@ -240,6 +240,8 @@ RUN_BY: dict[str, dict[str, str]] = {
         "with_raw_response": "test_the_raw_response_example_... here",
         "register_hooks": "test_the_hooks_example_... here",
         "def verified": "tests/unit/test_webhook_rules.py",
+        "OMSession": "tests/adapters/test_docs_examples.py",
+        "OMMiddleware": "tests/adapters/test_docs_examples.py",
     },
     "ts": {"new OMClient": "tests/client_ts/test_typescript_client.py"},
     "json": {

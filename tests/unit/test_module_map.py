@@ -10,10 +10,13 @@ from tests.support.packages import SERVER_PACKAGES
 
 ROOT = Path(__file__).resolve().parents[2]
 MAP = ROOT / "docs" / "architecture" / "modules.md"
-PACKAGES = SERVER_PACKAGES
+#: The framework adapters' packages (clients/<framework>/, hyphenated folders) are mapped too.
+PACKAGES = (*SERVER_PACKAGES, "clients/openai-agents/om_openai_agents", "clients/langgraph/om_langgraph")
 #: One module per Alembic revision: the map names the folder and what it holds.
 EXEMPT = ("om_core/store/migrations/versions/",)
-ENTRY = re.compile(r"^(?P<indent> *)(?P<name>[A-Za-z_][\w.]*(?:\.py|/))(?: |$)")
+#: A name may hold hyphens (clients/openai-agents/): a folder the parser skipped would file everything
+#: under it in the wrong place.
+ENTRY = re.compile(r"^(?P<indent> *)(?P<name>[A-Za-z_][\w.-]*(?:\.py|/))(?: |$)")
 
 
 def mapped_entries(text: str) -> list[str]:
@@ -67,3 +70,13 @@ def test_the_parser_nests_entries_and_skips_continuations() -> None:
     )
     assert mapped_entries(text) == ["pkg/", "pkg/a.py", "pkg/sub/", "pkg/sub/b.py", "pkg/c.py", "pkg/a.py"]
     assert mapped_paths(text) == {"pkg/", "pkg/a.py", "pkg/sub/", "pkg/sub/b.py", "pkg/c.py"}
+
+
+def test_the_parser_reads_hyphenated_folders() -> None:
+    text = "```\nclients/\n  openai-agents/   the adapter\n    pkg/\n      a.py\n```\n"
+    assert mapped_entries(text) == [
+        "clients/",
+        "clients/openai-agents/",
+        "clients/openai-agents/pkg/",
+        "clients/openai-agents/pkg/a.py",
+    ]
