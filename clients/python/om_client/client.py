@@ -967,13 +967,13 @@ class AsyncOMClient:
 
     async def export_thread(self, thread_id: str) -> AsyncIterator[dict[str, Any]]:
         """`OMClient.export_thread` as an async iterator."""
-        async for record in self._export(_thread(thread_id, "/export")):
-            yield record
+        async for line in self._export(_thread(thread_id, "/export")):
+            yield line
 
     async def export_resource(self, resource_id: str) -> AsyncIterator[dict[str, Any]]:
         """`OMClient.export_resource` as an async iterator."""
-        async for record in self._export(_resource(resource_id, "/export")):
-            yield record
+        async for line in self._export(_resource(resource_id, "/export")):
+            yield line
 
     async def _export(self, path: str) -> AsyncIterator[dict[str, Any]]:
         async with self._http.stream("GET", path) as response:
