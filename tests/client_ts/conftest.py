@@ -10,6 +10,19 @@ from sqlalchemy import Engine
 
 from om_core.tenancy import access
 from tests.support.api_server import ApiServer, run_api_server
+from tests.support.node_packages import Built, node_and_npm, node_modules, scratch_copy
+
+
+@pytest.fixture(scope="session")
+def ts_client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Built]:
+    """A scratch copy of clients/typescript, built in the background while the server starts."""
+    node, npm = node_and_npm()
+    modules = node_modules(npm, "typescript")
+    build = Built(node, npm, scratch_copy("typescript", tmp_path_factory.mktemp("ts"), modules))
+    try:
+        yield build
+    finally:
+        build.stop()
 
 
 @pytest.fixture(scope="session")

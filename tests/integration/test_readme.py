@@ -240,7 +240,10 @@ RUN_BY: dict[str, dict[str, str]] = {
         "register_hooks": "test_the_hooks_example_... here",
         "def verified": "tests/unit/test_webhook_rules.py",
     },
-    "ts": {"new OMClient": "tests/client_ts/test_typescript_client.py"},
+    "ts": {
+        "new OMClient": "tests/client_ts/test_typescript_client.py",
+        "omMemory": "tests/client_ts/test_ai_sdk.py",
+    },
     "json": {"extract": "test_the_json_config_example_... here"},
 }
 
