@@ -117,6 +117,30 @@ describe("omMemory against om serve", live, () => {
     ]);
   });
 
+  test("streamText: a reply om could not store is an error of the stream, not a silent loss", async () => {
+    const threadId = newId("ai-stream-fail");
+    let calls = 0;
+    const failingSecond: typeof fetch = (input, init) =>
+      ++calls === 1 ? fetch(input, init) : Promise.reject(new TypeError("fetch failed"));
+    const om = new OMClient(BASE_URL, { apiKey: API_KEY, fetch: failingSecond, retry: { maxAttempts: 1 } });
+    const chunks: LanguageModelV3StreamPart[] = [
+      { type: "text-start", id: "t1" },
+      { type: "text-delta", id: "t1", delta: "lost?" },
+      { type: "text-end", id: "t1" },
+      { type: "finish", finishReason: stop, usage },
+    ];
+    const model = new MockLanguageModelV3({ doStream: async () => ({ stream: simulateReadableStream({ chunks }) }) });
+    const wrapped = wrapLanguageModel({ model, middleware: omMemory({ client: om, threadId }) });
+    const result = streamText({ model: wrapped, prompt: "hello", onError: () => {} });
+    const deltas: string[] = [];
+    await assert.rejects(async () => {
+      for await (const delta of result.textStream) deltas.push(delta);
+    }, /gave up after 1 attempts: fetch failed/);
+    assert.deepEqual(deltas, ["lost?"], "the reply streamed through before the error");
+    assert.equal(calls, 2, "the user message was posted, then the reply was tried");
+    assert.deepEqual(await stored(client(), threadId), [["user", "hello"]]);
+  });
+
   test("om's observations of the thread are in the model's prompt", async () => {
     const om = client();
     const threadId = newId("ai-memory");

@@ -233,15 +233,17 @@ describe("every route against om serve", live, () => {
     assert.equal(refused.code, "webhook_target_refused");
     assert.equal(refused.field, "body.url");
 
+    // A public address, and an event type nothing emits: the endpoint is never called.
     const created = await om.createWebhook({
       url: "https://93.184.215.14/om-hook",
-      events: ["data-om-observation-end"],
+      events: ["data-ts-client-test-never-sent"],
       description: "ts client test",
     });
     assert.ok(created.secret.length > 10, "the signing secret is shown once");
     try {
       const disabled = await om.updateWebhook(created.id, { enabled: false });
       assert.equal(disabled.enabled, false);
+      assert.deepEqual(disabled.events, ["data-ts-client-test-never-sent"]);
       assert.equal((await om.webhook(created.id)).description, "ts client test");
       assert.ok((await om.webhooks()).items.some((w) => w.id === created.id));
       assert.ok(Array.isArray((await om.webhookDeliveries(created.id)).items));
