@@ -573,7 +573,8 @@ export class OMClient {
     options: RequestOptions & { expected: string },
   ): Promise<ObservationEditResponse> {
     const body = { text, expected_sha256: await lineSha256(options.expected) };
-    return this.call("PATCH", thread(threadId, `/observations/${line}`), { body, signal: options.signal });
+    // Not resent: after a lost answer the edit is done and a second try would answer 409.
+    return this.call("PATCH", thread(threadId, `/observations/${line}`), { body, safety: "once", signal: options.signal });
   }
 
   /** Forget line `line` (read as `expected`): gone from the log and every copy of its memory. */
