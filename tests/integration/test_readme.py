@@ -243,7 +243,10 @@ RUN_BY: dict[str, dict[str, str]] = {
         "OMSession": "tests/adapters/test_docs_examples.py",
         "OMMiddleware": "tests/adapters/test_docs_examples.py",
     },
-    "ts": {"new OMClient": "tests/client_ts/test_typescript_client.py"},
+    "ts": {
+        "new OMClient": "tests/client_ts/test_typescript_client.py",
+        "omMemory": "tests/client_ts/test_ai_sdk.py",
+    },
     "json": {
         "extract": "test_the_json_config_example_... here",
         "mcpServers": "tests/integration/test_mcp.py (starts the desktop configuration's command)",

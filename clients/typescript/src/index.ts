@@ -57,6 +57,34 @@ export type SearchRequest = RequestOf<"/v1/resources/{resource_id}/search", "pos
 export type SearchResponse = ResponseOf<"/v1/resources/{resource_id}/search", "post">;
 export type RecallResponse = ResponseOf<"/v1/threads/{thread_id}/recall", "post">;
 export type HealthResponse = ResponseOf<"/healthz", "get">;
+export type ReadinessResponse = ResponseOf<"/readyz", "get">;
+export type OperationResponse = ResponseOf<"/v1/threads/{thread_id}/observe", "post">;
+export type ConfigResponse = ResponseOf<"/v1/threads/{thread_id}/config", "get">;
+/** The config overrides of a thread or resource (camelCase keys, as in the original's options). */
+export type ConfigOverrides = NonNullable<RequestOf<"/v1/threads/{thread_id}/config", "put">["overrides"]>;
+export type ResourceConfigResponse = ResponseOf<"/v1/resources/{resource_id}/config", "get">;
+export type ThreadPatch = RequestOf<"/v1/threads/{thread_id}", "patch">;
+export type ThreadsResponse = ResponseOf<"/v1/resources/{resource_id}/threads", "get">;
+export type ThreadPage = ResponseOf<"/v1/threads", "get">;
+export type ResourcePage = ResponseOf<"/v1/resources", "get">;
+export type ObservationEditResponse = ResponseOf<"/v1/threads/{thread_id}/observations/{line}", "patch">;
+export type WorkingMemoryResponse = ResponseOf<"/v1/threads/{thread_id}/working-memory", "get">;
+/** Markdown text, or an object for a working memory with a JSON schema. */
+export type WorkingMemoryContent = RequestOf<"/v1/threads/{thread_id}/working-memory", "put">["content"];
+export type GenerationDiffResponse = ResponseOf<"/v1/threads/{thread_id}/generations/{generation}/diff", "get">;
+export type ModelList = ResponseOf<"/v1/models", "get">;
+export type KeyUsageResponse = ResponseOf<"/v1/usage", "get">;
+export type WhoAmI = ResponseOf<"/v1/whoami", "get">;
+export type FleetResponse = ResponseOf<"/v1/fleet", "get">;
+export type WebhookCreate = RequestOf<"/v1/webhooks", "post">;
+/** A new webhook: its `secret` (signing key) is shown only in this answer. */
+export type WebhookCreated = ResponseOf<"/v1/webhooks", "post">;
+export type WebhookInfo = ResponseOf<"/v1/webhooks/{endpoint_id}", "get">;
+export type WebhookPatch = RequestOf<"/v1/webhooks/{endpoint_id}", "patch">;
+export type WebhookPage = ResponseOf<"/v1/webhooks", "get">;
+export type WebhookDeliveries = ResponseOf<"/v1/webhooks/{endpoint_id}/deliveries", "get">;
+export type ChatCompletionRequest = RequestOf<"/v1/chat/completions", "post">;
+export type ChatCompletionResponse = ResponseOf<"/v1/chat/completions", "post">;
 /** One `data-om-*` part of the thread's outbox, as the event stream and turns deliver it. */
 export type OMEventBody = TurnResponse["events"][number];
 /** An event read from the stream: `cursor` is the stream's resume cursor after it (pass the last one
@@ -269,7 +297,9 @@ class Backoff {
 // ---------------------------------------------------------------------------------------- the client
 
 export interface OMClientOptions {
-  /** The API key (`omk_...`), sent as `Authorization: Bearer`. */
+  /** The server's URL, when not given as the first argument; default `$OM_BASE_URL`. */
+  baseUrl?: string;
+  /** The API key (`omk_...`), sent as `Authorization: Bearer`; default `$OM_API_KEY`. */
   apiKey?: string;
   /** Per-request timeout of calls (not of a followed event stream); default 120 s. */
   timeoutMs?: number;
@@ -314,10 +344,65 @@ export interface SearchOptions {
 
 interface CallOptions {
   body?: unknown;
-  query?: Record<string, string | number | boolean | undefined>;
+  query?: Record<string, string | number | boolean | null | undefined>;
+  headers?: Record<string, string>;
   safety?: Safety;
   signal?: AbortSignal;
+  /** Statuses besides 2xx whose JSON body is an answer, not an error (503 of /readyz). */
+  accept?: number[];
 }
+
+/** Only `signal`: what every call takes. */
+export interface RequestOptions {
+  signal?: AbortSignal;
+}
+
+/** A page of a list: at most `limit` items after `cursor` (the previous page's `next_cursor`). */
+export interface PageOptions extends RequestOptions {
+  limit?: number;
+  cursor?: string;
+}
+
+/** A call's answer with the HTTP response it came from (status, headers; its body already read). */
+export interface WithResponse<T> {
+  data: T;
+  response: Response;
+}
+
+/**
+ * What every call returns: a Promise of the parsed answer which also gives the raw HTTP response,
+ * `await om.status(id).withResponse()` → `{ data, response }` (headers such as `x-request-id`,
+ * the status). The request is sent once, whichever of the two is awaited.
+ */
+export class APIPromise<T> extends Promise<T> {
+  static override get [Symbol.species](): PromiseConstructor {
+    return Promise;
+  }
+
+  readonly #raw: Promise<WithResponse<T>>;
+
+  constructor(raw: Promise<WithResponse<T>>) {
+    super(() => {}); // never settles: `then` below reads `raw` instead
+    this.#raw = raw;
+  }
+
+  /** The answer and the HTTP response it came from. */
+  withResponse(): Promise<WithResponse<T>> {
+    return this.#raw;
+  }
+
+  override then<A = T, B = never>(
+    onFulfilled?: ((value: T) => A | PromiseLike<A>) | null,
+    onRejected?: ((reason: unknown) => B | PromiseLike<B>) | null,
+  ): Promise<A | B> {
+    return this.#raw.then((raw) => raw.data).then(onFulfilled, onRejected);
+  }
+}
+
+const env = (name: string): string | undefined => {
+  const value = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env?.[name];
+  return value === undefined || value === "" ? undefined : value;
+};
 
 const thread = (id: string, tail = "") => `/v1/threads/${encodeURIComponent(id)}${tail}`;
 const resource = (id: string, tail = "") => `/v1/resources/${encodeURIComponent(id)}${tail}`;
@@ -330,10 +415,18 @@ export class OMClient {
   private readonly retry: RetryPolicy;
   private readonly fetch: typeof fetch;
 
-  constructor(baseUrl: string, options: OMClientOptions = {}) {
-    this.baseUrl = baseUrl.replace(/\/+$/, "");
+  /** `new OMClient()` reads `OM_BASE_URL` and `OM_API_KEY` from the environment; an argument wins over
+   * them (`new OMClient(url, { apiKey })`, or `new OMClient({ baseUrl, apiKey })`). */
+  constructor(baseUrl?: string | OMClientOptions, options: OMClientOptions = {}) {
+    if (typeof baseUrl === "object") [baseUrl, options] = [baseUrl.baseUrl, baseUrl];
+    const url = baseUrl ?? options.baseUrl ?? env("OM_BASE_URL");
+    if (url === undefined) {
+      throw new TypeError("no om server URL: pass it (new OMClient(url)) or set OM_BASE_URL");
+    }
+    this.baseUrl = url.replace(/\/+$/, "");
     this.headers = { ...options.headers };
-    if (options.apiKey) this.headers.authorization = `Bearer ${options.apiKey}`;
+    const apiKey = options.apiKey ?? env("OM_API_KEY");
+    if (apiKey) this.headers.authorization = `Bearer ${apiKey}`;
     this.timeoutMs = options.timeoutMs ?? 120_000;
     this.retry = { ...DEFAULT_RETRY, ...options.retry };
     this.fetch = options.fetch ?? ((input, init) => fetch(input, init));
@@ -341,7 +434,7 @@ export class OMClient {
 
   /** Store the turn's messages; the answer carries the actor's context in `context` form. Messages
    * without an id get a random one first, so a retried turn stores each message once. */
-  postTurn(threadId: string, messages: MessageInput[], options: PostTurnOptions = {}): Promise<TurnResponse> {
+  postTurn(threadId: string, messages: MessageInput[], options: PostTurnOptions = {}): APIPromise<TurnResponse> {
     const body: Partial<TurnRequest> & { messages: TurnMessage[] } = {
       messages: messages.map((m) => ({ ...m, id: m.id ?? `msg-${crypto.randomUUID()}` })),
     };
@@ -355,7 +448,7 @@ export class OMClient {
   }
 
   /** Where the thread stands against its thresholds (the data-om-status payload). */
-  status(threadId: string, options: { signal?: AbortSignal } = {}): Promise<StatusPayload> {
+  status(threadId: string, options: { signal?: AbortSignal } = {}): APIPromise<StatusPayload> {
     return this.call("GET", thread(threadId, "/status"), options);
   }
 
@@ -363,7 +456,7 @@ export class OMClient {
   observations(
     threadId: string,
     options: { historyLimit?: number; historyOffset?: number; signal?: AbortSignal } = {},
-  ): Promise<ObservationsResponse> {
+  ): APIPromise<ObservationsResponse> {
     const query = { history_limit: options.historyLimit, history_offset: options.historyOffset };
     return this.call("GET", thread(threadId, "/observations"), { query, signal: options.signal });
   }
@@ -372,22 +465,22 @@ export class OMClient {
   messages(
     threadId: string,
     options: { limit?: number; cursor?: string; signal?: AbortSignal } = {},
-  ): Promise<MessagesResponse> {
+  ): APIPromise<MessagesResponse> {
     const query = { limit: options.limit, cursor: options.cursor };
     return this.call("GET", thread(threadId, "/messages"), { query, signal: options.signal });
   }
 
   /** The thread with its title, metadata and counts. */
-  thread(threadId: string, options: { signal?: AbortSignal } = {}): Promise<ThreadDetail> {
+  thread(threadId: string, options: { signal?: AbortSignal } = {}): APIPromise<ThreadDetail> {
     return this.call("GET", thread(threadId), options);
   }
 
-  deleteThread(threadId: string, options: { signal?: AbortSignal } = {}): Promise<void> {
+  deleteThread(threadId: string, options: { signal?: AbortSignal } = {}): APIPromise<void> {
     return this.call("DELETE", thread(threadId), options);
   }
 
   /** Search the resource's raw messages and observation groups (its config needs `retrieval`). */
-  search(resourceId: string, query: string, options: SearchOptions = {}): Promise<SearchResponse> {
+  search(resourceId: string, query: string, options: SearchOptions = {}): APIPromise<SearchResponse> {
     return this.call("POST", resource(resourceId, "/search"), {
       body: searchBody(query, options),
       signal: options.signal,
@@ -395,18 +488,240 @@ export class OMClient {
   }
 
   /** Search one thread's raw messages and observation groups. */
-  searchThread(threadId: string, query: string, options: Omit<SearchOptions, "threadIds"> = {}): Promise<SearchResponse> {
+  searchThread(threadId: string, query: string, options: Omit<SearchOptions, "threadIds"> = {}): APIPromise<SearchResponse> {
     return this.call("POST", thread(threadId, "/search"), { body: searchBody(query, options), signal: options.signal });
   }
 
   /** Answer a recall tool call on the thread: `params` are the call's arguments as the model wrote them
    * (`mode`, `cursor`, `threadId`, `page`, `partIndex`, ...). */
-  recall(threadId: string, params: Record<string, unknown>, options: { signal?: AbortSignal } = {}): Promise<RecallResponse> {
+  recall(threadId: string, params: Record<string, unknown>, options: { signal?: AbortSignal } = {}): APIPromise<RecallResponse> {
     return this.call("POST", thread(threadId, "/recall"), { body: params, signal: options.signal });
   }
 
-  health(options: { signal?: AbortSignal } = {}): Promise<HealthResponse> {
+  health(options: { signal?: AbortSignal } = {}): APIPromise<HealthResponse> {
     return this.call("GET", "/healthz", options);
+  }
+
+  /** Whether the server can serve (its database, and its broker when distributed): the answer of a
+   * server that cannot (503) is returned too, with `status: "unavailable"`. */
+  ready(options: RequestOptions = {}): APIPromise<ReadinessResponse> {
+    return this.call("GET", "/readyz", { ...options, accept: [503] });
+  }
+
+  // ------------------------------------------------------------------------- threads and their memory
+
+  /** Set the thread's title and/or the caller's metadata (null clears one; one left out is kept). */
+  updateThread(threadId: string, patch: ThreadPatch, options: RequestOptions = {}): APIPromise<ThreadDetail> {
+    return this.call("PATCH", thread(threadId), { body: patch, signal: options.signal });
+  }
+
+  /** One page of this key's threads (by id), or of one resource's; `q` filters by id or title. */
+  listThreads(options: PageOptions & { resourceId?: string; q?: string } = {}): APIPromise<ThreadPage> {
+    const query = { limit: options.limit, cursor: options.cursor, resource_id: options.resourceId, q: options.q };
+    return this.call("GET", "/v1/threads", { query, signal: options.signal });
+  }
+
+  /** Every thread of `listThreads`, page after page. */
+  async *iterThreads(
+    options: Omit<PageOptions, "cursor"> & { resourceId?: string; q?: string } = {},
+  ): AsyncGenerator<ThreadPage["items"][number], void, undefined> {
+    let cursor: string | undefined;
+    do {
+      const page = await this.listThreads({ ...options, cursor });
+      yield* page.items;
+      cursor = page.next_cursor ?? undefined;
+    } while (cursor !== undefined);
+  }
+
+  /** Run the observer on the thread's unobserved messages now (`wait: false` queues it). */
+  observe(threadId: string, options: RequestOptions & { wait?: boolean } = {}): APIPromise<OperationResponse> {
+    return this.call("POST", thread(threadId, "/observe"), { body: { wait: options.wait ?? true }, signal: options.signal });
+  }
+
+  /** Run the reflector on the thread's log now, with an extra `prompt` if given. */
+  reflect(
+    threadId: string,
+    options: RequestOptions & { wait?: boolean; prompt?: string } = {},
+  ): APIPromise<OperationResponse> {
+    const body: { wait: boolean; prompt?: string } = { wait: options.wait ?? true };
+    if (options.prompt !== undefined) body.prompt = options.prompt;
+    return this.call("POST", thread(threadId, "/reflect"), { body, signal: options.signal });
+  }
+
+  /** The thread's config: its own overrides and the effective config. */
+  getConfig(threadId: string, options: RequestOptions = {}): APIPromise<ConfigResponse> {
+    return this.call("GET", thread(threadId, "/config"), options);
+  }
+
+  /** Replace the thread's overrides (null removes them). */
+  setConfig(
+    threadId: string,
+    overrides: ConfigOverrides | null,
+    options: RequestOptions & { resourceId?: string } = {},
+  ): APIPromise<ConfigResponse> {
+    const body: { overrides: ConfigOverrides | null; resource_id?: string } = { overrides };
+    if (options.resourceId !== undefined) body.resource_id = options.resourceId;
+    return this.call("PUT", thread(threadId, "/config"), { body, signal: options.signal });
+  }
+
+  /** Replace line `line` (0-based, of `active.observations`) whose text you read as `expected`; an
+   * `OMConflict` when the log changed since. */
+  async editObservation(
+    threadId: string,
+    line: number,
+    text: string,
+    options: RequestOptions & { expected: string },
+  ): Promise<ObservationEditResponse> {
+    const body = { text, expected_sha256: await lineSha256(options.expected) };
+    // Not resent: after a lost answer the edit is done and a second try would answer 409.
+    return this.call("PATCH", thread(threadId, `/observations/${line}`), { body, safety: "once", signal: options.signal });
+  }
+
+  /** Forget line `line` (read as `expected`): gone from the log and every copy of its memory. */
+  async deleteObservation(
+    threadId: string,
+    line: number,
+    options: RequestOptions & { expected: string },
+  ): Promise<ObservationEditResponse> {
+    const query = { expected_sha256: await lineSha256(options.expected) };
+    // Not resent: after a lost answer the line below would move up into its place.
+    return this.call("DELETE", thread(threadId, `/observations/${line}`), { query, safety: "once", signal: options.signal });
+  }
+
+  /** What changed in the log from generation `generation` - 1 to `generation`. */
+  generationDiff(threadId: string, generation: number, options: RequestOptions = {}): APIPromise<GenerationDiffResponse> {
+    return this.call("GET", thread(threadId, `/generations/${generation}/diff`), options);
+  }
+
+  /** The thread's working memory (or the resource's, when its scope is `resource`). */
+  workingMemory(threadId: string, options: RequestOptions = {}): APIPromise<WorkingMemoryResponse> {
+    return this.call("GET", thread(threadId, "/working-memory"), options);
+  }
+
+  /** Replace the thread's working memory; with `expectedVersion`, an `OMConflict` when it changed since. */
+  setWorkingMemory(
+    threadId: string,
+    content: WorkingMemoryContent,
+    options: RequestOptions & { expectedVersion?: number } = {},
+  ): APIPromise<WorkingMemoryResponse> {
+    const body = { content, expectedVersion: options.expectedVersion ?? null };
+    return this.call("PUT", thread(threadId, "/working-memory"), { body, signal: options.signal });
+  }
+
+  // ---------------------------------------------------------------------------------- the resources
+
+  /** One page of this key's resources; `q` filters by id. */
+  listResources(options: PageOptions & { q?: string } = {}): APIPromise<ResourcePage> {
+    const query = { limit: options.limit, cursor: options.cursor, q: options.q };
+    return this.call("GET", "/v1/resources", { query, signal: options.signal });
+  }
+
+  /** One page of the resource's threads, oldest first. */
+  threads(resourceId: string, options: PageOptions = {}): APIPromise<ThreadsResponse> {
+    const query = { limit: options.limit, cursor: options.cursor };
+    return this.call("GET", resource(resourceId, "/threads"), { query, signal: options.signal });
+  }
+
+  getResourceConfig(resourceId: string, options: RequestOptions = {}): APIPromise<ResourceConfigResponse> {
+    return this.call("GET", resource(resourceId, "/config"), options);
+  }
+
+  /** Overrides for every thread of the resource (a thread's own are merged over them). */
+  setResourceConfig(
+    resourceId: string,
+    overrides: ConfigOverrides | null,
+    options: RequestOptions = {},
+  ): APIPromise<ResourceConfigResponse> {
+    return this.call("PUT", resource(resourceId, "/config"), { body: { overrides }, signal: options.signal });
+  }
+
+  /** Delete the resource with all its threads, its shared log and its config. */
+  deleteResource(resourceId: string, options: RequestOptions = {}): APIPromise<void> {
+    return this.call("DELETE", resource(resourceId), options);
+  }
+
+  resourceWorkingMemory(resourceId: string, options: RequestOptions = {}): APIPromise<WorkingMemoryResponse> {
+    return this.call("GET", resource(resourceId, "/working-memory"), options);
+  }
+
+  setResourceWorkingMemory(
+    resourceId: string,
+    content: WorkingMemoryContent,
+    options: RequestOptions & { expectedVersion?: number } = {},
+  ): APIPromise<WorkingMemoryResponse> {
+    const body = { content, expectedVersion: options.expectedVersion ?? null };
+    return this.call("PUT", resource(resourceId, "/working-memory"), { body, signal: options.signal });
+  }
+
+  // ------------------------------------------------------------------------------------ the webhooks
+
+  /** Register an endpoint for `events` (or `["*"]`); the answer's `secret` is shown only this once. The
+   * server refuses URLs on loopback or private addresses (422 `webhook_target_refused`). */
+  createWebhook(webhook: WebhookCreate, options: RequestOptions = {}): APIPromise<WebhookCreated> {
+    return this.call("POST", "/v1/webhooks", { body: webhook, signal: options.signal });
+  }
+
+  webhooks(options: PageOptions = {}): APIPromise<WebhookPage> {
+    const query = { limit: options.limit, cursor: options.cursor };
+    return this.call("GET", "/v1/webhooks", { query, signal: options.signal });
+  }
+
+  webhook(endpointId: string, options: RequestOptions = {}): APIPromise<WebhookInfo> {
+    return this.call("GET", `/v1/webhooks/${encodeURIComponent(endpointId)}`, options);
+  }
+
+  /** Change the URL, events, description, or `enabled` (enabling a disabled one resets its failures). */
+  updateWebhook(endpointId: string, patch: WebhookPatch, options: RequestOptions = {}): APIPromise<WebhookInfo> {
+    return this.call("PATCH", `/v1/webhooks/${encodeURIComponent(endpointId)}`, { body: patch, signal: options.signal });
+  }
+
+  deleteWebhook(endpointId: string, options: RequestOptions = {}): APIPromise<void> {
+    return this.call("DELETE", `/v1/webhooks/${encodeURIComponent(endpointId)}`, options);
+  }
+
+  /** The endpoint's recent delivery attempts, newest first. */
+  webhookDeliveries(endpointId: string, options: PageOptions = {}): APIPromise<WebhookDeliveries> {
+    const query = { limit: options.limit, cursor: options.cursor };
+    const path = `/v1/webhooks/${encodeURIComponent(endpointId)}/deliveries`;
+    return this.call("GET", path, { query, signal: options.signal });
+  }
+
+  // ---------------------------------------------------------------------- the key, its models, usage
+
+  /** Whether keys are required, the caller's tenant, where Flower is. */
+  whoami(options: RequestOptions = {}): APIPromise<WhoAmI> {
+    return this.call("GET", "/v1/whoami", options);
+  }
+
+  /** The actor models the proxy may call for this key (OpenAI's list shape). */
+  models(options: RequestOptions = {}): APIPromise<ModelList> {
+    return this.call("GET", "/v1/models", options);
+  }
+
+  /** What this key spent on actor models through the proxy. */
+  usage(options: RequestOptions = {}): APIPromise<KeyUsageResponse> {
+    return this.call("GET", "/v1/usage", options);
+  }
+
+  /** Queue depths, workers seen, the caller's recent failures and usage. */
+  fleet(options: RequestOptions = {}): APIPromise<FleetResponse> {
+    return this.call("GET", "/v1/fleet", options);
+  }
+
+  /** One non-streaming call through om's chat-completions proxy, with memory on `threadId` (sent as
+   * `X-OM-Thread-Id`). For streaming, point an OpenAI client at `${baseUrl}/v1`. */
+  chatCompletions(
+    request: Omit<ChatCompletionRequest, "stream"> & { stream?: false },
+    options: RequestOptions & { threadId?: string; resourceId?: string } = {},
+  ): APIPromise<ChatCompletionResponse> {
+    const headers: Record<string, string> = {};
+    if (options.threadId !== undefined) headers["x-om-thread-id"] = options.threadId;
+    if (options.resourceId !== undefined) headers["x-om-resource-id"] = options.resourceId;
+    return this.call("POST", "/v1/chat/completions", {
+      body: { ...request, stream: false },
+      headers,
+      signal: options.signal,
+    });
   }
 
   /**
@@ -472,16 +787,21 @@ export class OMClient {
   private url(path: string, query?: CallOptions["query"]): string {
     const url = new URL(this.baseUrl + path);
     for (const [key, value] of Object.entries(query ?? {})) {
-      if (value !== undefined) url.searchParams.set(key, String(value));
+      if (value !== undefined && value !== null) url.searchParams.set(key, String(value));
     }
     return url.toString();
   }
 
-  /** One call with the retry policy: JSON in and out, error answers thrown as `OMAPIError`s. */
-  async call<T>(method: string, path: string, options: CallOptions = {}): Promise<T> {
+  /** One call with the retry policy: JSON in and out, error answers thrown as `OMAPIError`s. Any route
+   * without a method of its own: `om.call("GET", "/v1/whoami")`. */
+  call<T>(method: string, path: string, options: CallOptions = {}): APIPromise<T> {
+    return new APIPromise(this.send<T>(method, path, options));
+  }
+
+  private async send<T>(method: string, path: string, options: CallOptions): Promise<WithResponse<T>> {
     const safety = options.safety ?? (method !== "POST" || READ_POSTS.test(path) ? "idempotent" : "once");
     const url = this.url(path, options.query);
-    const headers: Record<string, string> = { ...this.headers, accept: "application/json" };
+    const headers: Record<string, string> = { ...this.headers, accept: "application/json", ...options.headers };
     const body = options.body === undefined ? undefined : JSON.stringify(options.body);
     if (body !== undefined) headers["content-type"] = "application/json";
     const backoff = new Backoff(this.retry);
@@ -491,9 +811,11 @@ export class OMClient {
       let failure: unknown;
       try {
         const response = await this.fetch(url, { method, headers, body, signal: AbortSignal.any(signals) });
-        if (response.ok) {
-          if (response.status === 204) return undefined as T;
-          return (await response.json()) as T;
+        if (response.ok || options.accept?.includes(response.status)) {
+          if (response.status === 204) return { data: undefined as T, response };
+          const type = response.headers.get("content-type") ?? "";
+          const data = type.includes("json") ? await response.json() : await response.text();
+          return { data: data as T, response };
         }
         failure = await errorFor(response);
       } catch (error) {
@@ -506,6 +828,12 @@ export class OMClient {
       await sleep(wait, options.signal);
     }
   }
+}
+
+/** The precondition of an observation line edit: SHA-256 (hex) of the line's text as read. */
+export async function lineSha256(line: string): Promise<string> {
+  const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(line));
+  return Array.from(new Uint8Array(digest), (b) => b.toString(16).padStart(2, "0")).join("");
 }
 
 /** POSTs that only read (search, recall): as safe to resend as a GET. */
