@@ -575,11 +575,20 @@ class WebhookPatch(_Request):
     ) = None
     description: str | None = Field(default=None, max_length=500)
     enabled: StrictBool | SkipJsonSchema[None] = None
+    legacy_signature: StrictBool | SkipJsonSchema[None] = Field(
+        default=None,
+        description="Also send the deprecated OM-Signature header (false once the receiver verifies "
+        "the Standard Webhooks headers)",
+    )
 
     @model_validator(mode="after")
     def _something_to_change(self) -> WebhookPatch:
         if not self.model_fields_set:
-            raise ValueError("nothing to change: send url, events, description and/or enabled")
+            raise ValueError(
+                "nothing to change: send url, events, description, enabled and/or legacy_signature"
+            )
+        if "legacy_signature" in self.model_fields_set and self.legacy_signature is None:
+            raise ValueError("legacy_signature is true or false")
         if "url" in self.model_fields_set and self.url is None:
             raise ValueError("url cannot be null: give a new URL or leave it out")
         if "events" in self.model_fields_set and self.events is None:
@@ -608,11 +617,36 @@ class WebhookInfo(_Response):
     failed_total: int = Field(description="Failed attempts since the endpoint was registered")
     created_at: datetime
     updated_at: datetime
+    legacy_signature: bool = Field(
+        default=False,
+        description="The deprecated OM-Signature header is sent too (endpoints registered before "
+        "Standard Webhooks signing)",
+    )
+    previous_secret_expires_at: datetime | None = Field(
+        default=None,
+        description="While a rotated-out secret still signs deliveries: until when; null: one secret",
+    )
 
 
 class WebhookCreated(WebhookInfo):
     secret: str = Field(
-        description="The signing secret (HMAC-SHA256 key of the OM-Signature header); shown only here"
+        description="The signing secret (whsec_<base64>: the Standard Webhooks key of the webhook-signature "
+        "header); shown only here"
+    )
+
+
+#: Longest overlap of a rotation: how long the previous secret may keep signing (7 days).
+MAX_KEEP_PREVIOUS_S = 7 * 24 * 3600
+
+
+class WebhookRotate(_Request):
+    """How long the secret being replaced keeps signing deliveries beside the new one."""
+
+    keep_previous_s: int = Field(
+        default=86_400,
+        ge=0,
+        le=MAX_KEEP_PREVIOUS_S,
+        description="Seconds the previous secret stays valid (0: not at all; at most 7 days; default 1 day)",
     )
 
 
@@ -641,3 +675,37 @@ class WebhookDeliveries(Page[WebhookAttempt]):
     failures: int
     next_attempt_at: datetime | None
     last_error: str | None
+
+
+# ----------------------------------------------------------------------------------------- spend view
+
+
+class DaySpend(_Response):
+    """OM's model usage on one UTC day."""
+
+    day: str = Field(description="The UTC day, YYYY-MM-DD")
+    input_tokens: int
+    output_tokens: int
+    total_tokens: int
+    cost_usd: float = Field(description="litellm's cost of those calls; 0 for models it has no price for")
+    cycles: int
+
+
+class ThreadDaySpend(DaySpend):
+    thread_id: str
+
+
+class SpendResponse(_Response):
+    """The caller's tenant's memory-model spend per day, per thread per day, and its budget today."""
+
+    first_day: str = Field(description="The oldest UTC day counted, YYYY-MM-DD")
+    last_day: str = Field(description="Today (UTC), YYYY-MM-DD")
+    thread_id: str | None = Field(description="The thread asked for; null: the whole tenant")
+    days: list[DaySpend] = Field(
+        description="Usage per day with any (the thread's, or the tenant's), oldest first"
+    )
+    threads: list[ThreadDaySpend] = Field(
+        description="Per thread per day, newest day first, costliest thread first (empty for one thread)"
+    )
+    truncated: bool = Field(description="More per-thread rows exist than OM_USAGE_MAX_ROWS allows")
+    budget: MemoryBudget
