@@ -59,9 +59,10 @@ def _insert_0009_endpoint(engine: Engine) -> None:
     with engine.begin() as conn:
         conn.execute(
             text(
-                "INSERT INTO om_webhook_endpoints (id, tenant_id, url, events, secret, enabled, state, cursor, "
-                "failures, delivered_total, failed_total, created_at, updated_at) VALUES ('wh_old', 'acme', "
-                "'https://hooks.example.com/om', :events, :secret, true, 'active', 0, 0, 0, 0, :t, :t)"
+                "INSERT INTO om_webhook_endpoints (id, tenant_id, url, events, secret, enabled, state, "
+                "cursor, failures, delivered_total, failed_total, created_at, updated_at) VALUES "
+                "('wh_old', 'acme', 'https://hooks.example.com/om', :events, :secret, true, 'active', "
+                "0, 0, 0, 0, :t, :t)"
             ),
             {"events": '["*"]', "secret": OLD_SECRET, "t": T0},
         )
