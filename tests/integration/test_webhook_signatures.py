@@ -15,6 +15,8 @@ exactly what these accept.
 - A legacy endpoint (what migration 0010 makes of one registered before it, secret `whsec_<hex>`) gets
   the deprecated header too, and its old secret also verifies the standard headers in both libraries.
 - Another tenant's rotation or drop is "not found"; an overlap past 7 days is a 422 naming the field.
+- The receiving examples of docs/guide/hooks-and-webhooks.md (Python and JavaScript) accept real
+  deliveries with either secret during a rotation and refuse them with a wrong one.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from om_core.webhooks import store
 from om_core.webhooks.delivery import deliver_endpoint
 from om_core.webhooks.policy import WebhookPolicy
 from om_core.webhooks.signing import SIGNATURE_HEADER, verify
+from tests.support.docs import fenced
 from tests.support.listener import Listener, Received, listening
 
 pytestmark = [pytest.mark.postgres]
@@ -321,3 +324,59 @@ def test_another_tenant_cannot_rotate_or_drop_and_bounds_are_enforced(
     rotated = tenant.ok("POST", f"/v1/webhooks/{created['id']}/rotate-secret")
     expires = datetime.fromisoformat(rotated["previous_secret_expires_at"])
     assert timedelta(hours=23) < expires - datetime.now(UTC) <= timedelta(days=1)
+
+
+def test_the_guides_receiving_examples_accept_real_deliveries(
+    tenant: Tenant, receiver: Listener, node_verifier: Path, tmp_path: Path
+) -> None:
+    (python_example,) = [text for _, text in fenced("python") if "from standardwebhooks import" in text]
+    (js_example,) = [text for _, text in fenced("js") if "standardwebhooks" in text]
+    scope: dict[str, Any] = {}
+    exec(python_example, scope)
+    receive = scope["receive"]
+
+    created = tenant.ok("POST", "/v1/webhooks", json={"url": receiver.url + "/hook", "events": ["*"]})
+    rotated = tenant.ok("POST", f"/v1/webhooks/{created['id']}/rotate-secret")
+    requests = delivered(tenant, created["id"], receiver)
+    wrong = "whsec_" + "B" * 44
+    for request in requests:
+        for secret in (created["secret"], rotated["secret"]):
+            assert receive(secret, request.headers, request.body) == json.loads(request.body)
+        assert receive(wrong, request.headers, request.body) is None
+
+    # The JavaScript example, as a module next to the installed package, called for each case.
+    folder = Path(tempfile.mkdtemp(prefix="guide-", dir=node_verifier))
+    try:
+        (folder / "receive.mjs").write_text(js_example)
+        (folder / "run.mjs").write_text(
+            'import { receive } from "./receive.mjs";\n'
+            'import { readFileSync } from "node:fs";\n'
+            'for (const line of readFileSync(0, "utf8").split("\\n").filter(Boolean)) {\n'
+            "  const { secret, headers, body } = JSON.parse(line);\n"
+            "  let answer;\n"
+            "  try { answer = JSON.stringify(receive(secret, headers, body)); }\n"
+            '  catch { answer = "refused"; }\n'
+            "  console.log(answer);\n"
+            "}\n"
+        )
+        cases = [(created["secret"], r) for r in requests] + [
+            (rotated["secret"], requests[0]),
+            (wrong, requests[0]),
+        ]
+        lines = "".join(
+            json.dumps({"secret": s, "headers": r.headers, "body": r.body.decode()}) + "\n" for s, r in cases
+        )
+        done = subprocess.run(
+            [_tool("node"), str(folder / "run.mjs")],
+            input=lines,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        answers = done.stdout.splitlines()
+        expected = [json.loads(r.body) for _, r in cases[:-1]]
+        assert [json.loads(a) for a in answers[:-1]] == expected and answers[-1] == "refused", done.stdout
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
