@@ -83,7 +83,10 @@ class ApiSettings(Settings):
         description="How often an API process re-reads the per-tenant limits set with `om tenants limits`",
     )
     usage_max_days: int = Field(
-        default=90, ge=1, le=3660, description="Most UTC days one GET /v1/usage/spend may ask for (422 above)"
+        default=90,
+        ge=1,
+        le=3660,
+        description="Most UTC days one GET /v1/usage/spend serves (a longer window asked for is cut to it)",
     )
     usage_max_rows: int = Field(
         default=1000,

@@ -1,8 +1,9 @@
 """`GET /v1/usage/spend`: the caller's tenant's memory-model tokens and cost per UTC day, per thread per
 day, and the budget state the operator set, for the dashboard's spend panel and a tenant's own reports.
 
-The reads are `om_core.store.usage_days`, bounded by `OM_USAGE_MAX_DAYS` (the window a caller may ask for)
-and `OM_USAGE_MAX_ROWS` (per-thread rows in one answer; `truncated` says when more exist). Only the
+The reads are `om_core.store.usage_days`, bounded by `OM_USAGE_MAX_DAYS` (the longest window served; a
+longer one asked for is cut to it) and `OM_USAGE_MAX_ROWS` (per-thread rows in one answer; `truncated` says
+when more exist). Only the
 caller's tenant's rows are read; another tenant's thread id is "not found".
 """
 
@@ -14,7 +15,6 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from om_api.auth import Caller, Runtime
-from om_api.errors import ApiError
 from om_api.routes.common import errors, require_thread
 from om_api.routes.usage import memory_budget
 from om_api.schemas import ID_PATTERN, DaySpend, SpendResponse, ThreadDaySpend
@@ -24,8 +24,17 @@ from om_core.tenancy.scoped_ids import public_id
 
 router = APIRouter(tags=["usage"])
 
+#: The most days any server serves (`OM_USAGE_MAX_DAYS` cannot be set higher).
+MAX_DAYS = 3660
+
 Days = Annotated[
-    int, Query(ge=1, description="How many UTC days back, today included (at most OM_USAGE_MAX_DAYS)")
+    int,
+    Query(
+        ge=1,
+        le=MAX_DAYS,
+        description="How many UTC days back, today included; more than OM_USAGE_MAX_DAYS are served as "
+        "OM_USAGE_MAX_DAYS (first_day says which)",
+    ),
 ]
 ThreadFilter = Annotated[
     str | None,
@@ -54,14 +63,9 @@ def get_spend(
     runtime: Runtime, caller: Caller, days: Days = 30, thread: ThreadFilter = None
 ) -> SpendResponse:
     settings = runtime.settings
-    if days > settings.usage_max_days:
-        raise ApiError(
-            422,
-            "too_many_days",
-            f"days is {days}, more than this server's limit of {settings.usage_max_days} "
-            "(OM_USAGE_MAX_DAYS): ask for fewer days",
-            field="query.days",
-        )
+    # The operator's bound is a setting, so the OpenAPI document cannot carry it: a longer window is served
+    # cut to it (schema-valid requests are accepted), and `first_day` says where it starts.
+    days = min(days, settings.usage_max_days)
     tenant = caller.tenant_id or ""
     now = datetime.now(UTC)
     last = utc_day(now)

@@ -10,8 +10,8 @@ pass's `fold_tenant_deltas` before the read, so the tenant's days add folded row
   budget state says paused when today's spend is over the operator's budget.
 - `thread=` narrows to one thread; another tenant's thread is "not found" and another tenant sees
   nothing of this one's spend.
-- `days` over `OM_USAGE_MAX_DAYS` is a 422 naming the setting; more per-thread rows than
-  `OM_USAGE_MAX_ROWS` are cut, with `truncated: true`.
+- A window longer than `OM_USAGE_MAX_DAYS` is cut to it (`first_day` says so); more per-thread rows than
+  `OM_USAGE_MAX_ROWS` are cut, with `truncated: true`; `days` outside 1..3660 is a 422.
 - Erasing a thread erases its days; the tenant's days keep what was spent.
 """
 
@@ -177,12 +177,11 @@ def test_the_tenant_and_its_threads_per_day_with_the_budget(client: TestClient, 
     assert _day(alice.spend(days=7), TODAY)["cost_usd"] == pytest.approx(0.12)
 
 
-def test_bounds_are_refused_with_what_to_change(client: TestClient, database: Engine) -> None:
+def test_bounds_cut_the_answer_and_bad_values_are_refused(client: TestClient, database: Engine) -> None:
     carol = Tenant(client, database)
-    too_many = carol.call("GET", "/v1/usage/spend", params={"days": MAX_DAYS + 1})
-    assert too_many.status_code == 422, too_many.text
-    assert "OM_USAGE_MAX_DAYS" in too_many.text and str(MAX_DAYS) in too_many.text
-    for bad in ({"days": 0}, {"days": "many"}, {"thread": "../x"}):
+    longest = carol.spend(days=MAX_DAYS + 100)
+    assert longest["first_day"] == (TODAY - timedelta(days=MAX_DAYS - 1)).isoformat(), "cut to the setting"
+    for bad in ({"days": 0}, {"days": 3661}, {"days": "many"}, {"thread": "../x"}):
         response = carol.call("GET", "/v1/usage/spend", params=bad)
         assert response.status_code == 422, (bad, response.text)
     assert carol.call("GET", "/v1/usage/spend", params={"thread": "never-made"}).status_code == 404

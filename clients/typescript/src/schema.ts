@@ -4801,7 +4801,7 @@ export interface operations {
     get_spend_v1_usage_spend_get: {
         parameters: {
             query?: {
-                /** @description How many UTC days back, today included (at most OM_USAGE_MAX_DAYS) */
+                /** @description How many UTC days back, today included; more than OM_USAGE_MAX_DAYS are served as OM_USAGE_MAX_DAYS (first_day says which) */
                 days?: number;
                 /** @description Only this thread's spend */
                 thread?: string | null;
