@@ -81,6 +81,7 @@ from om_client.models import _Request as _Request
 from om_client.models import _Response as _Response
 from om_client.models import find_unstorable as find_unstorable
 from om_client.server_models import ChatCompletionResponse as ChatCompletionResponse
+from om_client.server_models import DaySpend as DaySpend
 from om_client.server_models import DiffLineOut as DiffLineOut
 from om_client.server_models import FleetResponse as FleetResponse
 from om_client.server_models import GenerationDiffResponse as GenerationDiffResponse
@@ -88,6 +89,8 @@ from om_client.server_models import QueueDepth as QueueDepth
 from om_client.server_models import RecallResponse as RecallResponse
 from om_client.server_models import RecentFailure as RecentFailure
 from om_client.server_models import ResourceSummary as ResourceSummary
+from om_client.server_models import SpendResponse as SpendResponse
+from om_client.server_models import ThreadDaySpend as ThreadDaySpend
 from om_client.server_models import WebhookAttempt as WebhookAttempt
 from om_client.server_models import WebhookCreated as WebhookCreated
 from om_client.server_models import WebhookDeliveries as WebhookDeliveries
@@ -458,11 +461,20 @@ class WebhookPatch(_Request):
     ) = None
     description: str | None = Field(default=None, max_length=500)
     enabled: StrictBool | SkipJsonSchema[None] = None
+    legacy_signature: StrictBool | SkipJsonSchema[None] = Field(
+        default=None,
+        description="Also send the deprecated OM-Signature header (false once the receiver verifies "
+        "the Standard Webhooks headers)",
+    )
 
     @model_validator(mode="after")
     def _something_to_change(self) -> WebhookPatch:
         if not self.model_fields_set:
-            raise ValueError("nothing to change: send url, events, description and/or enabled")
+            raise ValueError(
+                "nothing to change: send url, events, description, enabled and/or legacy_signature"
+            )
+        if "legacy_signature" in self.model_fields_set and self.legacy_signature is None:
+            raise ValueError("legacy_signature is true or false")
         if "url" in self.model_fields_set and self.url is None:
             raise ValueError("url cannot be null: give a new URL or leave it out")
         if "events" in self.model_fields_set and self.events is None:
@@ -470,3 +482,18 @@ class WebhookPatch(_Request):
         if "enabled" in self.model_fields_set and self.enabled is None:
             raise ValueError("enabled is true or false")
         return self
+
+
+#: Longest overlap of a rotation: how long the previous secret may keep signing (7 days).
+MAX_KEEP_PREVIOUS_S = 7 * 24 * 3600
+
+
+class WebhookRotate(_Request):
+    """How long the secret being replaced keeps signing deliveries beside the new one."""
+
+    keep_previous_s: int = Field(
+        default=86_400,
+        ge=0,
+        le=MAX_KEEP_PREVIOUS_S,
+        description="Seconds the previous secret stays valid (0: not at all; at most 7 days; default 1 day)",
+    )

@@ -82,6 +82,18 @@ class ApiSettings(Settings):
         gt=0,
         description="How often an API process re-reads the per-tenant limits set with `om tenants limits`",
     )
+    usage_max_days: int = Field(
+        default=90,
+        ge=1,
+        le=3660,
+        description="Most UTC days one GET /v1/usage/spend serves (a longer window asked for is cut to it)",
+    )
+    usage_max_rows: int = Field(
+        default=1000,
+        ge=1,
+        le=100_000,
+        description="Most per-thread day rows one GET /v1/usage/spend answers (the rest: truncated: true)",
+    )
     api_threads: int = Field(
         default=40, ge=1, description="Requests served at once (a turn waiting on blocking work holds one)"
     )

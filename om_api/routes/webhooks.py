@@ -6,6 +6,8 @@ Every endpoint belongs to the caller's tenant: another tenant's id is "not found
 
 from __future__ import annotations
 
+from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Response
@@ -21,6 +23,7 @@ from om_api.schemas import (
     WebhookDeliveries,
     WebhookInfo,
     WebhookPatch,
+    WebhookRotate,
 )
 from om_core.pagination import CursorError, decode_cursor, encode_cursor
 from om_core.tenancy.scoped_ids import public_id
@@ -43,6 +46,8 @@ def _tenant(caller: Principal) -> str:
 
 
 def _info(endpoint: store.Endpoint) -> WebhookInfo:
+    if not endpoint.previous_valid(datetime.now(UTC)):  # an expired previous secret signs nothing
+        endpoint = replace(endpoint, previous_secret=None, previous_secret_expires_at=None)
     return WebhookInfo(
         id=endpoint.id,
         url=endpoint.url,
@@ -58,6 +63,8 @@ def _info(endpoint: store.Endpoint) -> WebhookInfo:
         failed_total=endpoint.failed_total,
         created_at=endpoint.created_at,
         updated_at=endpoint.updated_at,
+        legacy_signature=endpoint.legacy_signature,
+        previous_secret_expires_at=endpoint.previous_secret_expires_at,
     )
 
 
@@ -150,6 +157,37 @@ def delete_webhook(endpoint_id: WebhookId, runtime: Runtime, caller: Caller) -> 
     if not store.remove(runtime.db, endpoint_id, _tenant(caller)):
         raise _not_found(endpoint_id)
     return Response(status_code=204)
+
+
+@router.post(
+    "/{endpoint_id}/rotate-secret",
+    response_model=WebhookCreated,
+    responses=errors(401, 404, 422),
+    summary="Replace the signing secret; the previous one keeps signing (both signatures sent) for a while",
+)
+def rotate_secret(
+    endpoint_id: WebhookId, runtime: Runtime, caller: Caller, body: WebhookRotate | None = None
+) -> WebhookCreated:
+    keep = (body or WebhookRotate()).keep_previous_s
+    rotated = store.rotate_secret(
+        runtime.db, endpoint_id, _tenant(caller), keep_previous_s=keep, now=datetime.now(UTC)
+    )
+    if rotated is None:
+        raise _not_found(endpoint_id)
+    return WebhookCreated(**_info(rotated).model_dump(), secret=rotated.secret)
+
+
+@router.delete(
+    "/{endpoint_id}/previous-secret",
+    response_model=WebhookInfo,
+    responses=COMMON_ERRORS,
+    summary="End a rotation now: only the current secret signs deliveries from here on",
+)
+def drop_previous_secret(endpoint_id: WebhookId, runtime: Runtime, caller: Caller) -> WebhookInfo:
+    dropped = store.drop_previous_secret(runtime.db, endpoint_id, _tenant(caller), now=datetime.now(UTC))
+    if dropped is None:
+        raise _not_found(endpoint_id)
+    return _info(dropped)
 
 
 @router.get(

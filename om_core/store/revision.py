@@ -11,7 +11,7 @@ from sqlalchemy import Engine, text
 from sqlalchemy.exc import DBAPIError
 
 #: The newest migration under `om_core/store/migrations/versions/`.
-SCHEMA_HEAD = "0009"
+SCHEMA_HEAD = "0010"
 
 
 def stored_revision(engine: Engine) -> str | None:

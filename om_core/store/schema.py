@@ -373,6 +373,11 @@ webhook_endpoints = Table(
     Column("failed_total", BigInteger, nullable=False, server_default=text("0")),
     Column("created_at", Timestamp, nullable=False),
     Column("updated_at", Timestamp, nullable=False),
+    # Secret rotation (migration 0010): the rotated-out secret signs too until dropped or expired.
+    Column("previous_secret", String(128), nullable=True),
+    Column("previous_secret_expires_at", Timestamp, nullable=True),
+    # Send the deprecated `OM-Signature` header too (on for endpoints registered before 0010).
+    Column("legacy_signature", Boolean, nullable=False, server_default=text("false")),
     Index("ix_om_webhook_endpoints_tenant", "tenant_id"),
 )
 
@@ -461,6 +466,23 @@ usage_tenant_days = Table(
     Column("updated_at", Timestamp, nullable=False),
 )
 
+#: A thread's usage per UTC day (migration 0010), bumped with `usage_threads` in the same transaction: the
+#: spend view's per-thread series. `tenant_id` (`''` without tenancy) lets a tenant's days be read by index.
+#: Erased with the thread (`erasure` sweeps every table with a `thread_id`).
+usage_thread_days = Table(
+    "om_usage_thread_days",
+    metadata,
+    Column("thread_id", String(ID_LENGTH), primary_key=True),
+    Column("day", Date, primary_key=True),
+    Column("tenant_id", String(255), nullable=False),
+    Column("input_tokens", BigInteger, nullable=False, server_default=text("0")),
+    Column("output_tokens", BigInteger, nullable=False, server_default=text("0")),
+    Column("cost_usd", Float, nullable=False, server_default=text("0")),
+    Column("cycles", BigInteger, nullable=False, server_default=text("0")),
+    Column("updated_at", Timestamp, nullable=False),
+    Index("ix_om_usage_thread_days_tenant_day", "tenant_id", "day"),
+)
+
 #: Limits the operator set for one tenant (`om tenants limits`), over the server-wide settings; a NULL
 #: column means "the setting's value". Tenants exist only through their keys, so this is the only
 #: per-tenant row; read by every API process (cached) and by the budget check of the background cycle.
@@ -493,6 +515,7 @@ __all__ = [
     "usage_tenant_days",
     "usage_tenant_deltas",
     "usage_tenants",
+    "usage_thread_days",
     "usage_threads",
     "webhook_attempts",
     "webhook_endpoints",

@@ -125,7 +125,39 @@ def _thread_and_delta() -> Any:
     added = {name: T.c[name] + upsert.excluded[name] for name in _COUNTS}
     return upsert.on_conflict_do_update(
         index_elements=[T.c.thread_id], set_={**added, "updated_at": upsert.excluded.updated_at}
-    ).add_cte(delta)
+    ).add_cte(delta, _thread_day_cte(counts, tenant, day))
+
+
+def _thread_day_upsert(dialect: Any) -> Any:
+    """`_upsert` for `usage_thread_days` (key: thread, day); the values come from the execution."""
+    table = schema.usage_thread_days
+    insert = dialect.insert(table)
+    return insert.on_conflict_do_update(
+        index_elements=[table.c.thread_id, table.c.day],
+        set_={
+            **{name: table.c[name] + insert.excluded[name] for name in _COUNTS},
+            "updated_at": insert.excluded.updated_at,
+        },
+    )
+
+
+def _thread_day_cte(counts: dict[str, Any], tenant: Any, day: Any) -> Any:
+    """The thread's day row as a data-modifying CTE of the Postgres statement (same binds)."""
+    Y = schema.usage_thread_days
+    upsert = postgresql.insert(Y).values(
+        thread_id=bindparam("u_thread_id", type_=Y.c.thread_id.type),
+        tenant_id=tenant,
+        day=day,
+        updated_at=bindparam("u_updated_at", type_=Y.c.updated_at.type),
+        **counts,
+    )
+    added = {name: Y.c[name] + upsert.excluded[name] for name in _COUNTS}
+    return upsert.on_conflict_do_update(
+        index_elements=[Y.c.thread_id, Y.c.day], set_={**added, "updated_at": upsert.excluded.updated_at}
+    ).cte("thread_day")
+
+
+_UPSERT_THREAD_DAY_SQLITE = _thread_day_upsert(sqlite)
 
 
 _THREAD_AND_DELTA = _thread_and_delta()
@@ -151,8 +183,8 @@ def utc_day(moment: datetime) -> date:
 
 
 def count_usage(conn: Connection, stored: Sequence[StoredEvent]) -> None:
-    """Add the usage of each written event to its thread's totals and its tenant's deltas (same
-    transaction), each delta dated with the event's UTC day."""
+    """Add the usage of each written event to its thread's totals, its thread's day and its tenant's deltas
+    (same transaction), the day and each delta dated with the event's UTC day."""
     now = datetime.now(UTC)
     for event in stored:
         usage = usage_of(event.payload)
@@ -174,6 +206,16 @@ def count_usage(conn: Connection, stored: Sequence[StoredEvent]) -> None:
             )
             continue
         _bump(conn, schema.usage_threads, "thread_id", event.thread_id, usage, now)
+        conn.execute(
+            _UPSERT_THREAD_DAY_SQLITE,
+            {
+                "thread_id": event.thread_id,
+                "tenant_id": tenant,
+                "day": day,
+                **_counts(usage),
+                "updated_at": now,
+            },
+        )
         conn.execute(_INSERT_DELTA, {"tenant_id": tenant, "day": day, **_counts(usage)})
 
 

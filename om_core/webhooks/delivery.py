@@ -1,7 +1,8 @@
 """One endpoint's delivery run: its tenant's settled events past its cursor, one at a time, in id order.
 
 An event is sent until a 2xx comes back; only then does the cursor move past it, so a crash between the
-answer and the cursor write sends it again (at least once: receivers dedupe by `OM-Event-Id`). The first
+answer and the cursor write sends it again (at least once: receivers dedupe by `webhook-id`, the same on
+every attempt, or `OM-Event-Id`). Each attempt is signed per Standard Webhooks (`signing.py`). The first
 failure stops the run with a backoff: later events wait behind it, which keeps every thread's events in
 order. Events the endpoint did not subscribe to are passed over without a request. The URL's host is
 resolved and checked once at the start of the run and every request of the run goes to that checked
@@ -30,7 +31,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
@@ -40,7 +41,7 @@ from om_core.store.types import StoredEvent
 from om_core.tenancy.scoped_ids import public_id
 from om_core.webhooks import store
 from om_core.webhooks.policy import WebhookPolicy
-from om_core.webhooks.signing import SIGNATURE_HEADER, signature
+from om_core.webhooks.signing import SIGNATURE_HEADER, message_id, signature, standard_headers
 from om_core.webhooks.targets import Target, WebhookTargetRefused, resolve_target
 
 log = logging.getLogger("om.webhooks")
@@ -91,17 +92,30 @@ def _post(
     )
 
 
+def signed_headers(
+    endpoint: store.Endpoint, event: StoredEvent, body: bytes, *, now: float
+) -> dict[str, str]:
+    """A delivery's headers: the Standard Webhooks three (one signature per valid secret), om's event
+    id and type, and the deprecated `OM-Signature` for endpoints that still get it."""
+    timestamp = int(now)
+    secrets = endpoint.signing_secrets(datetime.fromtimestamp(now, UTC))
+    headers = {
+        "Content-Type": "application/json",
+        "User-Agent": "om-webhooks/1",
+        **standard_headers(secrets, message_id(event.id), timestamp, body),
+        "OM-Event-Id": str(event.id),
+        "OM-Event-Type": event.type,
+    }
+    if endpoint.legacy_signature:
+        headers[SIGNATURE_HEADER] = signature(endpoint.secret, timestamp, body)
+    return headers
+
+
 def _send(
     http: httpx.Client, target: Target, endpoint: store.Endpoint, event: StoredEvent, timeout: httpx.Timeout
 ) -> tuple[int | None, str | None]:
     body = body_of(event)
-    headers = {
-        "Content-Type": "application/json",
-        "User-Agent": "om-webhooks/1",
-        SIGNATURE_HEADER: signature(endpoint.secret, int(time.time()), body),
-        "OM-Event-Id": str(event.id),
-        "OM-Event-Type": event.type,
-    }
+    headers = signed_headers(endpoint, event, body, now=time.time())
     try:
         response = _post(http, target, body, headers, timeout)
     except httpx.HTTPError as exc:

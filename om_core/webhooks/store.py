@@ -46,9 +46,27 @@ class Endpoint:
     failed_total: int
     created_at: datetime
     updated_at: datetime
+    #: The secret a rotation replaced: it signs too until dropped or `previous_secret_expires_at`.
+    previous_secret: str | None = None
+    previous_secret_expires_at: datetime | None = None
+    #: Send the deprecated `OM-Signature` header besides the standard ones.
+    legacy_signature: bool = False
 
     def wants(self, event_type: str) -> bool:
         return ALL_EVENTS in self.events or event_type in self.events
+
+    def previous_valid(self, now: datetime) -> bool:
+        return self.previous_secret is not None and (
+            self.previous_secret_expires_at is None or self.previous_secret_expires_at > now
+        )
+
+    def signing_secrets(self, now: datetime) -> tuple[str, ...]:
+        """The secrets a delivery at `now` is signed with: the current one, then the previous one while
+        it is still valid."""
+        if self.previous_valid(now):
+            assert self.previous_secret is not None
+            return (self.secret, self.previous_secret)
+        return (self.secret,)
 
 
 @dataclass(frozen=True)
@@ -84,6 +102,9 @@ def _endpoint(row: Any) -> Endpoint:
         failed_total=int(row.failed_total),
         created_at=row.created_at,
         updated_at=row.updated_at,
+        previous_secret=row.previous_secret,
+        previous_secret_expires_at=row.previous_secret_expires_at,
+        legacy_signature=bool(row.legacy_signature),
     )
 
 
@@ -104,6 +125,7 @@ def create(
             "events": list(dict.fromkeys(events)),
             "description": description,
             "secret": new_secret(),
+            "legacy_signature": False,
             "enabled": True,
             "state": "active",
             "cursor": _latest_event_id(conn),
@@ -142,8 +164,8 @@ def list_for(db: Engine, tenant_id: str, *, limit: int = 100, after: str | None 
 def patch(
     db: Engine, endpoint_id: str, tenant_id: str, changes: dict[str, Any], now: datetime
 ) -> Endpoint | None:
-    """Apply `changes` (url, events, description, enabled). Enabling an endpoint revives a dead one: its
-    failures are forgotten and the next pass retries the event it stopped at."""
+    """Apply `changes` (url, events, description, enabled, legacy_signature). Enabling an endpoint revives
+    a dead one: its failures are forgotten and the next pass retries the event it stopped at."""
     W = schema.webhook_endpoints
     values = dict(changes)
     if values.get("enabled") is True:
@@ -155,6 +177,39 @@ def patch(
             update(W)
             .where(W.c.id == endpoint_id, W.c.tenant_id == tenant_id)
             .values(**values, updated_at=now)
+        )
+    return get(db, endpoint_id, tenant_id=tenant_id) if done.rowcount else None
+
+
+def rotate_secret(
+    db: Engine, endpoint_id: str, tenant_id: str, *, keep_previous_s: float, now: datetime
+) -> Endpoint | None:
+    """A new current secret; the one it replaces stays valid for `keep_previous_s` (0: not at all). A
+    previous secret still held from an earlier rotation is dropped: at most two secrets sign."""
+    W = schema.webhook_endpoints
+    keep = keep_previous_s > 0
+    with db.begin() as conn:
+        done = conn.execute(
+            update(W)
+            .where(W.c.id == endpoint_id, W.c.tenant_id == tenant_id)
+            .values(
+                previous_secret=W.c.secret if keep else None,
+                previous_secret_expires_at=now + timedelta(seconds=keep_previous_s) if keep else None,
+                secret=new_secret(),
+                updated_at=now,
+            )
+        )
+    return get(db, endpoint_id, tenant_id=tenant_id) if done.rowcount else None
+
+
+def drop_previous_secret(db: Engine, endpoint_id: str, tenant_id: str, *, now: datetime) -> Endpoint | None:
+    """End a rotation early: only the current secret signs from now on."""
+    W = schema.webhook_endpoints
+    with db.begin() as conn:
+        done = conn.execute(
+            update(W)
+            .where(W.c.id == endpoint_id, W.c.tenant_id == tenant_id)
+            .values(previous_secret=None, previous_secret_expires_at=None, updated_at=now)
         )
     return get(db, endpoint_id, tenant_id=tenant_id) if done.rowcount else None
 

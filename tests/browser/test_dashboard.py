@@ -341,6 +341,8 @@ def test_the_fleet_shows_queues_workers_failures_and_usage(
     expect(page.get_by_test_id("workers")).to_contain_text("om.buffer")
     expect(page.get_by_test_id("recent-failures")).to_contain_text("No failures recently.")
     expect(page.get_by_test_id("usage")).to_contain_text("Actor calls")
+    expect(page.get_by_test_id("spend-budget")).to_contain_text("Today $", timeout=UI_TIMEOUT_MS)
+    expect(page.get_by_test_id("spend")).to_contain_text("Per thread per day")
     expect(page.get_by_test_id("flower-link")).to_have_attribute("href", "http://127.0.0.1:5555/")
     screenshot(page, "fleet")
 

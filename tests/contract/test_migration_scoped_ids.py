@@ -36,7 +36,7 @@ TENANT = "acme/eu"  # a separator inside the tenant's own name must not confuse 
 #: Tables a later migration adds that today's engine writes on every cycle (OM usage totals): they exist
 #: while the test fills the 0002 database with today's engine and are dropped before the upgrade, which
 #: creates them again.
-LATER_TABLES = [schema.usage_threads, schema.usage_tenant_deltas]
+LATER_TABLES = [schema.usage_threads, schema.usage_tenant_deltas, schema.usage_thread_days]
 
 
 @pytest.fixture(params=[pytest.param("postgres", marks=pytest.mark.postgres), "sqlite"])

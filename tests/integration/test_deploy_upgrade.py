@@ -40,7 +40,7 @@ PODS = 3
 T0 = datetime(2026, 3, 3, 9, 0, tzinfo=UTC)
 #: Created by later migrations but written by today's engine: present while the 0002 database is filled,
 #: dropped before the upgrade (as tests/contract/test_migration_scoped_ids.py does).
-LATER_TABLES = [schema.usage_threads, schema.usage_tenant_deltas]
+LATER_TABLES = [schema.usage_threads, schema.usage_tenant_deltas, schema.usage_thread_days]
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ out and run (`tests.support.docs` lists the pages: README first, then docs/ in p
 - every Python snippet (the client, the OpenAI proxy through the `openai` package, the observation line
   edits) is executed against the same server and its effect is checked in the stored thread; the hooks
   example is registered and its hooks called; the JSON configuration example is accepted by the
-  configuration model; every ```python, ```ts and ```json block is one that a test runs;
+  configuration model; every ```python, ```ts, ```js and ```json block is one that a test runs;
 - the endpoint table (the generated API reference) equals the server's OpenAPI paths, both ways;
 - the environment table (the generated settings reference) lists exactly the variables of the settings
   models (`Settings`, `ApiSettings`, `WorkerSettings`), both ways, and each default it shows, set in the
@@ -242,11 +242,13 @@ RUN_BY: dict[str, dict[str, str]] = {
         "def verified": "tests/unit/test_webhook_rules.py",
         "OMSession": "tests/adapters/test_docs_examples.py",
         "OMMiddleware": "tests/adapters/test_docs_examples.py",
+        "from standardwebhooks import": "tests/integration/test_webhook_signatures.py",
     },
     "ts": {
         "new OMClient": "tests/client_ts/test_typescript_client.py",
         "omMemory": "tests/client_ts/test_ai_sdk.py",
     },
+    "js": {"standardwebhooks": "tests/integration/test_webhook_signatures.py"},
     "json": {
         "extract": "test_the_json_config_example_... here",
         "mcpServers": "tests/integration/test_mcp.py (starts the desktop configuration's command)",

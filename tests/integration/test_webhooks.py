@@ -1,7 +1,7 @@
 """Webhooks end to end: the API registers endpoints, the API process serves turns, and real Celery
 processes (beat, the maintenance queue, the `om.webhook` queue) deliver the outbox to loopback receivers.
 
-- Every request's signature verifies with the secret shown at registration.
+- Every request's Standard Webhooks signature verifies with the secret shown at registration.
 - A receiver that fails three times then recovers gets every event of its tenant once, in order.
 - A receiver that accepts and never answers does not slow turns: they complete while its delivery hangs,
   as fast as a tenant's turns without an endpoint, and another tenant's endpoint keeps receiving.
@@ -32,7 +32,7 @@ from om_core.engine import MAINTENANCE_QUEUE, WEBHOOK_QUEUE
 from om_core.store.outbox import list_events
 from om_core.tenancy import access
 from om_core.tenancy.scoped_ids import scoped_id
-from om_core.webhooks.signing import SIGNATURE_HEADER, verify
+from om_core.webhooks.signing import verify_standard
 from tests.support.api_server import METRICS_HEADERS, METRICS_TOKEN
 from tests.support.workers import WorkerCluster, wait_until, worker_cluster
 
@@ -257,7 +257,7 @@ def test_a_receiver_that_fails_three_times_then_recovers_gets_every_event_once_i
     assert [r.status for r in requests[:3]] == [500, 500, 500]
     assert {r.event["id"] for r in requests[:4]} == {expected[0]}, "the failed event is retried, not skipped"
     for request in requests:
-        assert verify(endpoint["secret"], request.headers[SIGNATURE_HEADER], request.body)
+        assert verify_standard(endpoint["secret"], request.headers, request.body)
         assert request.headers["OM-Event-Id"] == str(request.event["id"])
         assert request.headers["OM-Event-Type"] == request.event["type"]
         assert request.event["threadId"] in threads, "public ids only, and alice's threads only"

@@ -48,7 +48,7 @@ from om_core.tenancy import access
 from om_core.webhooks import store
 from om_core.webhooks.delivery import RunReport, deliver_endpoint
 from om_core.webhooks.policy import WebhookPolicy
-from om_core.webhooks.signing import SIGNATURE_HEADER
+from om_core.webhooks.signing import SIGNATURE_HEADER_STANDARD
 from tests.support.listener import Listener, listening
 
 pytestmark = [pytest.mark.postgres]
@@ -389,7 +389,7 @@ def test_a_pinned_https_delivery_keeps_the_host_header_sni_and_certificate_check
         ((path, headers, body),) = tls_receiver.requests
         assert path == "/hook" and headers["Host"] == f"hooks.pinned.test:{tls_receiver.port}"
         assert tls_receiver.sni == ["hooks.pinned.test"], "the handshake named the host, not 127.0.0.1"
-        assert headers[SIGNATURE_HEADER] and json.loads(body)["type"]
+        assert headers[SIGNATURE_HEADER_STANDARD] and json.loads(body)["type"]
 
         refused = deliver(attacker.db, wrong.json()["id"], open_policy)
         assert refused.failed and len(tls_receiver.requests) == 1, "no request over an unverified TLS"

@@ -71,6 +71,7 @@ from om_client.server_models import (
     FleetResponse,
     GenerationDiffResponse,
     ResourceSummary,
+    SpendResponse,
     WebhookCreated,
     WebhookDeliveries,
     WebhookInfo,
@@ -437,6 +438,14 @@ class OMClient:
         """What this client's key spent on actor models through the proxy."""
         return self._call(KeyUsageResponse, "GET", "/v1/usage")
 
+    def spend(self, *, days: int = 30, thread_id: str | None = None) -> SpendResponse:
+        """What om's own models (Observer, Reflector, extractors) spent for this key's tenant, per UTC day
+        and per thread per day, with the budget state (`thread_id`: that thread's only)."""
+        params: dict[str, Any] = {"days": days}
+        if thread_id is not None:
+            params["thread"] = thread_id
+        return self._call(SpendResponse, "GET", "/v1/usage/spend", params=params)
+
     def search(
         self,
         resource_id: str,
@@ -660,13 +669,34 @@ class OMClient:
         events: Any = UNSET,
         description: Any = UNSET,
         enabled: Any = UNSET,
+        legacy_signature: Any = UNSET,
     ) -> WebhookInfo:
-        """Change the fields given (`enabled=True` also revives a dead endpoint)."""
-        body = webhook_patch_body(UNSET, url=url, events=events, description=description, enabled=enabled)
+        """Change the fields given (`enabled=True` also revives a dead endpoint; `legacy_signature=False`
+        stops the deprecated OM-Signature header)."""
+        body = webhook_patch_body(
+            UNSET,
+            url=url,
+            events=events,
+            description=description,
+            enabled=enabled,
+            legacy_signature=legacy_signature,
+        )
         return self._call(WebhookInfo, "PATCH", webhook_path(endpoint_id), idempotent=True, json=body)
 
     def delete_webhook(self, endpoint_id: str) -> None:
         self._request("DELETE", webhook_path(endpoint_id))
+
+    def rotate_webhook_secret(self, endpoint_id: str, *, keep_previous_s: int = 86_400) -> WebhookCreated:
+        """A new signing secret (returned once, in `secret`); the previous one keeps signing beside it for
+        `keep_previous_s` seconds, so receivers can switch without dropping a delivery."""
+        body = {"keep_previous_s": keep_previous_s}
+        return self._call(WebhookCreated, "POST", webhook_path(endpoint_id, "/rotate-secret"), json=body)
+
+    def end_webhook_rotation(self, endpoint_id: str) -> WebhookInfo:
+        """Stop signing with the previous secret now (every receiver has the new one)."""
+        return self._call(
+            WebhookInfo, "DELETE", webhook_path(endpoint_id, "/previous-secret"), idempotent=True
+        )
 
     def webhook_deliveries(
         self, endpoint_id: str, *, limit: int = 50, cursor: str | None = None
@@ -917,6 +947,14 @@ class AsyncOMClient:
         """What this client's key spent on actor models through the proxy."""
         return await self._call(KeyUsageResponse, "GET", "/v1/usage")
 
+    async def spend(self, *, days: int = 30, thread_id: str | None = None) -> SpendResponse:
+        """What om's own models (Observer, Reflector, extractors) spent for this key's tenant, per UTC day
+        and per thread per day, with the budget state (`thread_id`: that thread's only)."""
+        params: dict[str, Any] = {"days": days}
+        if thread_id is not None:
+            params["thread"] = thread_id
+        return await self._call(SpendResponse, "GET", "/v1/usage/spend", params=params)
+
     async def recall(self, thread_id: str, **params: Any) -> dict[str, Any]:
         """`OMClient.recall`, awaited."""
         answer: dict[str, Any] = await self._request(
@@ -1103,13 +1141,34 @@ class AsyncOMClient:
         events: Any = UNSET,
         description: Any = UNSET,
         enabled: Any = UNSET,
+        legacy_signature: Any = UNSET,
     ) -> WebhookInfo:
-        """Change the fields given (`enabled=True` also revives a dead endpoint)."""
-        body = webhook_patch_body(UNSET, url=url, events=events, description=description, enabled=enabled)
+        """Change the fields given (`enabled=True` also revives a dead endpoint; `legacy_signature=False`
+        stops the deprecated OM-Signature header)."""
+        body = webhook_patch_body(
+            UNSET,
+            url=url,
+            events=events,
+            description=description,
+            enabled=enabled,
+            legacy_signature=legacy_signature,
+        )
         return await self._call(WebhookInfo, "PATCH", webhook_path(endpoint_id), idempotent=True, json=body)
 
     async def delete_webhook(self, endpoint_id: str) -> None:
         await self._request("DELETE", webhook_path(endpoint_id))
+
+    async def rotate_webhook_secret(self, endpoint_id: str, *, keep_previous_s: int = 86_400) -> WebhookCreated:
+        """A new signing secret (returned once, in `secret`); the previous one keeps signing beside it for
+        `keep_previous_s` seconds, so receivers can switch without dropping a delivery."""
+        body = {"keep_previous_s": keep_previous_s}
+        return await self._call(WebhookCreated, "POST", webhook_path(endpoint_id, "/rotate-secret"), json=body)
+
+    async def end_webhook_rotation(self, endpoint_id: str) -> WebhookInfo:
+        """Stop signing with the previous secret now (every receiver has the new one)."""
+        return await self._call(
+            WebhookInfo, "DELETE", webhook_path(endpoint_id, "/previous-secret"), idempotent=True
+        )
 
     async def webhook_deliveries(
         self, endpoint_id: str, *, limit: int = 50, cursor: str | None = None

@@ -12,10 +12,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from om_client.models import KeyUsageResponse, OMUsage, Page, _CamelResponse, _Response
+from om_client.models import KeyUsageResponse, MemoryBudget, OMUsage, Page, _CamelResponse, _Response
 
 __all__ = [
     "ChatCompletionResponse",
+    "DaySpend",
     "DiffLineOut",
     "FleetResponse",
     "GenerationDiffResponse",
@@ -23,6 +24,8 @@ __all__ = [
     "RecallResponse",
     "RecentFailure",
     "ResourceSummary",
+    "SpendResponse",
+    "ThreadDaySpend",
     "WebhookAttempt",
     "WebhookCreated",
     "WebhookDeliveries",
@@ -183,11 +186,21 @@ class WebhookInfo(_Response):
     failed_total: int = Field(description="Failed attempts since the endpoint was registered")
     created_at: datetime
     updated_at: datetime
+    legacy_signature: bool = Field(
+        default=False,
+        description="The deprecated OM-Signature header is sent too (endpoints registered before "
+        "Standard Webhooks signing)",
+    )
+    previous_secret_expires_at: datetime | None = Field(
+        default=None,
+        description="While a rotated-out secret still signs deliveries: until when; null: one secret",
+    )
 
 
 class WebhookCreated(WebhookInfo):
     secret: str = Field(
-        description="The signing secret (HMAC-SHA256 key of the OM-Signature header); shown only here"
+        description="The signing secret (whsec_<base64>: the Standard Webhooks key of the webhook-signature "
+        "header); shown only here"
     )
 
 
@@ -216,3 +229,34 @@ class WebhookDeliveries(Page[WebhookAttempt]):
     failures: int
     next_attempt_at: datetime | None
     last_error: str | None
+
+
+class DaySpend(_Response):
+    """OM's model usage on one UTC day."""
+
+    day: str = Field(description="The UTC day, YYYY-MM-DD")
+    input_tokens: int
+    output_tokens: int
+    total_tokens: int
+    cost_usd: float = Field(description="litellm's cost of those calls; 0 for models it has no price for")
+    cycles: int
+
+
+class ThreadDaySpend(DaySpend):
+    thread_id: str
+
+
+class SpendResponse(_Response):
+    """The caller's tenant's memory-model spend per day, per thread per day, and its budget today."""
+
+    first_day: str = Field(description="The oldest UTC day counted, YYYY-MM-DD")
+    last_day: str = Field(description="Today (UTC), YYYY-MM-DD")
+    thread_id: str | None = Field(description="The thread asked for; null: the whole tenant")
+    days: list[DaySpend] = Field(
+        description="Usage per day with any (the thread's, or the tenant's), oldest first"
+    )
+    threads: list[ThreadDaySpend] = Field(
+        description="Per thread per day, newest day first, costliest thread first (empty for one thread)"
+    )
+    truncated: bool = Field(description="More per-thread rows exist than OM_USAGE_MAX_ROWS allows")
+    budget: MemoryBudget

@@ -402,6 +402,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/usage/spend": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Memory-model tokens and cost per day, for the tenant or one thread, with today's budget state */
+        get: operations["get_spend_v1_usage_spend_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/webhooks": {
         parameters: {
             query?: never;
@@ -437,6 +454,40 @@ export interface paths {
         head?: never;
         /** Change a webhook's url, events, description or enabled (enabled: true revives a dead one) */
         patch: operations["patch_webhook_v1_webhooks__endpoint_id__patch"];
+        trace?: never;
+    };
+    "/v1/webhooks/{endpoint_id}/rotate-secret": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Replace the signing secret; the previous one keeps signing (both signatures sent) for a while */
+        post: operations["rotate_secret_v1_webhooks__endpoint_id__rotate_secret_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/webhooks/{endpoint_id}/previous-secret": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** End a rotation now: only the current secret signs deliveries from here on */
+        delete: operations["drop_previous_secret_v1_webhooks__endpoint_id__previous_secret_delete"];
+        options?: never;
+        head?: never;
+        patch?: never;
         trace?: never;
     };
     "/v1/webhooks/{endpoint_id}/deliveries": {
@@ -893,6 +944,30 @@ export interface components {
             effective: {
                 [key: string]: unknown;
             };
+        };
+        /**
+         * DaySpend
+         * @description OM's model usage on one UTC day.
+         */
+        DaySpend: {
+            /**
+             * Day
+             * @description The UTC day, YYYY-MM-DD
+             */
+            day: string;
+            /** Input Tokens */
+            input_tokens: number;
+            /** Output Tokens */
+            output_tokens: number;
+            /** Total Tokens */
+            total_tokens: number;
+            /**
+             * Cost Usd
+             * @description litellm's cost of those calls; 0 for models it has no price for
+             */
+            cost_usd: number;
+            /** Cycles */
+            cycles: number;
         };
         /** DiffLineOut */
         DiffLineOut: {
@@ -1732,6 +1807,43 @@ export interface components {
             sources: ("lexical" | "vector")[];
         };
         /**
+         * SpendResponse
+         * @description The caller's tenant's memory-model spend per day, per thread per day, and its budget today.
+         */
+        SpendResponse: {
+            /**
+             * First Day
+             * @description The oldest UTC day counted, YYYY-MM-DD
+             */
+            first_day: string;
+            /**
+             * Last Day
+             * @description Today (UTC), YYYY-MM-DD
+             */
+            last_day: string;
+            /**
+             * Thread Id
+             * @description The thread asked for; null: the whole tenant
+             */
+            thread_id: string | null;
+            /**
+             * Days
+             * @description Usage per day with any (the thread's, or the tenant's), oldest first
+             */
+            days: components["schemas"]["DaySpend"][];
+            /**
+             * Threads
+             * @description Per thread per day, newest day first, costliest thread first (empty for one thread)
+             */
+            threads: components["schemas"]["ThreadDaySpend"][];
+            /**
+             * Truncated
+             * @description More per-thread rows exist than OM_USAGE_MAX_ROWS allows
+             */
+            truncated: boolean;
+            budget: components["schemas"]["MemoryBudget"];
+        };
+        /**
          * StatusPayload
          * @description The `data` of a `data-om-status` part (behaviour §10.1).
          */
@@ -1806,6 +1918,29 @@ export interface components {
             generations: number;
             /** Buffered Chunks */
             buffered_chunks: number;
+        };
+        /** ThreadDaySpend */
+        ThreadDaySpend: {
+            /**
+             * Day
+             * @description The UTC day, YYYY-MM-DD
+             */
+            day: string;
+            /** Input Tokens */
+            input_tokens: number;
+            /** Output Tokens */
+            output_tokens: number;
+            /** Total Tokens */
+            total_tokens: number;
+            /**
+             * Cost Usd
+             * @description litellm's cost of those calls; 0 for models it has no price for
+             */
+            cost_usd: number;
+            /** Cycles */
+            cycles: number;
+            /** Thread Id */
+            thread_id: string;
         };
         /** ThreadDetail */
         ThreadDetail: {
@@ -2225,8 +2360,19 @@ export interface components {
              */
             updated_at: string;
             /**
+             * Legacy Signature
+             * @description The deprecated OM-Signature header is sent too (endpoints registered before Standard Webhooks signing)
+             * @default false
+             */
+            legacy_signature: boolean;
+            /**
+             * Previous Secret Expires At
+             * @description While a rotated-out secret still signs deliveries: until when; null: one secret
+             */
+            previous_secret_expires_at?: string | null;
+            /**
              * Secret
-             * @description The signing secret (HMAC-SHA256 key of the OM-Signature header); shown only here
+             * @description The signing secret (whsec_<base64>: the Standard Webhooks key of the webhook-signature header); shown only here
              */
             secret: string;
         };
@@ -2309,6 +2455,17 @@ export interface components {
              * Format: date-time
              */
             updated_at: string;
+            /**
+             * Legacy Signature
+             * @description The deprecated OM-Signature header is sent too (endpoints registered before Standard Webhooks signing)
+             * @default false
+             */
+            legacy_signature: boolean;
+            /**
+             * Previous Secret Expires At
+             * @description While a rotated-out secret still signs deliveries: until when; null: one secret
+             */
+            previous_secret_expires_at?: string | null;
         };
         /**
          * WebhookPatch
@@ -2323,6 +2480,23 @@ export interface components {
             description?: string | null;
             /** Enabled */
             enabled?: boolean;
+            /**
+             * Legacy Signature
+             * @description Also send the deprecated OM-Signature header (false once the receiver verifies the Standard Webhooks headers)
+             */
+            legacy_signature?: boolean;
+        };
+        /**
+         * WebhookRotate
+         * @description How long the secret being replaced keeps signing deliveries beside the new one.
+         */
+        WebhookRotate: {
+            /**
+             * Keep Previous S
+             * @description Seconds the previous secret stays valid (0: not at all; at most 7 days; default 1 day)
+             * @default 86400
+             */
+            keep_previous_s: number;
         };
         /**
          * WhoAmI
@@ -4725,6 +4899,67 @@ export interface operations {
             };
         };
     };
+    get_spend_v1_usage_spend_get: {
+        parameters: {
+            query?: {
+                /** @description How many UTC days back, today included; more than OM_USAGE_MAX_DAYS are served as OM_USAGE_MAX_DAYS (first_day says which) */
+                days?: number;
+                /** @description Only this thread's spend */
+                thread?: string | null;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SpendResponse"];
+                };
+            };
+            /** @description Missing or unknown API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Unknown thread (or another tenant's) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description A field is invalid; `error.field` names it */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Too many requests: over this tenant's request rate (`Retry-After` says when to retry), or, through the proxy, the actor model's rate limit */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
     list_webhooks_v1_webhooks_get: {
         parameters: {
             query?: {
@@ -5034,6 +5269,137 @@ export interface operations {
             };
             /** @description Too many requests: over this tenant's request rate (`Retry-After` says when to retry), or, through the proxy, the actor model's rate limit */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    rotate_secret_v1_webhooks__endpoint_id__rotate_secret_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The webhook's id (wh_...) */
+                endpoint_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["WebhookRotate"] | null;
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookCreated"];
+                };
+            };
+            /** @description Missing or unknown API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Unknown thread (or another tenant's) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description A field is invalid; `error.field` names it */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Too many requests: over this tenant's request rate (`Retry-After` says when to retry), or, through the proxy, the actor model's rate limit */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    drop_previous_secret_v1_webhooks__endpoint_id__previous_secret_delete: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The webhook's id (wh_...) */
+                endpoint_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookInfo"];
+                };
+            };
+            /** @description Missing or unknown API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Unknown thread (or another tenant's) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description A field is invalid; `error.field` names it */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Too many requests: over this tenant's request rate (`Retry-After` says when to retry), or, through the proxy, the actor model's rate limit */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The database or the broker is unreachable; retry with the same message ids */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };

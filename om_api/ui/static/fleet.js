@@ -3,6 +3,7 @@
 
 import { api, seg } from "./api.js";
 import { empty, h, replace, timeEl, usd } from "./dom.js";
+import { spendPanel } from "./spend.js";
 
 const REFRESH_MS = 5000;
 
@@ -26,6 +27,7 @@ export function fleetPage(ctx) {
   const failures = h("div", { testid: "recent-failures" });
   const usage = h("div", { testid: "usage" });
   const flower = h("div", {});
+  const spend = spendPanel();
   const meta = h("p", { class: "muted small", role: "status" });
   let closed = false;
   let timer = null;
@@ -129,9 +131,11 @@ export function fleetPage(ctx) {
         section("Workers", workers),
         section("Recent failures (this tenant)", failures),
         section("Model usage and cost", usage),
+        section("Memory-model spend (this tenant)", spend.el),
         section("Flower", flower),
       ),
     ),
   );
   load();
+  spend.load();
 }
