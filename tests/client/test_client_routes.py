@@ -299,8 +299,19 @@ def test_webhooks_lifecycle_raw_response_and_other_tenant(om: OMClient, other: O
         assert updated.enabled is False and updated.events == ["*"]
         deliveries = om.webhook_deliveries(created.id)
         assert deliveries.endpoint_id == created.id and deliveries.items == []
+        rotated = om.rotate_webhook_secret(created.id, keep_previous_s=60)
+        assert rotated.secret.startswith("whsec_") and rotated.secret != created.secret
+        assert rotated.previous_secret_expires_at is not None
+        assert om.end_webhook_rotation(created.id).previous_secret_expires_at is None
+        assert om.update_webhook(created.id, legacy_signature=False).legacy_signature is False
         assert other.list_webhooks().items == []
-        for attempt in (other.webhook, other.delete_webhook, other.webhook_deliveries):
+        for attempt in (
+            other.webhook,
+            other.delete_webhook,
+            other.webhook_deliveries,
+            other.rotate_webhook_secret,
+            other.end_webhook_rotation,
+        ):
             with pytest.raises(OMNotFound):
                 attempt(created.id)
     finally:
@@ -331,6 +342,9 @@ def test_resources_whoami_fleet_diff_and_metrics(
         om.generation_diff(thread, 3)
     assert missing.value.code == "generation_not_found"
     assert "om_" in om.metrics(METRICS_TOKEN)
+    spent = om.spend(days=7, thread_id=thread)
+    assert spent.thread_id == thread and spent.threads == [] and spent.first_day <= spent.last_day
+    assert om.spend(days=1).last_day == spent.last_day
     with pytest.raises(OMAPIError) as scrape:
         om.metrics("not-the-token")
     assert scrape.value.status == 401

@@ -1158,11 +1158,14 @@ class AsyncOMClient:
     async def delete_webhook(self, endpoint_id: str) -> None:
         await self._request("DELETE", webhook_path(endpoint_id))
 
-    async def rotate_webhook_secret(self, endpoint_id: str, *, keep_previous_s: int = 86_400) -> WebhookCreated:
+    async def rotate_webhook_secret(
+        self, endpoint_id: str, *, keep_previous_s: int = 86_400
+    ) -> WebhookCreated:
         """A new signing secret (returned once, in `secret`); the previous one keeps signing beside it for
         `keep_previous_s` seconds, so receivers can switch without dropping a delivery."""
         body = {"keep_previous_s": keep_previous_s}
-        return await self._call(WebhookCreated, "POST", webhook_path(endpoint_id, "/rotate-secret"), json=body)
+        path = webhook_path(endpoint_id, "/rotate-secret")
+        return await self._call(WebhookCreated, "POST", path, json=body)
 
     async def end_webhook_rotation(self, endpoint_id: str) -> WebhookInfo:
         """Stop signing with the previous secret now (every receiver has the new one)."""
