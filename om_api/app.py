@@ -19,11 +19,13 @@ from fastapi import FastAPI
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 
+from om_adapters import telemetry
 from om_api import errors, ui
 from om_api.errors import error_body
 from om_api.loopback import LoopbackOnly
 from om_api.metrics import Metrics, MetricsListener
 from om_api.proxy import chat_completions
+from om_api.request_ids import App
 from om_api.routes import (
     dashboard,
     events,
@@ -42,6 +44,7 @@ from om_api.settings import ApiSettings
 from om_api.sse import ThreadFeeds, listen_redis
 from om_api.stream_slots import StreamSlots
 from om_api.tenant_rate_limit import TenantRateLimit
+from om_api.tracing import instrument_api
 from om_core import Settings
 
 log = logging.getLogger("om.api")
@@ -141,6 +144,7 @@ class RequestMetrics:
 def create_app(settings: Settings | None = None) -> FastAPI:
     """The API app. Plain `Settings` work too: the API-only settings are then read from the environment."""
     api_settings = ApiSettings.from_base(settings) if settings is not None else ApiSettings()
+    telemetry.setup_tracing("om-api")  # before the runtime: its clients are then instrumented
     runtime = build_runtime(api_settings)
 
     @asynccontextmanager
@@ -179,7 +183,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 listener.stop()
             await run_in_threadpool(runtime.close)
 
-    app = FastAPI(title="om", version="0.1.0", description=DESCRIPTION, lifespan=lifespan)
+    app = App(title="om", version="0.1.0", description=DESCRIPTION, lifespan=lifespan)
     app.state.runtime = runtime
     app.state.stream_slots = StreamSlots(
         per_key=api_settings.sse_max_streams_per_key, total=api_settings.sse_max_streams
@@ -209,4 +213,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.include_router(router)
     # The dashboard (issue 17): static files only, which call the routes above with the user's key.
     ui.mount(app)
+    instrument_api(app, runtime.db)
     return app

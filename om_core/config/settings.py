@@ -80,6 +80,10 @@ class Settings(BaseSettings):
     max_message_bytes: int = Field(default=2_000_000, description="Largest accepted message (413 above)")
     max_parts_per_message: int = Field(default=500, description="Most parts in one message")
     auth: Literal["keys", "none"] = Field(default="keys", description="keys: API keys; none: embedded only")
+    log_format: Literal["text", "json"] = Field(
+        default="text",
+        description="Logs of the API, workers and beat: text, or json (one object a line with request ids)",
+    )
     api_host: str = Field(default="127.0.0.1")
     api_port: int = Field(default=8088)
 
