@@ -56,7 +56,9 @@ def test_an_exception_is_one_field_of_one_line() -> None:
     try:
         raise ValueError("boom")
     except ValueError:
-        record = logging.LogRecord("om", logging.ERROR, __file__, 1, "failed", (), __import__("sys").exc_info())
+        record = logging.LogRecord(
+            "om", logging.ERROR, __file__, 1, "failed", (), __import__("sys").exc_info()
+        )
     out.handle(record)
     assert stream.getvalue().count("\n") == 1
     assert "ValueError: boom" in json.loads(stream.getvalue())["exception"]
