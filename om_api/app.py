@@ -20,12 +20,11 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 
 from om_adapters import telemetry
-from om_api import errors, ui
+from om_api import errors, request_ids, ui
 from om_api.errors import error_body
 from om_api.loopback import LoopbackOnly
 from om_api.metrics import Metrics, MetricsListener
 from om_api.proxy import chat_completions
-from om_api.request_ids import App
 from om_api.routes import (
     dashboard,
     events,
@@ -183,7 +182,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 listener.stop()
             await run_in_threadpool(runtime.close)
 
-    app = App(title="om", version="0.1.0", description=DESCRIPTION, lifespan=lifespan)
+    app = FastAPI(title="om", version="0.1.0", description=DESCRIPTION, lifespan=lifespan)
     app.state.runtime = runtime
     app.state.stream_slots = StreamSlots(
         per_key=api_settings.sse_max_streams_per_key, total=api_settings.sse_max_streams
@@ -214,4 +213,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     # The dashboard (issue 17): static files only, which call the routes above with the user's key.
     ui.mount(app)
     instrument_api(app, runtime.db)
+    request_ids.install(app)  # last: outside the whole stack, the tracing middleware included
     return app

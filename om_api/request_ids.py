@@ -1,14 +1,15 @@
 """The request id of every API request, picked at the outermost edge of the application.
 
 `RequestIds` wraps the whole ASGI stack, Starlette's server-error handler included, so even a 500 carries
-the id. It picks the id (`om_adapters.request_context.choose_request_id`: a valid `X-Request-ID`, else the
-trace id of a valid `traceparent`, else the trace the request span started when tracing is on, else a new
-one), keeps it in the request's context for the log lines, the error bodies (`error.request_id`) and the
-tasks the request sends, and echoes it in the response's `X-Request-ID` header. A forged id (too long, or
-with characters outside `[A-Za-z0-9._:-]`) is replaced, never echoed.
+the id. It picks the id (`om_adapters.request_context.choose_request_id`: a valid `X-Request-ID`, else
+the trace id of a valid `traceparent`, else a new one), keeps it in the request's context for the log
+lines, the error bodies (`error.request_id`) and the tasks the request sends, and echoes it in the
+response's `X-Request-ID` header. A forged id (too long, or with characters outside `[A-Za-z0-9._:-]`) is
+replaced, never echoed.
 
-`App` is FastAPI with this wrapper outside the stack FastAPI builds; with tracing on, the FastAPI
-instrumentation wraps it once more (its request span is then the outermost, and the id can be its trace's).
+`install` puts the wrapper outside the stack FastAPI builds, and outside the FastAPI instrumentation's
+middleware when tracing is on (so a request's log lines carry its trace id from the request span on, and
+the id itself comes from the request, never from the span).
 """
 
 from __future__ import annotations
@@ -18,8 +19,7 @@ from typing import Any
 
 from fastapi import FastAPI
 
-from om_adapters.request_context import REQUEST_ID, TENANT, new_request_id, trace_id_of, valid_request_id
-from om_core.tracing import current_trace_id
+from om_adapters.request_context import REQUEST_ID, TENANT, choose_request_id
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -40,12 +40,7 @@ def _header(scope: Scope, name: bytes) -> str | None:
 
 def request_id_of(scope: Scope) -> str:
     """The id of the request `scope` describes (see the module's docstring)."""
-    return (
-        valid_request_id(_header(scope, _HEADER))
-        or trace_id_of(_header(scope, b"traceparent"))
-        or current_trace_id()
-        or new_request_id()
-    )
+    return choose_request_id(_header(scope, _HEADER), _header(scope, b"traceparent"))
 
 
 class RequestIds:
@@ -77,8 +72,14 @@ class RequestIds:
             REQUEST_ID.reset(token)
 
 
-class App(FastAPI):
-    """FastAPI with `RequestIds` outside the middleware stack it builds."""
+def install(app: FastAPI) -> None:
+    """Put `RequestIds` outside the stack `app` builds, Starlette's server-error handler and the tracing
+    middleware (when instrumented) included. Called last: the FastAPI instrumentation replaces the same
+    builder and expects to find Starlette's own stack under it."""
+    inner = app.build_middleware_stack
 
-    def build_middleware_stack(self) -> ASGIApp:
-        return RequestIds(super().build_middleware_stack())
+    def build() -> ASGIApp:
+        return RequestIds(inner())
+
+    # Starlette builds the stack on the first request through this attribute.
+    setattr(app, "build_middleware_stack", build)  # noqa: B010

@@ -129,8 +129,14 @@ def test_one_trace_holds_the_request_the_workers_task_and_the_model_call(
     assert any(s.service == "om-worker" and s.name.startswith("run/") for s in chain), names
     assert any(s.service == "om-api" and s.name.startswith("apply_async/") for s in chain), names
     assert ("om-api", "om.turn") in names, names
-    assert "/turns" in root.name, names
+    assert root.name == "POST /v1/threads/{thread_id}/turns", names  # FastAPI's request span
     assert len({s.trace_id for s in chain}) == 1
+
+    # The libraries' instrumentations add their spans to the same trace, in both processes.
+    in_trace = [s for s in receiver.spans() if s.trace_id == root.trace_id]
+    for service in ("om-api", "om-worker"):
+        statements = [s for s in in_trace if s.service == service and "db.statement" in s.attributes]
+        assert statements, f"no SQL statement span from {service}"
 
 
 def _json_lines(text: str) -> list[dict[str, object]]:

@@ -123,3 +123,20 @@ def test_a_failed_model_in_a_fallback_chain_leaves_a_failed_span_and_the_next_on
 )
 def test_traces_are_asked_for_by_the_standard_variables_only(environ: dict[str, str], on: bool) -> None:
     assert tracing_requested(environ) is on
+
+
+def test_the_cores_tracing_module_imports_the_api_only() -> None:
+    """The import contract sees `opentelemetry` as one package; this reads which parts of it the one
+    module allowed to import it takes: the API, never the SDK, an exporter or an instrumentation."""
+    import ast
+    from pathlib import Path
+
+    source = Path(tracing.__file__).read_text()
+    imported = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            imported.add(node.module)
+        elif isinstance(node, ast.Import):
+            imported |= {alias.name for alias in node.names}
+    otel = {name for name in imported if name.startswith("opentelemetry")}
+    assert otel == {"opentelemetry", "opentelemetry.trace"}, otel
