@@ -140,3 +140,14 @@ def test_the_cores_tracing_module_imports_the_api_only() -> None:
             imported |= {alias.name for alias in node.names}
     otel = {name for name in imported if name.startswith("opentelemetry")}
     assert otel == {"opentelemetry", "opentelemetry.trace"}, otel
+
+
+def test_every_task_kind_runs_in_a_span_named_for_what_it_does() -> None:
+    """`run_task` names each task's span from this table; a new kind must be given its name."""
+    from om_core.engine import TASKS
+    from om_core.engine.core import SPAN_OF_TASK
+
+    named_spans = {"om.observation", "om.reflection", "om.extraction", "om.indexing", "om.webhook"}
+    for kind in TASKS:
+        assert SPAN_OF_TASK.get(kind.value.__name__) in named_spans, kind.value.__name__
+    assert set(SPAN_OF_TASK.values()) == named_spans
