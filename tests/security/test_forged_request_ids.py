@@ -128,3 +128,11 @@ def test_a_message_with_a_newline_stays_one_json_log_line() -> None:
     record = logging.LogRecord("om.api", logging.WARNING, __file__, 1, "got %s", ("a\nINFO forged",), None)
     out.handle(record)
     assert stream.getvalue().count("\n") == 1
+
+
+def test_the_python_clients_error_carries_the_request_id(client: TestClient) -> None:
+    from om_client.errors import OMUnauthorized, error_for
+
+    response = client.get("/v1/threads/t/status", headers={"X-Request-ID": "support-ticket-7"})
+    error = error_for(response)
+    assert isinstance(error, OMUnauthorized) and error.request_id == "support-ticket-7"
