@@ -16,6 +16,7 @@ from celery import Celery
 from celery.exceptions import TimeoutError as ResultTimeout
 from celery.result import AsyncResult
 
+from om_adapters.request_context import task_headers
 from om_core import Task, task_to_dict
 from om_core.engine import kind_of
 from om_core.engine.tasks import run_each, wait_all
@@ -44,8 +45,9 @@ class CeleryExecutor:
             queue=kind.queue,
             routing_key=kind.queue,
             ignore_result=not keep_result,
-            # The worker's queue-wait metric (`om_workers.metrics`) reads this wall-clock stamp.
-            headers={SENT_AT_HEADER: time.time()},
+            # The worker's queue-wait metric (`om_workers.metrics`) reads this wall-clock stamp; the
+            # request's id and tenant go along for the worker's log lines (`request_context`).
+            headers={SENT_AT_HEADER: time.time(), **task_headers()},
         )
         if self.on_sent is not None:
             self.on_sent(task, result)

@@ -19,7 +19,8 @@ from fastapi import FastAPI
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 
-from om_api import errors, ui
+from om_adapters import telemetry
+from om_api import errors, request_ids, ui
 from om_api.errors import error_body
 from om_api.loopback import LoopbackOnly
 from om_api.mcp import endpoint as mcp_endpoint
@@ -45,6 +46,7 @@ from om_api.settings import ApiSettings
 from om_api.sse import ThreadFeeds, listen_redis
 from om_api.stream_slots import StreamSlots
 from om_api.tenant_rate_limit import TenantRateLimit
+from om_api.tracing import instrument_api
 from om_core import Settings
 
 log = logging.getLogger("om.api")
@@ -144,6 +146,7 @@ class RequestMetrics:
 def create_app(settings: Settings | None = None) -> FastAPI:
     """The API app. Plain `Settings` work too: the API-only settings are then read from the environment."""
     api_settings = ApiSettings.from_base(settings) if settings is not None else ApiSettings()
+    telemetry.setup_tracing("om-api")  # before the runtime: its clients are then instrumented
     runtime = build_runtime(api_settings)
 
     @asynccontextmanager
@@ -216,4 +219,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.router.routes.append(mcp_endpoint.route(runtime, api_settings.max_request_bytes))
     # The dashboard (issue 17): static files only, which call the routes above with the user's key.
     ui.mount(app)
+    instrument_api(app, runtime.db)
+    request_ids.install(app)  # last: outside the whole stack, the tracing middleware included
     return app

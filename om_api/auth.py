@@ -14,6 +14,7 @@ from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.concurrency import run_in_threadpool
 
+from om_adapters.request_context import TENANT
 from om_api.errors import ApiError
 from om_api.runtime import ApiRuntime
 from om_core import PublicId, StoredId, scoped_id
@@ -71,6 +72,7 @@ async def authenticate(
     if key is None:
         raise _unauthorized("the API key is unknown or revoked: check it, or create a new one")
     request.state.tenant_id = key.tenant_id
+    TENANT.set(key.tenant_id)  # for the request's log lines and the tasks it sends
     return Principal(tenant_id=key.tenant_id, key_id=key.id)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 
+from om_adapters.logs import configure_logging
 from om_api.loopback import loopback_bind
 from om_api.settings import ApiSettings
 from om_core.process.startup_heap import freeze_startup_heap
@@ -52,6 +53,7 @@ def serve(
     """Run the API with uvicorn until interrupted (one process; scale out with more replicas). Without
     authentication it binds only loopback addresses unless `insecure_no_auth` (ValueError otherwise)."""
     import uvicorn
+    from uvicorn.config import LOGGING_CONFIG
 
     from om_api.app import create_app
 
@@ -61,7 +63,7 @@ def serve(
     problem = open_without_auth(settings, host, port, insecure_no_auth=insecure_no_auth)
     if problem is not None:
         raise ValueError(problem)
-    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging(settings.log_format, log_level)
     if settings.auth == "none" and not loopback_bind(host):
         log.warning(
             "--insecure-no-auth: serving %s:%d without authentication; requests must still name a "
@@ -77,6 +79,8 @@ def serve(
         port=port,
         log_level=log_level,
         proxy_headers=True,
+        # JSON lines: uvicorn's loggers (its access log too) propagate to om's handler instead of its own.
+        log_config=None if settings.log_format == "json" else LOGGING_CONFIG,
         # Live event streams never end on their own; do not let them hold a shutdown forever.
         timeout_graceful_shutdown=10,
     )

@@ -24,6 +24,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
+from om_adapters.request_context import REQUEST_ID
 from om_core import OMConfigError
 from om_core.store.history import MessageConflict
 
@@ -83,6 +84,10 @@ def error_body(
     errors: Sequence[Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
     detail: dict[str, Any] = {"code": code, "message": message}
+    request_id = REQUEST_ID.get()
+    if request_id is not None:
+        # The id the response's X-Request-ID header carries too: what a user quotes to an operator.
+        detail["request_id"] = request_id
     if field is not None:
         detail["field"] = field
     if limit is not None:

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import argparse
 import ipaddress
-import logging
 import os
 import sys
 from collections.abc import Mapping, Sequence
 
+from om_adapters import telemetry
 from om_adapters.celery_app import WorkerSettings
+from om_adapters.logs import configure_logging
+from om_core.config.settings import Settings
 from om_core.engine import QUEUES
 from om_core.process.malloc_arenas import cap_malloc_arenas
 
@@ -56,10 +58,6 @@ def worker_argv(
     ]
 
 
-#: The API's format (`om_api.cli`): timestamps let a slow turn be matched with the task it waited on.
-LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
-
-
 def run_worker(
     queues: list[str],
     concurrency: int,
@@ -72,7 +70,7 @@ def run_worker(
     cap_malloc_arenas()  # before the pool starts its threads
     from om_workers.app import app
 
-    logging.basicConfig(level=loglevel, format=LOG_FORMAT)
+    configure_logging(Settings().log_format, loglevel)
     app.worker_main(worker_argv(queues, concurrency, pool, hostname=hostname, loglevel=loglevel))
 
 
@@ -80,7 +78,8 @@ def run_beat(*, loglevel: str = "INFO") -> None:
     """Run celery-beat with the maintenance schedule. Run one; a second one is harmless, not useful."""
     from om_workers.app import app
 
-    logging.basicConfig(level=loglevel, format=LOG_FORMAT)
+    configure_logging(Settings().log_format, loglevel)
+    telemetry.setup_tracing("om-beat")  # the publish span of each maintenance pass it sends
     schedule = WorkerSettings().schedule_file()
     app.start(["beat", f"--loglevel={loglevel}", f"--schedule={schedule}"])
 

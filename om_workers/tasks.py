@@ -27,6 +27,7 @@ import redis
 from celery import Task as CeleryTask
 from celery.signals import task_postrun, task_prerun, worker_init, worker_process_init, worker_shutdown
 
+from om_adapters import request_context, telemetry
 from om_adapters.celery_app import TASK_QUEUES, WorkerSettings
 from om_adapters.celery_executor import SENT_AT_HEADER, WorkerExecutor
 from om_adapters.redis_coordination import RedisCoordination
@@ -93,6 +94,7 @@ def build_runtime(settings: Settings | None = None, worker: WorkerSettings | Non
         rate_limiter=TokenBucket(client),
     )
     executor.bind(engine.run_task)
+    telemetry.trace_database(engine.db)
     return WorkerRuntime(engine, coordination, client, worker, os.getpid())
 
 
@@ -148,14 +150,25 @@ def _queue_of(task: CeleryTask) -> str:
 
 
 def _task_started(task_id: str, task: CeleryTask, **_: Any) -> None:
+    request_context.adopt_task_headers(
+        {name: getattr(task.request, name, None) for name in request_context.TASK_HEADERS}
+    )
     sent_at = getattr(task.request, SENT_AT_HEADER, None)
     worker_metrics().task_started(task_id, task.name, _queue_of(task), sent_at)
 
 
 def _task_finished(task_id: str, task: CeleryTask, state: str | None = None, **_: Any) -> None:
     worker_metrics().task_finished(task_id, task.name, _queue_of(task), state)
+    request_context.clear()
 
 
+def _start_tracing(**_: Any) -> None:
+    """The SDK and the Celery instrumentation, in the main process before the pool forks (the batch
+    processor restarts its thread in each child), when `OTEL_*` asks for traces."""
+    telemetry.setup_tracing("om-worker")
+
+
+worker_init.connect(_start_tracing, weak=False)
 worker_init.connect(_serve_metrics, weak=False)
 worker_init.connect(_warm_up_before_serving, weak=False)
 worker_process_init.connect(_build_runtime_in_child, weak=False)

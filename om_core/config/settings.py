@@ -88,6 +88,10 @@ class Settings(BaseSettings):
         default=4_000_000, ge=1024, description="Largest line of an import (413 above)"
     )
     auth: Literal["keys", "none"] = Field(default="keys", description="keys: API keys; none: embedded only")
+    log_format: Literal["text", "json"] = Field(
+        default="text",
+        description="Logs of the API, workers and beat: text, or json (one object a line with request ids)",
+    )
     api_host: str = Field(default="127.0.0.1")
     api_port: int = Field(default=8088)
 

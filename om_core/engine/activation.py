@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from om_core import tracing
 from om_core.config.options import ResolvedConfig
 from om_core.coordination import Keys
 from om_core.engine import events as ev
@@ -130,6 +131,18 @@ def activate(
 
     Retries on the new head when a rollover retired the one it read (at most 3 times, behaviour §3.5(4)).
     """
+    with tracing.operation("om.activation", {"om.trigger": triggered_by}):
+        return _activate(core, thread_id, pending_tokens, triggered_by, trigger_details, activate_all)
+
+
+def _activate(
+    core: EngineCore,
+    thread_id: str,
+    pending_tokens: int | None,
+    triggered_by: str,
+    trigger_details: Mapping[str, Any] | None,
+    activate_all: bool,
+) -> Record | None:
     cfg = core.thread_config(thread_id)
     key = lookup_key(thread_id)
     shared = _shared_log(core, thread_id, cfg)

@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 
 from sqlalchemy import Engine, update
 
+from om_core import tracing
 from om_core.config import trust
 from om_core.config.options import (
     ObservationalMemoryConfig,
@@ -65,6 +66,18 @@ log = logging.getLogger("om.engine")
 #: The tenant of the task the current thread runs (`EngineCore.run_task` sets it): whose spend budget its
 #: model calls draw on. None outside a task and for ids stored without a tenant (no auth: no budgets).
 CURRENT_TENANT: ContextVar[str | None] = ContextVar("om_current_tenant", default=None)
+
+#: The span a task value runs in (`om_core.tracing`), by its type's name: what om does, not how it is queued.
+SPAN_OF_TASK: Mapping[str, str] = {
+    "Observe": "om.observation",
+    "BufferObservation": "om.observation",
+    "ObserveBatch": "om.observation",
+    "Reflect": "om.reflection",
+    "BufferReflection": "om.reflection",
+    "ExtractValues": "om.extraction",
+    "IndexThread": "om.indexing",
+    "DeliverWebhooks": "om.webhook",
+}
 EVENT_SINK: ContextVar[list[StoredEvent] | None] = ContextVar("om_event_sink", default=None)
 
 
@@ -197,7 +210,10 @@ class EngineCore:
         token = CURRENT_TRIGGER.set(getattr(task, "trigger", None))
         tenant = CURRENT_TENANT.set(tenant_of(task.thread_id) if task.thread_id else None)
         try:
-            return handler(self, task)
+            with tracing.operation(
+                SPAN_OF_TASK.get(type(task).__name__, "om.task"), {"om.task": type(task).__name__}
+            ):
+                return handler(self, task)
         finally:
             CURRENT_TENANT.reset(tenant)
             CURRENT_TRIGGER.reset(token)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+from om_core import tracing
 from om_core.config.options import ResolvedConfig
 from om_core.coordination import Peek
 from om_core.engine import (
@@ -48,7 +49,8 @@ def ingest_turn(core: EngineCore, turn: TurnInput) -> TurnResult:
     sink: list[StoredEvent] = []
     token = EVENT_SINK.set(sink)
     try:
-        return _ingest(core, turn, sink)
+        with tracing.operation("om.turn", {"om.messages": len(turn.messages)}):
+            return _ingest(core, turn, sink)
     finally:
         EVENT_SINK.reset(token)
 

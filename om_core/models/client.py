@@ -29,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from om_core import tracing
 from om_core.errors import OMError, http_status
 from om_core.models.capabilities import accepts_images
 from om_core.models.retry import RetryPolicy, is_abort
@@ -219,26 +220,36 @@ class ModelClient:
                     response_format=response_format,
                 )
 
-            try:
-                self._check_credentials(routed)
-                response = self.retry.run(attempt, abort=abort)
-            except Exception as exc:
-                if is_abort(exc):
-                    raise
-                failures.append((routed.router_id, exc))
-                if position + 1 < len(chain):
-                    log.warning(
-                        "model %s failed (%s); falling back to %s", router_id, exc, chain[position + 1]
-                    )
-                    continue
-                for earlier_model, earlier in failures[:-1]:
-                    exc.add_note(
-                        f"fallback {earlier_model} failed earlier: {type(earlier).__name__}: {earlier}"
-                    )
-                if isinstance(exc, OMError):
-                    raise
-                raise ModelCallFailed.of(routed.router_id, exc) from exc
-            return _completion(response, routed.router_id, attempts)
+            with tracing.model_call(routed.router_id) as call:
+                try:
+                    self._check_credentials(routed)
+                    response = self.retry.run(attempt, abort=abort)
+                except Exception as exc:
+                    if is_abort(exc):
+                        raise
+                    failures.append((routed.router_id, exc))
+                    if position + 1 < len(chain):
+                        call.failed(exc)
+                        log.warning(
+                            "model %s failed (%s); falling back to %s", router_id, exc, chain[position + 1]
+                        )
+                        continue
+                    for earlier_model, earlier in failures[:-1]:
+                        exc.add_note(
+                            f"fallback {earlier_model} failed earlier: {type(earlier).__name__}: {earlier}"
+                        )
+                    if isinstance(exc, OMError):
+                        raise
+                    raise ModelCallFailed.of(routed.router_id, exc) from exc
+                completion = _completion(response, routed.router_id, attempts)
+                call.answered(
+                    model=completion.model,
+                    input_tokens=completion.input_tokens,
+                    output_tokens=completion.output_tokens,
+                    cost=completion.cost,
+                    finish_reason=completion.finish_reason,
+                )
+                return completion
         raise AssertionError("unreachable: the loop returns or raises")
 
     def embed(
@@ -286,7 +297,8 @@ class ModelClient:
             return vectors
 
         try:
-            result: list[list[float]] = self.retry.run(attempt, abort=abort)
+            with tracing.model_call(routed.router_id, kind="embeddings"):
+                result: list[list[float]] = self.retry.run(attempt, abort=abort)
         except Exception as exc:
             if is_abort(exc) or isinstance(exc, OMError):
                 raise

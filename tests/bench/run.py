@@ -9,7 +9,8 @@ the values recorded for that figure in earlier runs (`tests/bench/history.json`,
 Sections, in order: turn_profile, turn_path, peer (om on its embedded stack beside the original, same
 conversation, same run), long_thread (context bound, flatness, local-model compression and retention),
 blocking, memory, throughput (its own workers), tokens, search (latency over a large resource on Postgres
-and SQLite, indexing throughput, index lag after a burst). `--quick` runs each on a
+and SQLite, indexing throughput, index lag after a burst), tracing (the turn path's CPU with tracing off
+and on, in-process). `--quick` runs each on a
 smaller workload (each figure says what it shrank) for CI; it still produces every figure.
 
 Timings are printed, never asserted; the exit status is non-zero only when a section failed to run.
@@ -42,6 +43,7 @@ from tests.bench import (
     search,
     throughput,
     token_counting,
+    tracing_cost,
     turn_path,
     turn_profile,
 )
@@ -67,6 +69,8 @@ SECTIONS: dict[str, Callable[[Bench], None]] = {
     "throughput": throughput.run,
     "tokens": token_counting.run,
     "search": search.run,
+    # Last: it installs the tracing SDK in this process, which cannot be taken back.
+    "tracing": tracing_cost.run,
 }
 #: The figures each section reports, by its plan for a quick (True) or full run: the bench's one list of
 #: figure names and units (the history file and the smoke test are held to it).
@@ -80,6 +84,7 @@ FIGURES: dict[str, Callable[[bool], list[FigureDef]]] = {
     "throughput": throughput.figures,
     "tokens": token_counting.figures,
     "search": search.figures,
+    "tracing": tracing_cost.figures,
 }
 MAIN_REDIS_DB = 8
 #: The main stack's memory model: the offline local model (sections that want latency override per thread).

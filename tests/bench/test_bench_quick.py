@@ -18,9 +18,9 @@ from tests.bench import run
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow, pytest.mark.timeout(1200)]
 
-#: Every figure of issues 7, 18 and 29, by the start of its name; the quick suite must produce each one. The
-#: original's figures (peer section) are produced too but may be n/a: it needs Node and npm, and skips
-#: with its reason where they are missing.
+#: Every figure of issues 7, 18, 29 and 32, by the start of its name; the quick suite must produce each
+#: one. The original's figures (peer section) are produced too but may be n/a: it needs Node and npm, and
+#: skips with its reason where they are missing.
 EXPECTED = (
     "turn p50, 1 thread",
     "turn p99, 1 thread",
@@ -58,6 +58,9 @@ EXPECTED = (
     "search p99, SQLite",
     "messages indexed and embedded per second",
     "index lag after a burst",
+    "API CPU per turn, tracing off",
+    "API CPU per turn, tracing on",
+    "turn CPU, tracing on ÷ off",
 )
 #: Figures that may legitimately have no value (no blocking at all in the sweep).
 MAY_BE_EMPTY = ("blocking starts at messageTokens",)

@@ -11,7 +11,8 @@ import httpx
 
 class OMAPIError(Exception):
     """An error answer of the API: `status`, and the body's `code`, `message`, `field` and `limit`;
-    `retry_after_s` is the answer's `Retry-After` in seconds (None without one)."""
+    `retry_after_s` is the answer's `Retry-After` in seconds (None without one); `request_id` the
+    answer's `X-Request-ID` (what to quote to the operator; None from a server that sends none)."""
 
     def __init__(
         self,
@@ -22,6 +23,7 @@ class OMAPIError(Exception):
         limit: int | None = None,
         *,
         retry_after_s: float | None = None,
+        request_id: str | None = None,
     ) -> None:
         super().__init__(f"{status} {code}: {message}")
         self.status = status
@@ -30,6 +32,7 @@ class OMAPIError(Exception):
         self.field = field
         self.limit = limit
         self.retry_after_s = retry_after_s
+        self.request_id = request_id
 
 
 class OMBadRequest(OMAPIError):
@@ -112,6 +115,7 @@ def error_for(response: httpx.Response) -> OMAPIError | None:
         detail.get("field"),
         detail.get("limit"),
         retry_after_s=retry_after_s(response),
+        request_id=response.headers.get("x-request-id"),
     )
 
 

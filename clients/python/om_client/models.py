@@ -504,6 +504,9 @@ class ErrorDetail(_Response):
     field: str | None = None
     limit: int | None = None
     errors: list[FieldError] | None = None
+    request_id: str | None = Field(
+        default=None, description="The request's id, as in its X-Request-ID header: quote it to the operator"
+    )
 
 
 class ErrorResponse(_Response):

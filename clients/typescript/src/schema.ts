@@ -991,6 +991,11 @@ export interface components {
             limit?: number | null;
             /** Errors */
             errors?: components["schemas"]["FieldError"][] | null;
+            /**
+             * Request Id
+             * @description The request's id, as in its X-Request-ID header: quote it to the operator
+             */
+            request_id?: string | null;
         };
         /** ErrorResponse */
         ErrorResponse: {
