@@ -137,10 +137,10 @@ def activate(
 
 def _activate(
     core: EngineCore,
-    thread_id: str,
+    thread_id: StoredId,
     pending_tokens: int | None,
     triggered_by: str,
-    trigger_details: Mapping[str, Any] | None,
+    trigger_details: TriggerDetails | None,
     activate_all: bool,
 ) -> Record | None:
     cfg = core.thread_config(thread_id)

@@ -17,6 +17,7 @@ from sqlalchemy import Engine, func, select, union_all
 from om_core.store import schema
 from om_core.store.db import read_only
 from om_core.store.usage import UsageTotals
+from om_core.tenancy.scoped_ids import StoredId
 
 _COUNTS = ("input_tokens", "output_tokens", "cost_usd", "cycles")
 
@@ -29,7 +30,7 @@ class DayUsage:
 
 @dataclass(frozen=True)
 class ThreadDayUsage:
-    thread_id: str
+    thread_id: StoredId
     day: date
     usage: UsageTotals
 
@@ -64,7 +65,7 @@ def tenant_days(engine: Engine, tenant: str, first: date, last: date) -> list[Da
     return [DayUsage(day=row.day, usage=_usage(row)) for row in rows]
 
 
-def thread_days(engine: Engine, thread_id: str, first: date, last: date) -> list[DayUsage]:
+def thread_days(engine: Engine, thread_id: StoredId, first: date, last: date) -> list[DayUsage]:
     """One thread's usage on each day in [first, last] that has any, oldest first."""
     T = schema.usage_thread_days
     query = (
@@ -91,5 +92,7 @@ def tenant_thread_days(
     )
     with read_only(engine) as conn:
         rows = conn.execute(query).all()
-    found = [ThreadDayUsage(thread_id=str(r.thread_id), day=r.day, usage=_usage(r)) for r in rows[:limit]]
+    found = [
+        ThreadDayUsage(thread_id=StoredId(str(r.thread_id)), day=r.day, usage=_usage(r)) for r in rows[:limit]
+    ]
     return found, len(rows) > limit

@@ -17,7 +17,7 @@ from sqlalchemy import Connection, Engine, select
 from om_core.messages import Part
 from om_core.store import schema
 from om_core.store.history import resource_overrides
-from om_core.tenancy.scoped_ids import public_id, scoped_id
+from om_core.tenancy.scoped_ids import PublicId, StoredId, public_id, scoped_id
 from om_core.transfer.records import (
     ChunkLine,
     GroupLine,
@@ -46,13 +46,13 @@ def _header(scope: str) -> HeaderLine:
 
 
 def _public(value: str | None) -> str | None:
-    return public_id(value) if value is not None else None
+    return public_id(StoredId(value)) if value is not None else None
 
 
 def export_thread(db: Engine, tenant_id: str | None, thread: str) -> Iterator[Line]:
     """The thread's resource line (with its overrides), then the thread. Raises `ExportNotFound` before the
     first line when the tenant has no such thread."""
-    stored = scoped_id(tenant_id, thread)
+    stored = scoped_id(tenant_id, PublicId(thread))
     with db.connect() as conn:
         row = conn.execute(select(T).where(T.c.id == stored)).mappings().first()
         if row is None or (tenant_id is not None and row["tenant_id"] != tenant_id):
@@ -62,7 +62,7 @@ def export_thread(db: Engine, tenant_id: str | None, thread: str) -> Iterator[Li
 
 def export_resource(db: Engine, tenant_id: str | None, resource: str) -> Iterator[Line]:
     """The resource, its shared log and working memory, then every thread of it in id order."""
-    stored = scoped_id(tenant_id, resource)
+    stored = scoped_id(tenant_id, PublicId(resource))
     with db.connect() as conn:
         row = conn.execute(select(R).where(R.c.id == stored)).mappings().first()
         if row is None:
@@ -76,7 +76,7 @@ def export_tenant(db: Engine, tenant_id: str | None) -> Iterator[Line]:
     def lines(conn: Connection) -> Iterator[Line]:
         query = select(R.c.id).order_by(R.c.id)
         if tenant_id is not None:
-            query = query.where(R.c.id.startswith(scoped_id(tenant_id, ""), autoescape=True))
+            query = query.where(R.c.id.startswith(scoped_id(tenant_id, PublicId("")), autoescape=True))
         for resource_id in list(conn.execute(query).scalars()):
             row = conn.execute(select(R).where(R.c.id == resource_id)).mappings().first()
             if row is not None:
@@ -143,7 +143,7 @@ def _thread(conn: Connection, row: Any) -> Iterator[Line]:
     yield from _working_memory(conn, f"thread:{stored}")
 
 
-def _messages(conn: Connection, thread_id: str) -> Iterator[MessageLine]:
+def _messages(conn: Connection, thread_id: StoredId) -> Iterator[MessageLine]:
     """Messages in the order of their first part, each with its parts in index order: one join, read in
     batches, a message written when the next one starts."""
     query = (

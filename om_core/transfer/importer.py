@@ -31,7 +31,7 @@ from sqlalchemy.exc import DataError, IntegrityError
 
 from om_core.messages import Message, Part
 from om_core.store import history, schema
-from om_core.tenancy.scoped_ids import scoped_id
+from om_core.tenancy.scoped_ids import PublicId, StoredId, scoped_id
 from om_core.transfer.records import (
     GroupLine,
     HeaderLine,
@@ -277,8 +277,8 @@ class _Writer:
         self.check_config = check_config
         self.report = report
 
-    def stored(self, public: str) -> str:
-        return scoped_id(self.tenant_id, public)
+    def stored(self, public: str) -> StoredId:
+        return scoped_id(self.tenant_id, PublicId(public))
 
     def _check(self, overrides: dict[str, Any] | None, base: dict[str, Any] | None, number: int) -> None:
         try:
