@@ -7,7 +7,7 @@ and detach (the bench's tracing section measures both). This is the one module o
 `opentelemetry` (import contract `core-traces-through-one-module`).
 
 Names follow what om does: `om.turn`, `om.activation`, `om.observation`, `om.reflection`, `om.extraction`,
-`om.indexing`, `om.webhook`; a model call is `chat <model>` (or `embeddings <model>`) with the GenAI
+`om.indexing`, `om.webhook_delivery`; a model call is `chat <model>` (or `embeddings <model>`) with the GenAI
 semantic-convention attributes (`gen_ai.operation.name`, `gen_ai.request.model`, `gen_ai.usage.*`) and two
 of om's own, which the conventions do not define: `om.memory.operation` (the om span it was made for) and
 `om.cost_usd` (litellm's price of the reply).

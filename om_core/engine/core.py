@@ -76,7 +76,7 @@ SPAN_OF_TASK: Mapping[str, str] = {
     "BufferReflection": "om.reflection",
     "ExtractValues": "om.extraction",
     "IndexThread": "om.indexing",
-    "DeliverWebhooks": "om.webhook",
+    "DeliverWebhooks": "om.webhook_delivery",
 }
 EVENT_SINK: ContextVar[list[StoredEvent] | None] = ContextVar("om_event_sink", default=None)
 

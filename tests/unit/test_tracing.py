@@ -147,7 +147,7 @@ def test_every_task_kind_runs_in_a_span_named_for_what_it_does() -> None:
     from om_core.engine import TASKS
     from om_core.engine.core import SPAN_OF_TASK
 
-    named_spans = {"om.observation", "om.reflection", "om.extraction", "om.indexing", "om.webhook"}
+    named_spans = {"om.observation", "om.reflection", "om.extraction", "om.indexing", "om.webhook_delivery"}
     for kind in TASKS:
         assert SPAN_OF_TASK.get(kind.value.__name__) in named_spans, kind.value.__name__
     assert set(SPAN_OF_TASK.values()) == named_spans
