@@ -83,6 +83,11 @@ export type WebhookInfo = ResponseOf<"/v1/webhooks/{endpoint_id}", "get">;
 export type WebhookPatch = RequestOf<"/v1/webhooks/{endpoint_id}", "patch">;
 export type WebhookPage = ResponseOf<"/v1/webhooks", "get">;
 export type WebhookDeliveries = ResponseOf<"/v1/webhooks/{endpoint_id}/deliveries", "get">;
+export type WebhookRotate = RequestOf<"/v1/webhooks/{endpoint_id}/rotate-secret", "post">;
+export type SpendResponse = ResponseOf<"/v1/usage/spend", "get">;
+export type ImportResponse = ResponseOf<"/v1/import", "post">;
+/** One line of an export (docs/guide/export-import.md): a JSON object whose `kind` says what it holds. */
+export type TransferLine = { kind: string } & Record<string, unknown>;
 export type ChatCompletionRequest = RequestOf<"/v1/chat/completions", "post">;
 export type ChatCompletionResponse = ResponseOf<"/v1/chat/completions", "post">;
 /** One `data-om-*` part of the thread's outbox, as the event stream and turns deliver it. */
@@ -344,6 +349,8 @@ export interface SearchOptions {
 
 interface CallOptions {
   body?: unknown;
+  /** A body sent as is with its content type, instead of `body` as JSON. */
+  content?: { text: string; type: string };
   query?: Record<string, string | number | boolean | null | undefined>;
   headers?: Record<string, string>;
   safety?: Safety;
@@ -686,6 +693,65 @@ export class OMClient {
     return this.call("GET", path, { query, signal: options.signal });
   }
 
+  /** A new signing secret (shown once, in `secret`); the previous one keeps signing beside it for
+   * `keepPreviousS` seconds (default one day), so receivers switch without losing a delivery. */
+  rotateWebhookSecret(
+    endpointId: string,
+    options: RequestOptions & { keepPreviousS?: number } = {},
+  ): APIPromise<WebhookCreated> {
+    const body: Partial<NonNullable<WebhookRotate>> = {};
+    if (options.keepPreviousS !== undefined) body.keep_previous_s = options.keepPreviousS;
+    const path = `/v1/webhooks/${encodeURIComponent(endpointId)}/rotate-secret`;
+    return this.call("POST", path, { body, signal: options.signal });
+  }
+
+  /** Stop signing with the previous secret now (every receiver has the new one). */
+  endWebhookRotation(endpointId: string, options: RequestOptions = {}): APIPromise<WebhookInfo> {
+    return this.call("DELETE", `/v1/webhooks/${encodeURIComponent(endpointId)}/previous-secret`, options);
+  }
+
+  // ------------------------------------------------------------------------------ export and import
+
+  /** The thread's memory as export lines, read as they stream (docs/guide/export-import.md). */
+  exportThread(threadId: string, options: RequestOptions = {}): AsyncGenerator<TransferLine, void, undefined> {
+    return this.exportLines(thread(threadId, "/export"), options);
+  }
+
+  /** The resource's memory (its shared log, working memory and every thread) as export lines. */
+  exportResource(resourceId: string, options: RequestOptions = {}): AsyncGenerator<TransferLine, void, undefined> {
+    return this.exportLines(resource(resourceId, "/export"), options);
+  }
+
+  /** Import export lines (objects, or JSON text lines such as an export's) into this key's tenant; the
+   * answer counts what was added. Idempotent (by ids), so it is retried like a read. */
+  importRecords(lines: Iterable<TransferLine | string>, options: RequestOptions = {}): APIPromise<ImportResponse> {
+    const text = Array.from(lines, (line) => (typeof line === "string" ? line.trim() : JSON.stringify(line)))
+      .filter((line) => line !== "")
+      .join("\n");
+    return this.call("POST", "/v1/import", {
+      content: { text: `${text}\n`, type: "application/x-ndjson" },
+      safety: "idempotent",
+      signal: options.signal,
+    });
+  }
+
+  private async *exportLines(path: string, options: RequestOptions): AsyncGenerator<TransferLine, void, undefined> {
+    const headers: Record<string, string> = { ...this.headers, accept: "application/x-ndjson" };
+    const response = await this.fetch(this.url(path), { headers, signal: options.signal });
+    if (!response.ok) throw await errorFor(response);
+    if (response.body === null) throw new TypeError("the export has no body");
+    const decoder = new TextDecoder();
+    let pending = "";
+    for await (const chunk of response.body as unknown as AsyncIterable<Uint8Array>) {
+      pending += decoder.decode(chunk, { stream: true });
+      const lines = pending.split("\n");
+      pending = lines.pop() ?? "";
+      for (const line of lines) if (line.trim() !== "") yield JSON.parse(line) as TransferLine;
+    }
+    pending += decoder.decode();
+    if (pending.trim() !== "") yield JSON.parse(pending) as TransferLine;
+  }
+
   // ---------------------------------------------------------------------- the key, its models, usage
 
   /** Whether keys are required, the caller's tenant, where Flower is. */
@@ -701,6 +767,13 @@ export class OMClient {
   /** What this key spent on actor models through the proxy. */
   usage(options: RequestOptions = {}): APIPromise<KeyUsageResponse> {
     return this.call("GET", "/v1/usage", options);
+  }
+
+  /** What om's own models (Observer, Reflector, extractors) spent for this key's tenant per UTC day and
+   * per thread per day, with today's budget state; `threadId`: that thread's only. */
+  spend(options: RequestOptions & { days?: number; threadId?: string } = {}): APIPromise<SpendResponse> {
+    const query = { days: options.days, thread: options.threadId };
+    return this.call("GET", "/v1/usage/spend", { query, signal: options.signal });
   }
 
   /** Queue depths, workers seen, the caller's recent failures and usage. */
@@ -802,8 +875,8 @@ export class OMClient {
     const safety = options.safety ?? (method !== "POST" || READ_POSTS.test(path) ? "idempotent" : "once");
     const url = this.url(path, options.query);
     const headers: Record<string, string> = { ...this.headers, accept: "application/json", ...options.headers };
-    const body = options.body === undefined ? undefined : JSON.stringify(options.body);
-    if (body !== undefined) headers["content-type"] = "application/json";
+    const body = options.content?.text ?? (options.body === undefined ? undefined : JSON.stringify(options.body));
+    if (body !== undefined) headers["content-type"] = options.content?.type ?? "application/json";
     const backoff = new Backoff(this.retry);
     for (;;) {
       backoff.attempts += 1;

@@ -31,6 +31,12 @@ async function withEnv(vars: Record<string, string | undefined>, body: () => Pro
   }
 }
 
+async function collect<T>(lines: AsyncIterable<T>): Promise<T[]> {
+  const out: T[] = [];
+  for await (const line of lines) out.push(line);
+  return out;
+}
+
 /** A thread of `resourceId` with a few exchanges stored. */
 async function conversation(om: OMClient, threadId: string, resourceId: string, turns = 3): Promise<void> {
   for (let i = 0; i < turns; i++) {
@@ -247,10 +253,49 @@ describe("every route against om serve", live, () => {
       assert.equal((await om.webhook(created.id)).description, "ts client test");
       assert.ok((await om.webhooks()).items.some((w) => w.id === created.id));
       assert.ok(Array.isArray((await om.webhookDeliveries(created.id)).items));
+      const rotated = await om.rotateWebhookSecret(created.id, { keepPreviousS: 60 });
+      assert.ok(rotated.secret.startsWith("whsec_") && rotated.secret !== created.secret);
+      assert.ok(rotated.previous_secret_expires_at !== null, "the previous secret still signs for a while");
+      assert.equal((await om.endWebhookRotation(created.id)).previous_secret_expires_at, null);
     } finally {
       await om.deleteWebhook(created.id);
     }
     await assert.rejects(om.webhook(created.id), OMNotFound);
+  });
+
+  test("export a thread, erase it, import the lines back: the same messages; a second import adds none", async () => {
+    const om = client();
+    const threadId = newId("ts-export");
+    const resourceId = newId("ts-export-r");
+    await conversation(om, threadId, resourceId, 2);
+    const lines = [];
+    for await (const line of om.exportThread(threadId)) lines.push(line);
+    assert.equal(lines[0]?.kind, "header");
+    const messages = lines.filter((l) => l.kind === "message");
+    assert.equal(messages.length, 4);
+    assert.equal((await collect(om.exportResource(resourceId))).filter((l) => l.kind === "thread").length, 1);
+    await om.deleteThread(threadId);
+    const imported = await om.importRecords(lines);
+    assert.equal(imported.messages, 4);
+    assert.deepEqual(
+      (await om.messages(threadId)).messages.map((m) => m.id),
+      messages.map((m) => m.id),
+    );
+    const again = await om.importRecords(lines.map((l) => JSON.stringify(l)));
+    assert.equal(again.messages, 0);
+    assert.equal(again.messages_skipped, 4);
+    await assert.rejects(collect(om.exportThread(newId("ts-missing"))), OMNotFound);
+  });
+
+  test("the spend view: days, per thread, the budget; a thread's own", async () => {
+    const om = client();
+    const threadId = newId("ts-spend");
+    await om.postTurn(threadId, [{ role: "user", text: "hello" }], { context: "none" });
+    const tenant = await om.spend({ days: 7 });
+    assert.ok(tenant.first_day <= tenant.last_day && Array.isArray(tenant.days));
+    const one = await om.spend({ days: 7, threadId });
+    assert.equal(one.thread_id, threadId);
+    assert.deepEqual(one.threads, []);
   });
 
   test("a non-streaming call through the chat-completions proxy stores the turn on the thread", async () => {
