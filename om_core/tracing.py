@@ -23,6 +23,18 @@ from typing import Any
 from opentelemetry import trace
 from opentelemetry.trace import Span, Status, StatusCode
 
+#: The span a task runs in, by its type's name: what om does, not how it is queued.
+SPAN_OF_TASK: Mapping[str, str] = {
+    "Observe": "om.observation",
+    "BufferObservation": "om.observation",
+    "ObserveBatch": "om.observation",
+    "Reflect": "om.reflection",
+    "BufferReflection": "om.reflection",
+    "ExtractValues": "om.extraction",
+    "IndexThread": "om.indexing",
+    "DeliverWebhooks": "om.webhook_delivery",
+}
+
 _tracer = trace.get_tracer("om")
 _enabled = False
 

@@ -67,17 +67,6 @@ log = logging.getLogger("om.engine")
 #: model calls draw on. None outside a task and for ids stored without a tenant (no auth: no budgets).
 CURRENT_TENANT: ContextVar[str | None] = ContextVar("om_current_tenant", default=None)
 
-#: The span a task value runs in (`om_core.tracing`), by its type's name: what om does, not how it is queued.
-SPAN_OF_TASK: Mapping[str, str] = {
-    "Observe": "om.observation",
-    "BufferObservation": "om.observation",
-    "ObserveBatch": "om.observation",
-    "Reflect": "om.reflection",
-    "BufferReflection": "om.reflection",
-    "ExtractValues": "om.extraction",
-    "IndexThread": "om.indexing",
-    "DeliverWebhooks": "om.webhook_delivery",
-}
 EVENT_SINK: ContextVar[list[StoredEvent] | None] = ContextVar("om_event_sink", default=None)
 
 
@@ -211,7 +200,7 @@ class EngineCore:
         tenant = CURRENT_TENANT.set(tenant_of(task.thread_id) if task.thread_id else None)
         try:
             with tracing.operation(
-                SPAN_OF_TASK.get(type(task).__name__, "om.task"), {"om.task": type(task).__name__}
+                tracing.SPAN_OF_TASK.get(type(task).__name__, "om.task"), {"om.task": type(task).__name__}
             ):
                 return handler(self, task)
         finally:

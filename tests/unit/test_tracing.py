@@ -145,7 +145,7 @@ def test_the_cores_tracing_module_imports_the_api_only() -> None:
 def test_every_task_kind_runs_in_a_span_named_for_what_it_does() -> None:
     """`run_task` names each task's span from this table; a new kind must be given its name."""
     from om_core.engine import TASKS
-    from om_core.engine.core import SPAN_OF_TASK
+    from om_core.tracing import SPAN_OF_TASK
 
     named_spans = {"om.observation", "om.reflection", "om.extraction", "om.indexing", "om.webhook_delivery"}
     for kind in TASKS:
