@@ -281,6 +281,7 @@ class _Buffering(Operation[BufferObservation, _Work, ObserverOutput]):
             buffered_tokens=chunk.token_count,
             observations=text,
             extraction=persist.end_fields(values),
+            signals=values.signals,
         )
         # The flag and the pacing boundary go on the key's live head in the chunk's transaction, stored or
         # not; `append_chunk` folds them into the UPDATE that marks the chunk's coverage when it stores it.

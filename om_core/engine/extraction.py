@@ -150,7 +150,7 @@ def cycle_values(
     """Everything a cycle reports and persists: the built-ins first (§8.3 order), then the user
     extractors' values (`inline_values`)."""
     user = inline_values(run, output, structured)
-    return Extraction({**builtins, **user.values}, list(user.failures))
+    return Extraction({**builtins, **user.values}, list(user.failures), user.signals)
 
 
 def metadata_patch(run: RunExtractors, extraction: Extraction) -> dict[str, Any]:

@@ -177,6 +177,7 @@ class _Observation(Operation[Observe, _Work, ObserverOutput]):
             suggested_response=output.suggested_response,
             seq_range=(work.from_seq, work.to_seq),
             extraction=persist.end_fields(values),
+            signals=values.signals,
         )
         metadata = {
             "currentTask": output.current_task,

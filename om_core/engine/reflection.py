@@ -303,6 +303,7 @@ class _Reflection(Operation[Reflect, _Work, Reflected]):
             current_task=hints.current_task,
             suggested_response=hints.suggested_response,
             extraction=persist.end_fields(values),
+            signals=values.signals,
         )
 
         def write(conn: Connection) -> tuple[WriteResult, list[StoredEvent]]:

@@ -112,6 +112,7 @@ class _BufferedReflection(Operation[BufferReflection, _Work, Reflected]):
             buffered_tokens=output.tokens,
             observations=output.text,
             extraction=persist.end_fields(values),
+            signals=values.signals,
         )
 
         def write(conn: Connection) -> tuple[WriteResult, list[StoredEvent]]:

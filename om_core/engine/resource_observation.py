@@ -258,6 +258,7 @@ class _Batch(Operation[ObserveBatch, _Work, _Observed]):
                 suggested_response=e.thread_metadata.get("suggestedResponse"),
                 seq_range=(e.from_seq, e.to_seq),
                 extraction=persist.end_fields(values[e.thread_id]),
+                signals=values[e.thread_id].signals,
             )
             for e in entries
         }

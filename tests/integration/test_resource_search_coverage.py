@@ -55,7 +55,7 @@ def test_threads_with_retrieval_on_are_searched_from_their_resource_and_only_the
     intruder.post_turn(on, _turn(f"Intruder text {CODE}."), resource_id=user)
 
     wait_until(lambda: om.search(user, CODE).count >= 1, deadline_s=60, what="the thread indexed")
-    wait_until(lambda: om.search(other_user, CODE).count >= 1, deadline_s=60, what="the other resource indexed")
+    wait_until(lambda: om.search(other_user, CODE).count >= 1, deadline_s=60, what="other resource indexed")
     wait_until(lambda: intruder.search(user, CODE).count >= 1, deadline_s=60, what="the intruder indexed")
     found = om.search(user, CODE, limit=50)
     assert {(r.thread_id, r.id) for r in found.results} == {(on, "m0")}
