@@ -35,8 +35,8 @@ T = schema.threads
 @dataclass(frozen=True)
 class Coverage:
     """What one resource search covers: `thread_ids` None means every thread of the resource (the
-    resource's config has retrieval on and no thread turns it off); `vector` whether any covered thread
-    has semantic search on; `cfg` the config the searcher is built from."""
+    resource's config has retrieval on and no thread turns it off); `cfg` the config the searcher is built
+    from, semantic when any covered thread has `retrieval.vector` on."""
 
     thread_ids: tuple[StoredId, ...] | None
     cfg: ResolvedConfig
@@ -110,6 +110,8 @@ def search_resource(
     """One search of the request's resource over its indexed threads (narrowed further by the request's
     `thread_ids`). Raises `NothingIndexed` when none of the threads it would cover is indexed."""
     cover = coverage(core, request.resource_id, resource_cfg, resource_overrides)
+    if request.thread_ids == ():
+        return []  # narrowed to no thread at all: nothing to search
     threads = cover.thread_ids
     if request.thread_ids is not None:
         asked = request.thread_ids
