@@ -26,6 +26,7 @@ from sqlalchemy import Engine
 from om_core.config.options import ObservationalMemoryConfig
 from om_core.engine import EngineSettings, MemoryEngine
 from om_core.engine import events as ev
+from om_core.engine.tasks import BufferReflection, new_cycle_id
 from om_core.extractors import registry
 from om_core.extractors.definition import ExtractedContext
 from om_core.extractors.signals import MAX_CONTENTS_CHARS, MAX_SIGNALS_PER_RUN
@@ -309,3 +310,40 @@ def test_on_extracted_sends_a_signal_written_and_published_with_the_values(
     assert "only `type` and `contents`" in failures["host"]
     assert {"flooded", "huge", "host"}.isdisjoint(end.payload["extractedValues"])
     assert end.payload["extractedValues"]["mood"] == "calm"
+
+
+def test_a_buffered_reflection_of_a_shared_log_runs_reflection_extractors(sqlite_engine: Engine) -> None:
+    models = Models(
+        reflector_reply=(
+            "<observations>\nDate: Mar 3, 2026\n* 🟡 (09:00) User talked about harbors\n</observations>\n"
+            "<mood>curious</mood>"
+        )
+    )
+    om = _engine(
+        sqlite_engine,
+        models,
+        {
+            "scope": "resource",
+            "obscureThreadIds": False,
+            "observation": {"messageTokens": 200},
+            "reflection": {
+                "observationTokens": 100_000,
+                "bufferActivation": 0.5,
+                "extract": [{"name": "mood", "instructions": "The user's mood."}],
+            },
+        },
+    )
+    _talk(om, "t-ba", "res-buffered")
+    shared = records.get_head(sqlite_engine, "resource:res-buffered")
+    assert shared is not None and shared.active_observations
+    task = BufferReflection("t-ba", shared.id, new_cycle_id("buffer-refl"), key="resource:res-buffered")
+    assert om.run_task(task)
+    stored = records.get_head(sqlite_engine, "resource:res-buffered")
+    assert stored is not None and stored.buffered_reflection and "curious" not in stored.buffered_reflection
+    assert _meta(sqlite_engine, "t-ba")["extracted"]["mood"] == "curious", "persisted before activation"
+    [end] = [
+        e
+        for e in _events(sqlite_engine, "t-ba", ev.BUFFERING_END)
+        if e.payload["operationType"] == "reflection"
+    ]
+    assert end.payload["extractedValues"] == {"mood": "curious"}
