@@ -1,11 +1,15 @@
 """Search routes: a resource's (or one thread's) raw messages and observation groups, lexical and semantic.
 
-Both need `retrieval` on in the effective config (409 otherwise, saying how to turn it on); semantic
+A thread search needs `retrieval` on in the thread's effective config; a resource search covers the
+resource's indexed threads, those whose own config has it on (`MemoryEngine.search_resource`), and is
+refused only when none is (409 either way, saying which config to change and the field to set); semantic
 ranking runs when `retrieval.vector` is on, and a database that cannot store vectors is a 409 naming what to
 install, never a silent fall back to words only. Ids of another tenant are 404, like ids nobody used.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from fastapi import APIRouter
 
@@ -15,8 +19,13 @@ from om_api.routes.common import COMMON_ERRORS, ResourceId, ThreadId, errors, re
 from om_api.routes.resources import visible_resource
 from om_api.schemas import SearchBody, SearchResponse, SearchResult, ThreadSearchBody
 from om_core import StoredId, public_id
-from om_core.config.options import ResolvedConfig
-from om_core.search import RetrievalDisabled, SearchHit, SearchRequest, VectorSearchUnavailable
+from om_core.search import (
+    NothingIndexed,
+    RetrievalDisabled,
+    SearchHit,
+    SearchRequest,
+    VectorSearchUnavailable,
+)
 
 router = APIRouter(tags=["search"])
 
@@ -37,16 +46,37 @@ def _request(
     )
 
 
-def _run(runtime: Runtime, request: SearchRequest, cfg: ResolvedConfig, what: str) -> list[SearchHit]:
+def _thread_fix(thread_id: str) -> str:
+    return (
+        f"set `overrides.retrieval: true` in the thread's config (PUT /v1/threads/{thread_id}/config "
+        '{"overrides": {"retrieval": true}}; `retrieval.vector: true` for semantic search)'
+    )
+
+
+def _resource_off(resource_id: str, asked: bool) -> str:
+    """What to change when a resource search covers no indexed thread: the resource's config (all its
+    threads) or one thread's config (that thread), with the field to set."""
+    where = (
+        "none of the threads in `thread_ids` has retrieval on in its config, so none of them is indexed"
+        if asked
+        else f"retrieval is off in resource {resource_id!r}'s config and in every one of its threads' "
+        "configs, so none of its threads is indexed"
+    )
+    return (
+        f"{where}: set `overrides.retrieval: true` in the resource's config (PUT /v1/resources/{resource_id}"
+        '/config {"overrides": {"retrieval": true}}) to index and search all its threads, or in a thread\'s '
+        "config (PUT /v1/threads/{thread_id}/config, same field) to index and search that thread; "
+        "`retrieval.vector: true` adds semantic search"
+    )
+
+
+def _run(call: Callable[[], list[SearchHit]], off: Callable[[bool], str]) -> list[SearchHit]:
     try:
-        return runtime.engine.search(request, cfg)
+        return call()
+    except NothingIndexed as exc:
+        raise ApiError(409, "retrieval_disabled", off(exc.asked)) from None
     except RetrievalDisabled:
-        raise ApiError(
-            409,
-            "retrieval_disabled",
-            f"retrieval is off for {what}, so nothing of it is indexed: set `retrieval: true` (and "
-            "`retrieval.vector: true` for semantic search) in its config (PUT .../config)",
-        ) from None
+        raise ApiError(409, "retrieval_disabled", off(False)) from None
     except VectorSearchUnavailable as exc:
         raise ApiError(409, "vector_search_unavailable", str(exc)) from None
 
@@ -79,8 +109,11 @@ def search_resource(
 ) -> SearchResponse:
     stored = visible_resource(runtime, caller, resource_id)
     threads = tuple(caller.stored_id(t) for t in body.thread_ids) if body.thread_ids is not None else None
-    cfg = runtime.engine.resource_config(stored)
-    hits = _run(runtime, _request(stored, body, threads), cfg, f"resource {resource_id!r}")
+    request = _request(stored, body, threads)
+    hits = _run(
+        lambda: runtime.engine.search_resource(request),
+        lambda asked: _resource_off(resource_id, asked),
+    )
     return _response(resource_id, hits)
 
 
@@ -96,5 +129,12 @@ def search_thread(
     # No `thread_ids` here (the body refuses it as an unknown field): a thread search covers its thread.
     thread = require_thread(runtime, caller, thread_id)
     cfg = runtime.engine.config_for(thread.effective_overrides)
-    hits = _run(runtime, _request(thread.resource_id, body, (thread.id,)), cfg, f"thread {thread_id!r}")
+    request = _request(thread.resource_id, body, (thread.id,))
+    hits = _run(
+        lambda: runtime.engine.search(request, cfg),
+        lambda _asked: (
+            f"retrieval is off in thread {thread_id!r}'s config, so nothing of it is indexed: "
+            + _thread_fix(thread_id)
+        ),
+    )
     return _response(public_id(thread.resource_id), hits)

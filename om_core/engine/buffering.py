@@ -217,6 +217,17 @@ class _Buffering(Operation[BufferObservation, _Work, ObserverOutput]):
         )
         if not output.observations.strip():  # a failure like any other: a redelivery calls no model
             raise ObserverDegenerateError("the Observer returned no observations for the messages")
+        structured = extraction.structured_values(
+            self.core,
+            planned.cfg,
+            planned.work.extractors,
+            messages=planned.work.batch.messages,
+            timezone=snapshot.head.observed_timezone,
+            output=output.raw,
+            usage=planned.lead.usage,
+        )
+        if structured is not None:
+            planned.extracted[self.task.thread_id] = structured
         return output
 
     def failed(self, planned: Planned[_Work], error: BaseException) -> None:
@@ -258,13 +269,19 @@ class _Buffering(Operation[BufferObservation, _Work, ObserverOutput]):
             suggested_continuation=output.suggested_response,
             thread_title=output.thread_title,
         )
-        values = extraction.inline_values(run, output.raw)
+        builtins = extraction.builtin_values(
+            output.current_task,
+            output.suggested_response,
+            output.thread_title if planned.cfg.observation.thread_title else None,
+        )
+        values = extraction.cycle_values(run, output.raw, builtins, planned.extracted.get(task.thread_id))
         patch = extraction.metadata_patch(run, values)
         end = planned.lead.ending(
             tokens_buffered=batch.tokens,
             buffered_tokens=chunk.token_count,
             observations=text,
             extraction=persist.end_fields(values),
+            signals=values.signals,
         )
         # The flag and the pacing boundary go on the key's live head in the chunk's transaction, stored or
         # not; `append_chunk` folds them into the UPDATE that marks the chunk's coverage when it stores it.
@@ -289,17 +306,9 @@ class _Buffering(Operation[BufferObservation, _Work, ObserverOutput]):
 
     def committed(self, planned: Planned[_Work], output: ObserverOutput) -> None:
         self._paced(planned)
-        task, head, batch = self.task, planned.work.snapshot.head, planned.work.batch
+        task, head = self.task, planned.work.snapshot.head
         if planned.cfg.observation.thread_title and output.thread_title:
             self.core.update_title(task.thread_id, head, output.thread_title, task.cycle_id)
-        extraction.request_structured(
-            self.core,
-            planned.work.extractors,
-            thread_id=task.thread_id,
-            source_cycle_id=task.cycle_id,
-            record_id=head.id,
-            seq_range=(batch.from_seq, batch.to_seq),
-        )
 
     def _paced(self, planned: Planned[_Work]) -> None:
         """The interval boundary other processes read, stored or not."""

@@ -7,7 +7,7 @@ committed. `engine.runner` drives cycles through that sequence; the use-cases ne
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, TypeVar
@@ -19,6 +19,7 @@ from om_core.engine.core import EngineCore
 from om_core.engine.ports import Completion
 from om_core.engine.tasks import Task, TaskKind, kind_of
 from om_core.errors import OMError, public_text
+from om_core.extractors.signals import Signal
 from om_core.store.outbox import write_record_events
 from om_core.store.payloads import UsageFields
 from om_core.store.types import NewEvent, Record, StoredEvent
@@ -153,9 +154,10 @@ class Cycle:
         self.cycle_id = cycle_id
         self.start(config)
 
-    def ending(self, **fields: Any) -> Callable[[object], list[NewEvent]]:
+    def ending(self, *, signals: Sequence[Signal] = (), **fields: Any) -> Callable[[object], list[NewEvent]]:
         """The end event, built by the store inside the committing transaction from what it wrote (a new
-        generation's record id when the commit made one)."""
+        generation's record id when the commit made one), then a `data-om-signal` per signal the run's
+        `onExtracted` callbacks sent."""
         completed = self.core.clock()
 
         def build(result: object) -> list[NewEvent]:
@@ -170,7 +172,21 @@ class Cycle:
                 "usage": self.usage.fields(),
             }
             end = ev.buffering_end if self.kind.phase is ev.BUFFERED else ev.observation_end
-            return [self.own(end(**common, **fields))]
+            sent = [
+                ev.signal(
+                    cycle_id=self.cycle_id,
+                    operation=self.operation,
+                    index=index,
+                    slug=signal.slug,
+                    kind=signal.type,
+                    contents=signal.contents,
+                    sent_at=completed,
+                    record_id=record_id,
+                    thread_id=self.thread_id,
+                )
+                for index, signal in enumerate(signals)
+            ]
+            return [self.own(event) for event in (end(**common, **fields), *sent)]
 
         return build
 

@@ -26,6 +26,7 @@ from om_core.engine import (
     reflection,
     reflection_buffer,
     resource_observation,
+    resource_search,
     turn,
     turn_reply,
 )
@@ -233,6 +234,19 @@ class MemoryEngine(EngineCore):
     def search(self, request: SearchRequest, cfg: ResolvedConfig) -> list[SearchHit]:
         """`searcher_for(cfg)(request)`: one search of a resource under `cfg`."""
         return self.searcher_for(cfg)(request)
+
+    def search_resource(self, request: SearchRequest) -> list[SearchHit]:
+        """One search of a resource over its indexed threads: those whose own effective config has
+        retrieval on, whether it was switched on in the resource's config or in each thread's
+        (`resource_search`). Raises `resource_search.NothingIndexed` (a `RetrievalDisabled`) when none is."""
+        with self.db.connect() as conn:
+            value = conn.execute(
+                select(schema.resources.c.metadata).where(schema.resources.c.id == request.resource_id)
+            ).scalar()
+        overrides = history.resource_overrides(value)
+        return resource_search.search_resource(
+            self, request, self.config_for(overrides), overrides, self.searcher_for
+        )
 
     # ---------------------------------------------------------------------------- manual API
 

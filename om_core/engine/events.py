@@ -20,6 +20,7 @@ from om_core.store.payloads import (
     ObservationEditPayload,
     ObservationEndPayload,
     OperationType,
+    SignalPayload,
     StartPayload,
     ThreadUpdatePayload,
     TriggerDetails,
@@ -48,6 +49,8 @@ class EventType(StrEnum):
     EXTRACTION_START = "data-om-extraction-start"
     EXTRACTION_END = "data-om-extraction-end"
     EXTRACTION_FAILED = "data-om-extraction-failed"
+    #: A signal an `onExtracted` callback sent (`om_core.extractors.signals`), written with the values.
+    SIGNAL = "data-om-signal"
 
 
 class Operation(StrEnum):
@@ -84,6 +87,7 @@ SYSTEM_REMINDER = EventType.SYSTEM_REMINDER
 EXTRACTION_START = EventType.EXTRACTION_START
 EXTRACTION_END = EventType.EXTRACTION_END
 EXTRACTION_FAILED = EventType.EXTRACTION_FAILED
+SIGNAL = EventType.SIGNAL
 
 
 def _public(thread_id: StoredId | None) -> PublicId | None:
@@ -376,6 +380,33 @@ def reflection_activation(
     }
     _add_trigger(payload, trigger_details)
     return NewEvent(ACTIVATION.value, payload, f"activate-{cycle_id}")
+
+
+def signal(
+    *,
+    cycle_id: str,
+    operation: Operation,
+    index: int,
+    slug: str,
+    kind: str,
+    contents: str,
+    sent_at: datetime,
+    record_id: str,
+    thread_id: StoredId | None,
+) -> NewEvent:
+    """One signal of cycle `cycle_id` (the `index`-th it sent): its own event id, so a cycle writes each
+    of its signals once whatever delivers it again."""
+    payload: SignalPayload = {
+        "cycleId": cycle_id,
+        "operationType": operation.value,
+        "slug": slug,
+        "type": kind,
+        "contents": contents,
+        "sentAt": iso(sent_at),
+        "recordId": record_id,
+        "threadId": _public(thread_id),
+    }
+    return NewEvent(SIGNAL.value, payload, f"signal-{index}-{cycle_id}")
 
 
 def thread_update(

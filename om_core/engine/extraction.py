@@ -1,9 +1,16 @@
 """Extractors in the cycles (behaviour §8): what a run asks the Observer for, what it reads back from the
-output, what it persists with the commit, and the structured extraction task (`ExtractValues`).
+output, the structured follow-up call, and what it persists with the commit.
 
-Inline values travel with the cycle they come from: parsed from its output, persisted in its commit, and
-reported on its end event. Structured values need a second model call, so they run as their own task after
-the cycle committed, persist in their own transaction and report on `data-om-extraction-end`.
+Every value travels with the cycle it comes from, as in the original: inline values are parsed from its
+output, structured values come from one structured-output call made right after the Observer or
+Reflector call (`structured_values`, outside any transaction, before the commit), and both are persisted in
+the cycle's commit and reported on its own end event (`data-om-observation-end`, or `data-om-buffering-end`
+for background work). The built-in values (`current-task`, `suggested-response`, `thread-title`) are
+reported there too and kept under `extracted.<slug>`.
+
+`ExtractValues` (structured extraction as a task of its own, `data-om-extraction-*` events) is what an
+earlier version queued after the commit; it is still run when such a task is delivered, and no longer
+queued.
 """
 
 from __future__ import annotations
@@ -18,9 +25,10 @@ from sqlalchemy import Connection
 from om_core.config.options import ResolvedConfig
 from om_core.engine import events as ev
 from om_core.engine.core import EngineCore, resolve_model
-from om_core.engine.cycle import Cycle
+from om_core.engine.cycle import Cycle, Usage
 from om_core.engine.runner import Operation, Planned, Write, run
 from om_core.engine.tasks import ExtractValues, lookup_key
+from om_core.errors import public_text
 from om_core.extractors import persist
 from om_core.extractors.compose import compose_extractors
 from om_core.extractors.definition import Extractor, RunContext, Source
@@ -40,12 +48,12 @@ from om_core.extractors.structured import (
     resolve_structured,
     response_format,
 )
+from om_core.messages import Message
 from om_core.observer.input import render_histories
 from om_core.observer.prompt import InlineExtractorPrompt
 from om_core.store import history, records
 from om_core.store.outbox import cycle_payload, has_event, write_record_events
 from om_core.store.types import Record, StoredEvent, WriteResult
-from om_core.tenancy.scoped_ids import StoredId
 
 log = logging.getLogger("om.engine")
 
@@ -109,43 +117,93 @@ def plan(
     return RunExtractors(ctx, tuple(extractors), tuple(inline), early, priors)
 
 
-def inline_values(run: RunExtractors, output: str) -> Extraction:
-    """The inline values of a run's raw output, after `on_extracted` (§8.4, §8.6.1-2)."""
+def inline_values(run: RunExtractors, output: str, structured: Extraction | None = None) -> Extraction:
+    """The values of a run: the inline ones of its raw output, then the structured ones of its follow-up
+    call (`structured_values`; later wins by slug, §8.6.1), after `on_extracted` (§8.4, §8.6.2)."""
     if run.empty:
         return Extraction()
     parsed = run.early.merged(parse_inline(output, run.inline))
+    if structured is not None:
+        parsed = parsed.merged(structured)
     return persist.apply_on_extracted(run.extractors, parsed, run.ctx)
 
 
+#: The built-in continuation values (§8.3), in the spec's order; `thread-title` only with `threadTitle`.
+BUILTIN_SLUGS = ("current-task", "suggested-response", "thread-title")
+
+
+def builtin_values(
+    current_task: str | None, suggested_response: str | None, thread_title: str | None = None
+) -> dict[str, str]:
+    """The built-in values a run produced, by slug (§8.3): reported in `extractedValues` and kept under
+    `extracted.<slug>` beside their compatibility fields (`currentTask`, ...). Absent ones are left out."""
+    given = (current_task, suggested_response, thread_title)
+    return {slug: value for slug, value in zip(BUILTIN_SLUGS, given, strict=True) if value}
+
+
+def cycle_values(
+    run: RunExtractors,
+    output: str,
+    builtins: Mapping[str, str],
+    structured: Extraction | None = None,
+) -> Extraction:
+    """Everything a cycle reports and persists: the built-ins first (§8.3 order), then the user
+    extractors' values (`inline_values`)."""
+    user = inline_values(run, output, structured)
+    return Extraction({**builtins, **user.values}, list(user.failures), user.signals)
+
+
 def metadata_patch(run: RunExtractors, extraction: Extraction) -> dict[str, Any]:
-    """What the run's values add to the thread's OM metadata (§8.6.3)."""
-    return persist.metadata_patch(run.extractors, extraction.values)
+    """What the run's values add to the thread's OM metadata (§8.6.3): each user extractor's value at its
+    `metadataKeyPath`, each built-in's at `extracted.<slug>`."""
+    patch = persist.metadata_patch(run.extractors, extraction.values)
+    builtins = {slug: extraction.values[slug] for slug in BUILTIN_SLUGS if extraction.values.get(slug)}
+    if builtins:
+        extracted = patch.get("extracted")
+        patch["extracted"] = {**builtins, **extracted} if isinstance(extracted, dict) else builtins
+    return patch
 
 
-def request_structured(
+def structured_values(
     core: EngineCore,
+    cfg: ResolvedConfig,
     run: RunExtractors,
     *,
-    thread_id: StoredId,
-    source_cycle_id: str,
-    record_id: str,
-    seq_range: tuple[int, int] = (0, 0),
-) -> None:
-    """Queue the structured extraction of a committed cycle (only when the run has a structured
-    extractor). Fire and forget: the cycle never waits for it."""
+    messages: Sequence[Message],
+    timezone: str,
+    output: str,
+    usage: Usage,
+) -> Extraction | None:
+    """The structured extraction of one run (§8.5), made right after its Observer or Reflector call and
+    before its commit, as the original does, so the values are persisted with the cycle and reported on
+    its own end event (`data-om-observation-end` / `data-om-buffering-end`). One structured-output call
+    over the run's messages (`messages`, none for a reflection) and its output. None when the run has no
+    structured extractor. A failed call is every structured extractor's failure, never the cycle's."""
     if not run.has_structured:
-        return
-    core.executor.submit(
-        ExtractValues(
-            thread_id,
-            f"extract-{source_cycle_id}",
-            run.ctx.source,
-            source_cycle_id,
-            record_id,
-            seq_range[0],
-            seq_range[1],
-        )
+        return None
+    specs, early = resolve_structured(run.extractors, run.ctx)
+    if not specs:
+        return early
+    stage = cfg.observation if run.ctx.source == "observer" else cfg.reflection
+    visible = [m for m in messages if m.has_visible_content]
+    transcript = render_histories([visible], timezone)[0].text if visible else ""
+    user = build_user_message(
+        transcript=transcript,
+        output=output,
+        specs=specs,
+        priors=persist.priors(run.extractors, run.ctx.om_metadata),
     )
+    try:
+        model = resolve_model(stage.model, core.counter.count_string(user))
+        completion = core.complete(
+            cfg, stage, model, system=SYSTEM_PROMPT, user=user, response_format=response_format(specs)
+        )
+    except Exception as exc:  # the cycle it belongs to goes on without these values
+        log.warning("structured extraction failed: %s", exc)
+        error = public_text(exc, context="the structured extraction call")
+        return early.merged(Extraction(failures=[{"slug": s.slug, "error": error} for s in specs]))
+    usage.add(completion)
+    return early.merged(parse_reply(completion.text, specs))
 
 
 #: The end events a source cycle reports its output on (a reflection's is `data-om-observation-end` too).

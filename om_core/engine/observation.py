@@ -136,6 +136,17 @@ class _Observation(Operation[Observe, _Work, ObserverOutput]):
             # Committing would move the cursor past parts whose content is nowhere in the log. Keep them
             # raw, and fail like a failed model call, so a turn that waited on this reports itself degraded.
             raise ObserverDegenerateError("no observations for a non-empty transcript")
+        structured = extraction.structured_values(
+            self.core,
+            planned.cfg,
+            work.extractors,
+            messages=work.batch,
+            timezone=work.head.observed_timezone,
+            output=output.raw,
+            usage=planned.lead.usage,
+        )
+        if structured is not None:
+            planned.extracted[self.task.thread_id] = structured
         return output
 
     def write(self, planned: Planned[_Work], output: ObserverOutput) -> Write:
@@ -150,7 +161,14 @@ class _Observation(Operation[Observe, _Work, ObserverOutput]):
             ),
         )
         observation_tokens = self.core.counter.count_string(text)
-        values = extraction.inline_values(work.extractors, output.raw)
+        builtins = extraction.builtin_values(
+            output.current_task,
+            output.suggested_response,
+            output.thread_title if planned.cfg.observation.thread_title else None,
+        )
+        values = extraction.cycle_values(
+            work.extractors, output.raw, builtins, planned.extracted.get(task.thread_id)
+        )
         end = cycle.ending(
             tokens_observed=work.tokens,
             observation_tokens=observation_tokens,
@@ -159,6 +177,7 @@ class _Observation(Operation[Observe, _Work, ObserverOutput]):
             suggested_response=output.suggested_response,
             seq_range=(work.from_seq, work.to_seq),
             extraction=persist.end_fields(values),
+            signals=values.signals,
         )
         metadata = {
             "currentTask": output.current_task,
@@ -188,13 +207,5 @@ class _Observation(Operation[Observe, _Work, ObserverOutput]):
     def committed(self, planned: Planned[_Work], output: ObserverOutput) -> None:
         work, cycle_id, thread_id = planned.work, planned.lead.cycle_id, self.task.thread_id
         self.core.coordination.set_int(Keys.buffer_boundary(work.head.lookup_key), None)
-        extraction.request_structured(
-            self.core,
-            work.extractors,
-            thread_id=thread_id,
-            source_cycle_id=cycle_id,
-            record_id=work.head.id,
-            seq_range=(work.from_seq, work.to_seq),
-        )
         if planned.cfg.observation.thread_title and output.thread_title:
             self.core.update_title(thread_id, work.head, output.thread_title, cycle_id)

@@ -239,12 +239,9 @@ class _Reflection(Operation[Reflect, _Work, Reflected]):
         if snapshot is None or not snapshot.active_observations.strip():
             return None
         plain, ranges = reflector_input(snapshot.active_observations)
-        # Extractors run on a thread's own log; a resource's shared log belongs to no one thread.
-        run = (
-            extraction.plan(cfg, "reflector", history.get_thread(core.db, task.thread_id), memory=core.db)
-            if key == lookup_key(task.thread_id)
-            else extraction.NONE
-        )
+        # Extractors run for the thread that asked for the reflection (§6.5), in resource scope too: the
+        # values of a resource's shared log go to the metadata of the thread whose turn reflected it.
+        run = extraction.plan(cfg, "reflector", history.get_thread(core.db, task.thread_id), memory=core.db)
         cycle = Cycle.of(core, task, snapshot, snapshot.observation_token_count)
         return Planned(cfg, [cycle], _Work(key, snapshot, plain, ranges, run))
 
@@ -271,6 +268,17 @@ class _Reflection(Operation[Reflect, _Work, Reflected]):
         if reflected.tokens >= obs:
             # Not smaller than its input: committing would only churn generations.
             raise Discarded(f"reflection not smaller than its input ({obs} -> {reflected.tokens})")
+        structured = extraction.structured_values(
+            self.core,
+            planned.cfg,
+            work.extractors,
+            messages=(),
+            timezone=work.snapshot.observed_timezone,
+            output=reflected.raw,
+            usage=cycle.usage,
+        )
+        if structured is not None:
+            planned.extracted[self.task.thread_id] = structured
         return reflected
 
     def failed(self, planned: Planned[_Work], error: BaseException) -> None:
@@ -283,7 +291,10 @@ class _Reflection(Operation[Reflect, _Work, Reflected]):
     def write(self, planned: Planned[_Work], output: Reflected) -> Write:
         work, task = planned.work, self.task
         hints = output.output
-        values = extraction.inline_values(work.extractors, output.raw)
+        builtins = extraction.builtin_values(hints.current_task, hints.suggested_response)
+        values = extraction.cycle_values(
+            work.extractors, output.raw, builtins, planned.extracted.get(task.thread_id)
+        )
         patch = extraction.metadata_patch(work.extractors, values)
         end = planned.lead.ending(
             tokens_observed=work.snapshot.observation_token_count,
@@ -292,6 +303,7 @@ class _Reflection(Operation[Reflect, _Work, Reflected]):
             current_task=hints.current_task,
             suggested_response=hints.suggested_response,
             extraction=persist.end_fields(values),
+            signals=values.signals,
         )
 
         def write(conn: Connection) -> tuple[WriteResult, list[StoredEvent]]:
@@ -317,13 +329,6 @@ class _Reflection(Operation[Reflect, _Work, Reflected]):
 
     def committed(self, planned: Planned[_Work], output: Reflected) -> None:
         work = planned.work
-        extraction.request_structured(
-            self.core,
-            work.extractors,
-            thread_id=self.task.thread_id,
-            source_cycle_id=planned.lead.cycle_id,
-            record_id=work.snapshot.id,
-        )
         suppress = decisions.suppression_after_reflection(
             output.tokens, planned.cfg.reflection.observation_tokens
         )

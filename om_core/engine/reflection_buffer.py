@@ -15,7 +15,7 @@ from om_core.engine.cycle import Cycle
 from om_core.engine.grouping import reflector_input
 from om_core.engine.reflector_call import Reflected, reflect_for
 from om_core.engine.runner import Discarded, Operation, Planned, Write, run
-from om_core.engine.tasks import BufferReflection, lookup_key
+from om_core.engine.tasks import BufferReflection
 from om_core.extractors import persist
 from om_core.observations.groups import align_slice
 from om_core.policy import decisions
@@ -61,13 +61,9 @@ class _BufferedReflection(Operation[BufferReflection, _Work, Reflected]):
             return None
         sliced = "\n".join(lines[:n_lines])
         text, ranges = reflector_input(sliced)
-        # Extractors run on a thread's own log, as in blocking reflection; their values persist now, though
-        # the reflection waits for activation (behaviour §8.6.4).
-        run = (
-            extraction.plan(cfg, "reflector", history.get_thread(core.db, task.thread_id), memory=core.db)
-            if head.lookup_key == lookup_key(task.thread_id)
-            else extraction.NONE
-        )
+        # Extractors run for the thread that asked for the reflection, in resource scope too, as in blocking
+        # reflection; their values persist now, though the reflection waits for activation (§8.6.4).
+        run = extraction.plan(cfg, "reflector", history.get_thread(core.db, task.thread_id), memory=core.db)
         work = _Work(head, n_lines, estimate, core.counter.count_string(sliced), target, text, ranges, run)
         return Planned(cfg, [Cycle.of(core, task, head, estimate)], work)
 
@@ -90,6 +86,17 @@ class _BufferedReflection(Operation[BufferReflection, _Work, Reflected]):
             # Not smaller than its slice: storing it would only churn generations. The boundary stays
             # recorded at this size, so the same input is not reflected again.
             raise Discarded(f"reflection not smaller than its input ({work.estimate} -> {reflected.tokens})")
+        structured = extraction.structured_values(
+            self.core,
+            planned.cfg,
+            work.extractors,
+            messages=(),
+            timezone=work.head.observed_timezone,
+            output=reflected.raw,
+            usage=planned.lead.usage,
+        )
+        if structured is not None:
+            planned.extracted[self.task.thread_id] = structured
         return reflected
 
     def failed(self, planned: Planned[_Work], error: BaseException) -> None:
@@ -98,13 +105,14 @@ class _BufferedReflection(Operation[BufferReflection, _Work, Reflected]):
 
     def write(self, planned: Planned[_Work], output: Reflected) -> Write:
         work, task = planned.work, self.task
-        values = extraction.inline_values(work.extractors, output.raw)
+        values = extraction.inline_values(work.extractors, output.raw, planned.extracted.get(task.thread_id))
         patch = extraction.metadata_patch(work.extractors, values)
         end = planned.lead.ending(
             tokens_buffered=work.estimate,
             buffered_tokens=output.tokens,
             observations=output.text,
             extraction=persist.end_fields(values),
+            signals=values.signals,
         )
 
         def write(conn: Connection) -> tuple[WriteResult, list[StoredEvent]]:
@@ -128,15 +136,6 @@ class _BufferedReflection(Operation[BufferReflection, _Work, Reflected]):
 
     def refused(self, planned: Planned[_Work], result: WriteResult) -> None:
         self._forget_boundary(planned)
-
-    def committed(self, planned: Planned[_Work], output: Reflected) -> None:
-        extraction.request_structured(
-            self.core,
-            planned.work.extractors,
-            thread_id=self.task.thread_id,
-            source_cycle_id=self.task.cycle_id,
-            record_id=planned.work.head.id,
-        )
 
     def _forget_boundary(self, planned: Planned[_Work]) -> None:
         """A later turn may start a buffered reflection of the same log again."""

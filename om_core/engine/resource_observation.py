@@ -203,13 +203,34 @@ class _Batch(Operation[ObserveBatch, _Work, _Observed]):
             planned.cycles.remove(cycle)
         if not observed.shares:
             raise ObserverDegenerateError("the Observer returned no observations for any thread of the batch")
+        for share in observed.shares:  # structured extraction: one call per thread (§8.5)
+            structured = extraction.structured_values(
+                self.core,
+                planned.cfg,
+                work.run_of(share),
+                messages=share.messages,
+                timezone=share.cursor.observed_timezone,
+                output=observed.of(work, share).raw,
+                usage=planned.lead.usage,
+            )
+            if structured is not None:
+                planned.extracted[share.thread.id] = structured
         return observed
 
     def write(self, planned: Planned[_Work], output: _Observed) -> Write:
         work = planned.work
         # Inline values per thread, from its own block (§8.5: each thread its own values).
         values = {
-            s.thread.id: extraction.inline_values(work.run_of(s), output.of(work, s).raw)
+            s.thread.id: extraction.cycle_values(
+                work.run_of(s),
+                output.of(work, s).raw,
+                extraction.builtin_values(
+                    output.of(work, s).current_task,
+                    output.of(work, s).suggested_response,
+                    output.of(work, s).thread_title if planned.cfg.observation.thread_title else None,
+                ),
+                planned.extracted.get(s.thread.id),
+            )
             for s in output.shares
         }
         grouped = [
@@ -237,6 +258,7 @@ class _Batch(Operation[ObserveBatch, _Work, _Observed]):
                 suggested_response=e.thread_metadata.get("suggestedResponse"),
                 seq_range=(e.from_seq, e.to_seq),
                 extraction=persist.end_fields(values[e.thread_id]),
+                signals=values[e.thread_id].signals,
             )
             for e in entries
         }
@@ -260,15 +282,6 @@ class _Batch(Operation[ObserveBatch, _Work, _Observed]):
 
     def committed(self, planned: Planned[_Work], output: _Observed) -> None:
         work = planned.work
-        for share in output.shares:  # structured extraction: one task per thread
-            extraction.request_structured(
-                self.core,
-                work.run_of(share),
-                thread_id=share.thread.id,
-                source_cycle_id=_cycle_of(planned, share).cycle_id,
-                record_id=share.cursor.id,
-                seq_range=(share.from_seq, share.to_seq),
-            )
         if planned.cfg.observation.thread_title:
             for share in output.shares:
                 title = output.of(work, share).thread_title

@@ -26,9 +26,10 @@ from om_core.engine.core import EngineCore
 from om_core.engine.cycle import Cycle
 from om_core.engine.tasks import Task, kind_of
 from om_core.errors import OperationFailed
+from om_core.extractors.inline import Extraction
 from om_core.hooks import CURRENT_TRIGGER
 from om_core.store.types import StoredEvent, WriteResult
-from om_core.tenancy.scoped_ids import PublicId
+from om_core.tenancy.scoped_ids import PublicId, StoredId
 
 log = logging.getLogger("om.engine")
 
@@ -62,6 +63,9 @@ class Planned(Generic[PlanT]):
     work: PlanT
     started: list[StoredEvent] | None = None
     batch: list[PublicId] | None = None
+    #: Values the call's structured extraction produced, by thread (`extraction.structured_values`): made
+    #: with the model call, outside any transaction, and committed by `write` with the cycle's end event.
+    extracted: dict[StoredId, Extraction] = field(default_factory=dict)
 
     @property
     def lead(self) -> Cycle:
@@ -116,7 +120,7 @@ class Operation(ABC, Generic[TaskT, PlanT, OutputT]):
         """After the store refused the commit."""
 
     def committed(self, planned: Planned[PlanT], output: OutputT) -> None:
-        """After the commit, still under the lock: follow-up work (structured extraction, a title)."""
+        """After the commit, still under the lock: follow-up work (a title)."""
 
     def request_index(self) -> None:
         """After a run that committed, the lock released: index what it covered."""

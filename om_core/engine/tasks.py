@@ -114,8 +114,9 @@ class IndexThread:
 
 @dataclass(frozen=True)
 class ExtractValues:
-    """Structured extraction (behaviour §8.5) after the cycle `source_cycle_id` committed: its own task on its
-    own queue, so a slow extraction never delays activation or a chat. It carries ids only and re-reads
+    """Structured extraction (behaviour §8.5) after the cycle `source_cycle_id` committed, as an earlier
+    version queued it; cycles now make the call themselves (`extraction.structured_values`), and this task is
+    kept so one already queued still runs. It carries ids only and re-reads
     the messages (`from_seq`, `to_seq`] and the cycle's end event; `cycle_id` (derived from the source
     cycle) makes a redelivery a no-op once it has ended."""
 

@@ -94,7 +94,7 @@ class RunContext:
 @dataclass(frozen=True)
 class ExtractedContext:
     """What `on_extracted` receives (§8.6.2): the extractor, the run, the value persisted before this run
-    (`previous`, None when none) and the value this run produced (`current`)."""
+    (`previous`, None when none), the value this run produced (`current`) and `send_signal`."""
 
     source: Source
     extractor: Extractor
@@ -103,6 +103,9 @@ class ExtractedContext:
     previous: Any
     current: Any
     memory: Any = None
+    #: The spec's `sendSignal`: `ctx.send_signal({"type": "user-message", "contents": "..."})` writes a
+    #: `data-om-signal` event with the values (`om_core.extractors.signals`); None where no run sends one.
+    send_signal: Callable[[Mapping[str, Any]], None] | None = None
 
 
 #: An `on_extracted` function: the value it returns replaces the extracted one (None keeps it).

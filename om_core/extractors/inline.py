@@ -16,6 +16,7 @@ from typing import Any
 
 from om_core.errors import public_text
 from om_core.extractors.definition import Extractor, RunContext, validate_value
+from om_core.extractors.signals import Signal
 from om_core.observer.prompt import InlineExtractorPrompt
 
 EXTRACTED_VALUES_TAG = "extracted-values"
@@ -28,10 +29,16 @@ class Extraction:
 
     values: dict[str, Any] = field(default_factory=dict)
     failures: list[dict[str, str]] = field(default_factory=list)
+    #: Signals `on_extracted` callbacks sent (`om_core.extractors.signals`), written with the values.
+    signals: tuple[Signal, ...] = ()
 
     def merged(self, later: Extraction) -> Extraction:
-        """`later` wins by slug (§8.6.1); failures of both kept."""
-        return Extraction({**self.values, **later.values}, [*self.failures, *later.failures])
+        """`later` wins by slug (§8.6.1); failures and signals of both kept."""
+        return Extraction(
+            {**self.values, **later.values},
+            [*self.failures, *later.failures],
+            (*self.signals, *later.signals),
+        )
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from om_core.extractors.definition import (
     validate_value,
 )
 from om_core.extractors.inline import Extraction
+from om_core.extractors.signals import Outbox
 from om_core.store.payloads import ExtractionFields
 
 log = logging.getLogger("om.extractors")
@@ -54,6 +55,7 @@ def apply_on_extracted(
     task it runs in. Only `KeyboardInterrupt` (the operator stopping the process) goes through."""
     values = dict(extraction.values)
     failures = list(extraction.failures)
+    outbox = Outbox()
     for extractor in extractors:
         if extractor.builtin or extractor.on_extracted is None or extractor.slug not in values:
             continue
@@ -61,13 +63,22 @@ def apply_on_extracted(
         previous = (
             get_path(ctx.om_metadata, extractor.metadata_key_path) if extractor.metadata_key_path else None
         )
+        sent_before = len(outbox.sent)
         try:
             replaced = extractor.on_extracted(
                 ExtractedContext(
-                    ctx.source, extractor, ctx.thread_id, ctx.resource_id, previous, current, ctx.memory
+                    ctx.source,
+                    extractor,
+                    ctx.thread_id,
+                    ctx.resource_id,
+                    previous,
+                    current,
+                    ctx.memory,
+                    send_signal=outbox.sender(extractor.slug),
                 )
             )
         except (Exception, SystemExit) as exc:
+            del outbox.sent[sent_before:]  # a failed extractor's signals go with its value
             log.warning("onExtracted of %s raised: %r", extractor.slug, exc, exc_info=True)
             values.pop(extractor.slug)
             # A SystemExit's text is its exit code: say what happened instead.
@@ -89,11 +100,12 @@ def apply_on_extracted(
         if problem is None:
             values[extractor.slug] = replaced
         else:
+            del outbox.sent[sent_before:]
             values.pop(extractor.slug)
             failures.append(
                 {"slug": extractor.slug, "error": f"onExtracted returned an invalid value: {problem}"}
             )
-    return Extraction(values, failures)
+    return Extraction(values, failures, (*extraction.signals, *outbox.sent))
 
 
 def metadata_patch(extractors: Sequence[Extractor], values: Mapping[str, Any]) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """Structured extraction (behaviour §8.5): one follow-up structured-output call after the Observer/Reflector
-run, for every extractor with a schema. It runs as its own task (`ExtractValues` on `om.extract`), so a
-slow extraction never delays the cycle it follows.
+run, for every extractor with a schema. It is made in the cycle, after the main call and before the
+commit (`om_core.engine.extraction.structured_values`), so its values are reported on the cycle's end event.
 
 This module is the pure part: the request (system prompt, user message, `response_format`) and the
 reading of the reply. `om_core.engine.extraction` runs it.

@@ -7,12 +7,13 @@ same bound to a database, the `Callable[[SearchRequest], list[SearchHit]]` the r
 (litellm embeddings), `query` (ranking and fusion), `errors`, `types`.
 """
 
-from om_core.search.errors import RetrievalDisabled, VectorSearchUnavailable
+from om_core.search.errors import NothingIndexed, RetrievalDisabled, VectorSearchUnavailable
 from om_core.search.query import Searcher, search
 from om_core.search.types import HitKind, SearchHit, SearchRequest
 
 __all__ = [
     "HitKind",
+    "NothingIndexed",
     "RetrievalDisabled",
     "SearchHit",
     "SearchRequest",

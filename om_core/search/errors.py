@@ -38,6 +38,18 @@ class RetrievalDisabled(OMError, ValueError):
         return (RetrievalDisabled, (self.what,))
 
 
+class NothingIndexed(RetrievalDisabled):
+    """A resource search found no indexed thread to cover. `asked` says whether the caller narrowed the
+    search with `thread_ids` (then none of those is indexed, though others may be)."""
+
+    def __init__(self, what: str, asked: bool = False) -> None:
+        self.asked = asked
+        super().__init__(what)
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (NothingIndexed, (self.what, self.asked))
+
+
 #: What to install, per database, in the error's message.
 POSTGRES_HINT = (
     "the Postgres server has no pgvector extension: install it (e.g. the pgvector/pgvector:pg15 image, or "

@@ -204,6 +204,20 @@ class ThreadUpdatePayload(TypedDict):
     oldTitle: NotRequired[str]
 
 
+class SignalPayload(TypedDict):
+    """`data-om-signal`: an `onExtracted` callback's `send_signal` (the original's `sendSignal`), written
+    with the values of cycle `cycleId`; `slug` names the extractor."""
+
+    cycleId: str
+    operationType: OperationType
+    slug: str
+    type: str
+    contents: str
+    sentAt: str
+    recordId: str
+    threadId: PublicId | None
+
+
 class ObservationEditPayload(TypedDict):
     """`data-om-observation-edit`: a caller edited or deleted one log line. A delete carries no `text`."""
 
@@ -270,6 +284,7 @@ PAYLOAD_TYPES: Mapping[str, type[Any]] = {
     "data-om-extraction-failed": FailedPayload,
     "data-om-activation": ActivationPayload,
     "data-om-thread-update": ThreadUpdatePayload,
+    "data-om-signal": SignalPayload,
     "data-om-observation-edit": ObservationEditPayload,
     "data-system-reminder": SystemReminderPayload,
     "data-om-working-memory": WorkingMemoryPayload,

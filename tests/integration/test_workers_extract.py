@@ -1,6 +1,6 @@
 """Extractors in the production shape: the API with `OM_EXECUTOR=celery`, real Celery workers, the offline
-model through litellm. The Observer's cycle runs on `om.observe`, the structured extractor's follow-up
-call runs as `ExtractValues` on its own `om.extract` worker, and the values are read back through
+model through litellm. The Observer's cycle runs on `om.observe` and makes the structured extractor's
+follow-up call itself, so both values are on its `data-om-observation-end`; they are read back through
 `GET /v1/threads/{id}`. The inline extractor's tag never reaches the stored log."""
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from sqlalchemy import Engine
 
 from om_api.client import OMClient
 from om_api.schemas import ThreadDetail
-from om_core.engine import EXTRACT_QUEUE
 from om_core.engine import events as ev
 from om_core.engine.tasks import OBSERVE_QUEUE, REFLECT_QUEUE
 from om_core.store import records
@@ -53,7 +52,6 @@ def cluster(
         env={"OM_MODEL": "om-local/extractive"},
     ) as workers:
         workers.start_worker([OBSERVE_QUEUE, REFLECT_QUEUE])
-        workers.start_worker([EXTRACT_QUEUE], concurrency=1)
         yield workers
 
 
@@ -66,7 +64,7 @@ def api(
         yield server
 
 
-def test_a_structured_extractor_runs_on_om_extract_and_reads_back_through_the_api(
+def test_a_structured_extractor_reports_on_the_observation_end_and_reads_back_through_the_api(
     api: ApiServer, cluster: WorkerCluster, pg_engine: Engine
 ) -> None:
     tenant = new_id("tenant")
@@ -105,12 +103,13 @@ def test_a_structured_extractor_runs_on_om_extract_and_reads_back_through_the_ap
         log = [i for i, m in enumerate(messages) if "<observations>" in m]
         assert drink and log and min(drink) > max(log), messages
 
+    # Both values on the observation's own end event, as the original documents; no extraction task.
     events = list_events(pg_engine, thread_id=stored, limit=10_000)
-    ends = [e for e in events if e.type == ev.EXTRACTION_END]
-    assert ends and ends[0].payload["extractedValues"]["profile"]["name"] == "Ada Lovelace"
     observed = [e for e in events if e.type == ev.OBSERVATION_END and "extractedValues" in e.payload]
-    assert observed and "favorite-drink" in observed[0].payload["extractedValues"]
-    assert ends[0].payload["sourceCycleId"] in {e.cycle_id for e in observed}
+    profiled = [e for e in observed if "profile" in e.payload["extractedValues"]]
+    assert profiled and profiled[0].payload["extractedValues"]["profile"]["name"] == "Ada Lovelace"
+    assert "favorite-drink" in profiled[0].payload["extractedValues"]
+    assert not [e for e in events if e.type == ev.EXTRACTION_END]
     head = records.get_head(pg_engine, f"thread:{stored}")
     assert head is not None and head.active_observations.strip()
     assert "<favorite-drink>" not in head.active_observations and "<profile>" not in head.active_observations

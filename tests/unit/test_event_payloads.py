@@ -125,11 +125,13 @@ def test_every_event_type_has_a_payload_type() -> None:
     assert written <= set(PAYLOAD_TYPES), written - set(PAYLOAD_TYPES)
 
 
-#: What the played conversation must publish (all but the extraction events, checked below).
+#: What the played conversation must publish (all but the extraction events, checked below, and signals,
+#: checked in tests/unit/test_extractor_gaps.py).
 PLAYED = {kind.value for kind in ev.EventType} - {
     ev.EXTRACTION_START.value,
     ev.EXTRACTION_END.value,
     ev.EXTRACTION_FAILED.value,
+    ev.SIGNAL.value,
 } | {wm.WORKING_MEMORY_EVENT}
 
 

@@ -20,7 +20,7 @@ from sqlalchemy import Engine
 from om_core.config.options import ObservationalMemoryConfig
 from om_core.engine import EngineSettings, MemoryEngine
 from om_core.engine import events as ev
-from om_core.engine.tasks import BufferReflection, new_cycle_id
+from om_core.engine.tasks import BufferReflection, ExtractValues, new_cycle_id
 from om_core.errors import OMConfigError
 from om_core.extractors import compose, persist, registry
 from om_core.extractors.definition import (
@@ -309,10 +309,12 @@ def test_an_inline_value_is_persisted_reported_and_never_in_the_log(
     head = records.get_head(sqlite_engine, "thread:t-inline")
     assert head is not None and "tea" in head.active_observations
     assert "<mood>" not in head.active_observations and "happy" not in head.active_observations
-    assert _meta(sqlite_engine, "t-inline")["extracted"] == {"mood": "happy"}
-    assert _meta(sqlite_engine, "t-inline")["currentTask"] == "tea"  # the built-in keeps its field
+    # The built-in value is under `extracted.<slug>` too, and keeps its compatibility field (§8.3).
+    assert _meta(sqlite_engine, "t-inline")["extracted"] == {"current-task": "tea", "mood": "happy"}
+    assert _meta(sqlite_engine, "t-inline")["currentTask"] == "tea"
     [end, *_] = _ends(sqlite_engine, "t-inline", ev.OBSERVATION_END)
-    assert end["extractedValues"] == {"mood": "happy"} and "extractionFailures" not in end
+    assert end["extractedValues"] == {"current-task": "tea", "mood": "happy"}
+    assert "extractionFailures" not in end
 
 
 def test_a_tag_inside_the_observations_block_is_stripped_too(sqlite_engine: Engine) -> None:
@@ -325,7 +327,10 @@ def test_a_tag_inside_the_observations_block_is_stripped_too(sqlite_engine: Engi
     assert _meta(sqlite_engine, "t-inside")["extracted"] == {"mood": "happy"}
 
 
-def test_a_structured_extractor_runs_its_own_call_and_keeps_valid_values(sqlite_engine: Engine) -> None:
+def test_a_structured_extractor_reports_its_values_on_the_observation_end(sqlite_engine: Engine) -> None:
+    """§8.5/§8.6.4: the follow-up call is made in the cycle, so its values are persisted with the
+    observation and reported in `extractedValues` of its `data-om-observation-end`, as the original
+    documents; no separate extraction event."""
     models = ScriptedModels(
         [OBSERVATIONS],
         structured_reply=json.dumps({"profile": {"name": "Ada", "timezone": 5}, "mood": "calm"}),
@@ -350,26 +355,57 @@ def test_a_structured_extractor_runs_its_own_call_and_keeps_valid_values(sqlite_
     assert models.formats[0]["json_schema"]["schema"]["properties"]["profile"] == profile
     meta = _meta(sqlite_engine, "t-struct")
     assert meta["extracted"] == {"mood": "calm"}, "the invalid profile is dropped, the other value kept"
-    [end, *_] = _ends(sqlite_engine, "t-struct", ev.EXTRACTION_END)
+    [end, *_] = _ends(sqlite_engine, "t-struct", ev.OBSERVATION_END)
     assert end["extractedValues"] == {"mood": "calm"}
     assert (
         end["extractionFailures"][0]["slug"] == "profile"
         and "timezone" in end["extractionFailures"][0]["error"]
     )
-    assert end["sourceCycleId"] and end["source"] == "observer"
+    assert not _ends(sqlite_engine, "t-struct", ev.EXTRACTION_END)
+    assert not [t for t in om.executor.submitted if type(t).__name__ == "ExtractValues"]  # type: ignore[attr-defined]
 
 
-def test_a_redelivered_extraction_is_applied_once(sqlite_engine: Engine) -> None:
+def test_a_failing_structured_call_is_the_extractors_failure_not_the_cycles(sqlite_engine: Engine) -> None:
+    class Down(ScriptedModels):
+        def complete(self, model: Any, *, system: str, user: Any, **kwargs: Any) -> Any:
+            from tests.support.fake_models import user_text
+
+            if "## Structured Extraction Request" in user_text(user):
+                raise RuntimeError("extraction provider down")
+            return super().complete(model, system=system, user=user, **kwargs)
+
+    models = Down([f"{OBSERVATIONS}\n<mood>happy</mood>"])
+    om = _engine(
+        sqlite_engine,
+        models,
+        [
+            {"name": "mood", "instructions": "Mood."},
+            {"name": "status", "instructions": "Status.", "schema": {"type": "string"}},
+        ],
+    )
+    _observe_round(om, "t-down", 0)
+    head = records.get_head(sqlite_engine, "thread:t-down")
+    assert head is not None and "tea" in head.active_observations, "the observation committed"
+    [end, *_] = _ends(sqlite_engine, "t-down", ev.OBSERVATION_END)
+    assert end["extractedValues"] == {"mood": "happy"}
+    assert [f["slug"] for f in end["extractionFailures"]] == ["status"]
+
+
+def test_an_extraction_task_queued_by_an_earlier_version_is_applied_once(sqlite_engine: Engine) -> None:
     models = ScriptedModels([OBSERVATIONS], structured_reply=json.dumps({"mood": "calm"}))
     om = _engine(
         sqlite_engine, models, [{"name": "mood", "instructions": "The mood.", "schema": {"type": "string"}}]
     )
     _observe_round(om, "t-once", 0)
+    [source] = [e for e in list_events(sqlite_engine, thread_id="t-once") if e.type == ev.OBSERVATION_END][:1]
+    head = records.get_head(sqlite_engine, "thread:t-once")
+    assert head is not None
+    task = ExtractValues("t-once", f"extract-{source.cycle_id}", "observer", source.cycle_id, head.id, 0, 1)
     calls = len(models.of("structured"))
-    [task] = [t for t in om.executor.submitted if type(t).__name__ == "ExtractValues"][:1]  # type: ignore[attr-defined]
+    assert om.extract_values(task) is True
     assert om.extract_values(task) is False
-    assert len(models.of("structured")) == calls
-    assert len(_ends(sqlite_engine, "t-once", ev.EXTRACTION_END)) == calls
+    assert len(models.of("structured")) == calls + 1
+    assert len(_ends(sqlite_engine, "t-once", ev.EXTRACTION_END)) == 1
 
 
 @pytest.fixture
@@ -574,9 +610,8 @@ def test_the_reflector_runs_reflection_extractors_and_strips_their_sections(sqli
     reflection_end = [
         e for e in _ends(sqlite_engine, "t-refl", ev.OBSERVATION_END) if e["operationType"] == "reflection"
     ]
-    assert reflection_end[0]["extractedValues"] == {"mood": "calm"}
-    [extraction_end] = _ends(sqlite_engine, "t-refl", ev.EXTRACTION_END)
-    assert extraction_end["source"] == "reflector" and extraction_end["operationType"] == "reflection"
+    assert reflection_end[0]["extractedValues"] == {"mood": "calm", "topics": ["tea"]}
+    assert not _ends(sqlite_engine, "t-refl", ev.EXTRACTION_END)
 
 
 def test_a_buffered_reflection_runs_reflection_extractors_and_persists_before_activation(
