@@ -50,7 +50,7 @@ FULL = Size("full", exchanges=300, sessions=8, single=16, updated=7, date=8, mul
 #: For development and the quick bench: ~120 turns.
 QUICK = Size("quick", exchanges=60, sessions=3, single=6, updated=3, date=3, multi_session=3)
 #: The smoke test's.
-TINY = Size("tiny", exchanges=24, sessions=2, single=2, updated=1, date=1, multi_session=1)
+TINY = Size("tiny", exchanges=48, sessions=2, single=2, updated=1, date=1, multi_session=1)
 SIZES = {size.name: size for size in (FULL, QUICK, TINY)}
 
 

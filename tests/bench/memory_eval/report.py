@@ -44,7 +44,8 @@ def table(conversation: Conversation, results: Mapping[str, ScopeResult]) -> str
         lines.append(
             f"{scope} scope: context {result.context_tokens:,} tokens, truncation "
             f"{result.truncation_tokens:,} tokens; context ÷ truncation "
-            f"{_times(context_over_truncation(result))}"
+            f"{_times(context_over_truncation(result))}; search "
+            + ("by words and vectors" if result.vector else "by words only (no pgvector)")
         )
         for row in [header, *rows]:
             lines.append("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)))

@@ -69,6 +69,8 @@ class ScopeResult:
     context: str
     truncation: str
     newest_turn_in_context: bool
+    #: Whether search ranked by the embedder too (retrieval.vector), or by words only.
+    vector: bool = False
     search_error: str | None = None
     seconds: dict[str, float] = field(default_factory=dict)
 
@@ -82,6 +84,7 @@ class ScopeResult:
             "context_tokens": self.context_tokens,
             "truncation_tokens": self.truncation_tokens,
             "newest_turn_in_context": self.newest_turn_in_context,
+            "vector": self.vector,
             "search_error": self.search_error,
             "seconds": self.seconds,
             "questions": self.rows,
@@ -253,6 +256,7 @@ def play_scope(
         measured = _measure(api, conversation, scope, resource, ask, answer["context"])
         seconds["measure"] = time.monotonic() - started
         measured.seconds = seconds
+        measured.vector = vector
         return measured
     finally:
         api.close()
