@@ -81,7 +81,7 @@ def test_a_tiny_conversation_runs_end_to_end_against_a_real_truncation(
     conversation = generate(5, "tiny", facts_at_start=True)
     started = time.monotonic()
     with local_stack(tmp_path / "stack", concurrency=2) as stack:
-        results = evaluate(stack, conversation, uuid.uuid4().hex[:8], message_tokens=1000)
+        results = evaluate(stack, conversation, uuid.uuid4().hex[:8])
     print(table(conversation, results), f"\n{time.monotonic() - started:.0f} s")
     assert set(results) == set(SCOPES)
     for scope, result in results.items():

@@ -39,6 +39,11 @@ class Size:
     updated: int
     date: int
     multi_session: int
+    #: The memory thresholds it is played with: the issue's for the full size; the smaller sizes'
+    #: conversations are shorter, so they get the server's smallest `messageTokens` (1,000) and an
+    #: `observationTokens` in the same proportion, or their context would hold the whole conversation.
+    message_tokens: int = 3000
+    observation_tokens: int = 4000
 
     def count(self, kind: Kind) -> int:
         count: int = getattr(self, kind)
@@ -48,9 +53,29 @@ class Size:
 #: The issue's size: ~600 turns, ~22k tokens.
 FULL = Size("full", exchanges=300, sessions=8, single=16, updated=7, date=8, multi_session=6)
 #: For development and the quick bench: ~120 turns.
-QUICK = Size("quick", exchanges=60, sessions=3, single=6, updated=3, date=3, multi_session=3)
+QUICK = Size(
+    "quick",
+    60,
+    sessions=3,
+    single=6,
+    updated=3,
+    date=3,
+    multi_session=3,
+    message_tokens=1000,
+    observation_tokens=1500,
+)
 #: The smoke test's.
-TINY = Size("tiny", exchanges=48, sessions=2, single=2, updated=1, date=1, multi_session=1)
+TINY = Size(
+    "tiny",
+    48,
+    sessions=2,
+    single=2,
+    updated=1,
+    date=1,
+    multi_session=1,
+    message_tokens=1000,
+    observation_tokens=1500,
+)
 SIZES = {size.name: size for size in (FULL, QUICK, TINY)}
 
 
@@ -135,13 +160,16 @@ def _date_value(rng: random.Random, used: set[str]) -> str:
 
 
 def _statement(rng: random.Random, template: str, value: str) -> str:
-    """The user's message stating a fact: the sentence, sometimes after an opener or before small talk."""
+    """The user's message stating a fact: the sentence alone, or after an opener, or before or after a
+    piece of small talk (a fact is not always a message of its own)."""
     sentence = template.format(v=value)
     roll = rng.random()
-    if roll < 0.3:
+    if roll < 0.25:
         return f"{rng.choice(filler.USER_OPENERS)} {sentence}"
-    if roll < 0.5:
+    if roll < 0.45:
         return f"{sentence} Also, {rng.choice(filler.USER_TOPICS)}"
+    if roll < 0.7:
+        return f"{filler.user_small_talk(rng)} By the way, {sentence[0].lower()}{sentence[1:]}"
     return sentence
 
 

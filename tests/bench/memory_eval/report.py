@@ -34,7 +34,8 @@ def table(conversation: Conversation, results: Mapping[str, ScopeResult]) -> str
     lines = [
         f"memory evaluation: {conversation.size.name} conversation (seed {conversation.seed}), "
         f"{len(conversation.turns)} turns in {conversation.sessions} sessions, "
-        f"{len(conversation.questions)} questions"
+        f"{len(conversation.questions)} questions; messageTokens {conversation.size.message_tokens:,}, "
+        f"observationTokens {conversation.size.observation_tokens:,}"
     ]
     for scope, result in results.items():
         figures = result.shares()
@@ -65,6 +66,8 @@ def as_json(conversation: Conversation, results: Mapping[str, ScopeResult]) -> d
         "turns": len(conversation.turns),
         "sessions": conversation.sessions,
         "questions": len(conversation.questions),
+        "message_tokens": conversation.size.message_tokens,
+        "observation_tokens": conversation.size.observation_tokens,
         "scopes": {
             scope: {**result.as_json(), "context_over_truncation": context_over_truncation(result)}
             for scope, result in results.items()

@@ -318,11 +318,12 @@ def evaluate(
     *,
     scopes: Sequence[str] = SCOPES,
     vector: bool | None = None,
-    message_tokens: int = MESSAGE_TOKENS,
-    observation_tokens: int = OBSERVATION_TOKENS,
+    message_tokens: int | None = None,
+    observation_tokens: int | None = None,
     on_progress: Callable[[str], None] = lambda _: None,
 ) -> dict[str, ScopeResult]:
-    """Every scope's result, by scope name."""
+    """Every scope's result, by scope name. Thresholds default to the conversation size's; `vector` to
+    whether the database has vector search."""
     use_vector = vector_support(stack.db) if vector is None else vector
     return {
         scope: play_scope(
@@ -331,8 +332,8 @@ def evaluate(
             scope,
             run_id,
             vector=use_vector,
-            message_tokens=message_tokens,
-            observation_tokens=observation_tokens,
+            message_tokens=message_tokens or conversation.size.message_tokens,
+            observation_tokens=observation_tokens or conversation.size.observation_tokens,
             on_progress=on_progress,
         )
         for scope in scopes
