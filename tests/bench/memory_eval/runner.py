@@ -30,7 +30,7 @@ from sqlalchemy import Engine, and_, exists, select, text
 
 from om_core.search.index import track
 from om_core.store import schema
-from om_core.tenancy.scoped_ids import StoredId, scoped_id
+from om_core.tenancy.scoped_ids import PublicId, StoredId, scoped_id
 from om_core.tokens import TokenCounter
 from tests.bench.memory_eval.conversation import Conversation, Turn, contains
 from tests.bench.memory_eval.scoring import context_text, shares, truncate
@@ -181,7 +181,7 @@ def settle(stack: Stack, thread_ids: Sequence[str]) -> float:
     """Wait for the workers to go idle, then for every thread to be indexed; the seconds waited."""
     started = time.monotonic()
     wait_until(stack.drained, deadline_s=stack.settle_deadline_s, what="the workers to go idle", every_s=0.2)
-    stored = [scoped_id(stack.tenant, t) for t in thread_ids]
+    stored = [scoped_id(stack.tenant, PublicId(t)) for t in thread_ids]
     track(stack.db, stored)
     for thread in stored:
         stack.submit_index(thread)

@@ -58,6 +58,15 @@ def _per_kind(result: ScopeResult, measure: str) -> str:
     return ", ".join(f"{kind} {percent(shares[kind])}" for kind in KINDS)
 
 
+def _count(result: ScopeResult, measure: str) -> str:
+    return f"{sum(bool(r[measure]) for r in result.rows)}/{len(result.rows)}"
+
+
+def _missed(result: ScopeResult, measure: str) -> str:
+    """The questions a measure missed, by kind and fact (the JSON has their text and answers)."""
+    return ", ".join(f"{r['kind']}:{r['key']}" for r in result.rows if not r[measure]) or "none"
+
+
 def run(bench: Bench) -> None:
     conversation = generate(SEED, "quick" if bench.quick else "full")
     bench.say(
@@ -91,7 +100,10 @@ def run(bench: Bench) -> None:
             over_truncation(scope),
             context_over_truncation(result),
             target=Target.at_least(RATIO_TARGET, "×"),
-            why="the context holds no more answers than the newest raw turns of the same size",
+            why=(
+                f"{_count(result, 'context')} answers in the context, {_count(result, 'truncation')} in the "
+                f"newest raw turns of the same {result.context_tokens:,} tokens"
+            ),
         )
         bench.results.add(
             SECTION,
@@ -106,5 +118,6 @@ def run(bench: Bench) -> None:
             context_or_search(scope),
             100 * shares["context_or_search"]["all"],
             target=Target.at_least(FOUND_TARGET, " %"),
+            why=f"missed: {_missed(result, 'context_or_search')}",
             note=_per_kind(result, "context_or_search"),
         )
