@@ -9,7 +9,9 @@ the values recorded for that figure in earlier runs (`tests/bench/history.json`,
 Sections, in order: turn_profile, turn_path, peer (om on its embedded stack beside the original, same
 conversation, same run), long_thread (context bound, flatness, local-model compression and retention),
 blocking, memory, throughput (its own workers), tokens, search (latency over a large resource on Postgres
-and SQLite, indexing throughput, index lag after a burst), tracing (the turn path's CPU with tracing off
+and SQLite, indexing throughput, index lag after a burst), memory_eval (answers of a generated multi-session
+conversation in the context, beside truncation to the same tokens, and in the search's top 10:
+`tests/bench/memory_eval/`), tracing (the turn path's CPU with tracing off
 and on, in-process). `--quick` runs each on a
 smaller workload (each figure says what it shrank) for CI; it still produces every figure.
 
@@ -48,6 +50,7 @@ from tests.bench import (
     turn_profile,
 )
 from tests.bench.harness import MAIN_WORKERS, Bench
+from tests.bench.memory_eval import section as memory_eval
 from tests.bench.results import (
     FigureDef,
     Results,
@@ -69,6 +72,7 @@ SECTIONS: dict[str, Callable[[Bench], None]] = {
     "throughput": throughput.run,
     "tokens": token_counting.run,
     "search": search.run,
+    "memory_eval": memory_eval.run,
     # Last: it installs the tracing SDK in this process, which cannot be taken back.
     "tracing": tracing_cost.run,
 }
@@ -84,6 +88,7 @@ FIGURES: dict[str, Callable[[bool], list[FigureDef]]] = {
     "throughput": throughput.figures,
     "tokens": token_counting.figures,
     "search": search.figures,
+    "memory_eval": memory_eval.figures,
     "tracing": tracing_cost.figures,
 }
 MAIN_REDIS_DB = 8

@@ -18,7 +18,7 @@ from tests.bench import run
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow, pytest.mark.timeout(1200)]
 
-#: Every figure of issues 7, 18, 29 and 32, by the start of its name; the quick suite must produce each
+#: Every figure of issues 7, 18, 29, 32 and 33, by the start of its name; the quick suite must produce each
 #: one. The original's figures (peer section) are produced too but may be n/a: it needs Node and npm, and
 #: skips with its reason where they are missing.
 EXPECTED = (
@@ -61,6 +61,8 @@ EXPECTED = (
     "API CPU per turn, tracing off",
     "API CPU per turn, tracing on",
     "turn CPU, tracing on ÷ off",
+    "memory eval, thread scope: answers in",
+    "memory eval, resource scope: answers in",
 )
 #: Figures that may legitimately have no value (no blocking at all in the sweep).
 MAY_BE_EMPTY = ("blocking starts at messageTokens",)
