@@ -22,7 +22,7 @@ from typing import Any, Literal
 from om_core.config.options import ObservationalMemoryConfig, ResolvedConfig, TokenRange
 from om_core.errors import OMConfigError
 from om_core.models import allowlist
-from om_core.models.selection import ModelByInputTokens, ModelSpec
+from om_core.models.selection import ModelSpec, model_ids
 
 __all__ = [
     "OPERATOR_ONLY_PROVIDER_OPTIONS",
@@ -239,15 +239,9 @@ def _check_caps(tenant: ResolvedConfig, operator: ResolvedConfig, policy: Memory
 
 
 def models_of(spec: ModelSpec) -> Iterator[str]:
-    """Every router id a model selection may call: a model, each of a fallback chain, each tier."""
-    if isinstance(spec, str):
-        yield spec
-    elif isinstance(spec, ModelByInputTokens):
-        for _threshold, tier in spec.tiers:
-            yield from models_of(tier)
-    else:
-        for entry in spec:
-            yield from models_of(entry)
+    """Every router id a model selection may call: a model, each of a fallback chain (with or without its
+    own `maxRetries`), each tier."""
+    return model_ids(spec)
 
 
 def _low(tokens: int | TokenRange) -> int:

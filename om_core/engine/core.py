@@ -31,6 +31,7 @@ from om_core.context.actor import RenderedLogCache
 from om_core.coordination import Coordination, Keys, LocalCoordination, Peek
 from om_core.engine import events as ev
 from om_core.engine.ports import (
+    CallModel,
     Completion,
     EngineSettings,
     EventPublisher,
@@ -45,7 +46,7 @@ from om_core.errors import ModelCallRefused
 from om_core.hooks import CURRENT_TRIGGER, DISPATCHER
 from om_core.messages import Part
 from om_core.models.client import ModelClient
-from om_core.models.selection import DEFAULT_MODEL, ModelByInputTokens, ModelSpec
+from om_core.models.selection import DEFAULT_MODEL, ModelByInputTokens, ModelSpec, ModelWithRetries
 from om_core.observer.prompt import thread_title_update
 from om_core.policy import decisions
 from om_core.recall.search_mode import Searcher
@@ -82,12 +83,15 @@ def policy_tokens(value: int | TokenRange) -> decisions.MessageTokens:
     return (value.min, value.max) if isinstance(value, TokenRange) else value
 
 
-def resolve_model(spec: ModelSpec, input_tokens: int) -> str | list[str]:
-    """A concrete model (or fallback chain) for one call: tiers resolved by input size, "default" mapped."""
+def resolve_model(spec: ModelSpec | ModelWithRetries, input_tokens: int) -> CallModel:
+    """A concrete model (or fallback chain) for one call: tiers resolved by input size, "default" mapped;
+    a chain entry with its own `maxRetries` stays one (the model client reads its retries)."""
     if isinstance(spec, ModelByInputTokens):
         return resolve_model(spec.resolve(input_tokens), input_tokens)
+    if isinstance(spec, ModelWithRetries):
+        return [spec]
     if isinstance(spec, list):
-        chain: list[str] = []
+        chain: list[str | ModelWithRetries] = []
         for item in spec:
             resolved = resolve_model(item, input_tokens)
             chain.extend(resolved if isinstance(resolved, list) else [resolved])
@@ -95,8 +99,9 @@ def resolve_model(spec: ModelSpec, input_tokens: int) -> str | list[str]:
     return DEFAULT_MODEL if spec in ("default", "", None) else str(spec)
 
 
-def primary_model(model: str | list[str]) -> str:
-    return model[0] if isinstance(model, list) else model
+def primary_model(model: CallModel) -> str:
+    first = model[0] if isinstance(model, list) else model
+    return first.model if isinstance(first, ModelWithRetries) else first
 
 
 def buffering_boundary(record: Record, view: Peek) -> int:
@@ -239,7 +244,7 @@ class EngineCore:
         self,
         cfg: ResolvedConfig,
         stage: ResolvedObservation | ResolvedReflection,
-        model: str | list[str],
+        model: CallModel,
         *,
         system: str,
         user: UserContent,

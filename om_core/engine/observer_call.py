@@ -14,7 +14,7 @@ from om_core.config.options import ResolvedConfig
 from om_core.engine.core import EngineCore, primary_model, resolve_model
 from om_core.engine.cycle import Usage
 from om_core.engine.extraction import NONE, RunExtractors
-from om_core.engine.ports import ObserverDegenerateError, UserContent
+from om_core.engine.ports import CallModel, ObserverDegenerateError, UserContent
 from om_core.messages import Message
 from om_core.models.reply_checks import unusable_reply
 from om_core.observations.groups import strip_wrappers
@@ -55,7 +55,7 @@ def observer_system_prompt(
     )
 
 
-def attachment_rule(core: EngineCore, cfg: ResolvedConfig, model: str | list[str]) -> bool | Sequence[str]:
+def attachment_rule(core: EngineCore, cfg: ResolvedConfig, model: CallModel) -> bool | Sequence[str]:
     """Which attachments reach the Observer (§5.5). "auto" reads the capability data of the primary model
     of the call (the one capability decisions follow, §11.2), after tiers are resolved for its input."""
     return forwarding_rule(
@@ -213,7 +213,7 @@ P = TypeVar("P", bound=_Parsed)
 def _usable_reply(
     core: EngineCore,
     cfg: ResolvedConfig,
-    model: str | list[str],
+    model: CallModel,
     system: str,
     user: UserContent,
     usage: Usage,
