@@ -27,7 +27,7 @@ from om_core.engine.core import EVENT_SINK, Activity, EngineCore
 from om_core.engine.ports import ThreadIdRequired
 from om_core.engine.tasks import BufferObservation, Observe, Task, lookup_key, new_cycle_id
 from om_core.engine.turn_reply import Current, TurnResult, disabled_turn, turn_result
-from om_core.engine.turn_store import TurnInput, store_and_read
+from om_core.engine.turn_store import TurnInput, previous_actor_model, store_and_read
 from om_core.engine.window import Window
 from om_core.maintenance import triggers
 from om_core.policy import decisions
@@ -64,7 +64,7 @@ def _ingest(core: EngineCore, turn: TurnInput, sink: list[StoredEvent]) -> TurnR
     if not cfg.enabled:
         return disabled_turn(core, thread_id, cfg, stored, turn.step_number, turn.with_context)
     activity = Activity(
-        previous_model=before.last_actor_model if before is not None else None,
+        previous_model=previous_actor_model(turn, before),
         last_activity_at=before.last_activity_at if before is not None else None,
         actor_model=turn.actor_model,
         provider_options=turn.provider_options,
