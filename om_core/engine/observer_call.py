@@ -222,17 +222,43 @@ def _usable_reply(
     """The first usable, non-degenerate reply within `_ATTEMPTS` calls, parsed; else the Observer is
     degenerate for this input."""
     last_problem = "empty"
+    partial = ""
     for _attempt in range(_ATTEMPTS):
         completion = core.complete(cfg, cfg.observation, model, system=system, user=user)
         usage.add(completion)
         unusable = unusable_reply(completion.text, completion.finish_reason)
         if unusable is not None:
             last_problem = unusable
+            partial = partial_observations(parse(storable(completion.text)))
             continue
         output = parse(completion.text)
         if not output.degenerate:
             return output
         last_problem = "degenerate output (repetition loop)"
+        partial = ""
     raise ObserverDegenerateError(
-        f"the Observer produced {last_problem} twice for model {primary_model(model)}"
+        f"the Observer produced {last_problem} twice for model {primary_model(model)}", partial
     )
+
+
+#: Most characters of partial observations a failed event carries (it is for display).
+PARTIAL_OBSERVATIONS_CHARS = 20_000
+
+
+def storable(text: str) -> str:
+    """`text` without what a database refuses (NUL characters, unpaired surrogates)."""
+    return text.replace("\x00", "").encode("utf-8", "replace").decode("utf-8")
+
+
+def partial_observations(output: _Parsed) -> str:
+    """The observations an unusable reply held (every thread's, labelled, for a multi-thread reply),
+    cut to `PARTIAL_OBSERVATIONS_CHARS`: what the failed event shows."""
+    if isinstance(output, MultiThreadObserverOutput):
+        text = "\n".join(
+            f'<thread id="{label}">\n{out.observations}\n</thread>'
+            for label, out in output.threads.items()
+            if out.observations.strip()
+        )
+    else:
+        text = getattr(output, "observations", "")
+    return text.strip()[:PARTIAL_OBSERVATIONS_CHARS]

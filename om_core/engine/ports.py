@@ -109,8 +109,22 @@ class EngineSettings:
 
 
 class ObserverDegenerateError(OMError, RuntimeError):
-    def __init__(self, detail: str) -> None:
+    """No usable Observer reply. `partial_observations` are the observations the last reply held when it
+    could not be used as a whole (cut at the output-token limit, say): what was observed before the
+    failure, which the failed event shows (`observations`) and nothing commits."""
+
+    def __init__(self, detail: str, partial_observations: str = "") -> None:
         super().__init__("OBSERVER_DEGENERATE", f"[OBSERVER_DEGENERATE] {detail}")
+        self.partial_observations = partial_observations
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_degenerate, (str(self), self.partial_observations))
+
+
+def _degenerate(message: str, partial: str) -> ObserverDegenerateError:
+    error = ObserverDegenerateError("", partial)
+    error.args = (message,)
+    return error
 
 
 class ThreadIdRequired(OMError, ValueError):
