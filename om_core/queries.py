@@ -356,6 +356,18 @@ def effective_config(engine: MemoryEngine, overrides: Mapping[str, Any] | None) 
     return config.to_public_dict()
 
 
+def config_warnings(engine: MemoryEngine, overrides: Mapping[str, Any] | None) -> list[str]:
+    """What the config with `overrides` accepts but ignores (`bufferOnIdle` with buffering off, ...)."""
+    config = engine.base_config.with_overrides(overrides) if overrides else engine.base_config
+    return list(config.resolve().warnings)
+
+
+def thread_config_warnings(engine: MemoryEngine, thread_id: StoredId) -> list[str]:
+    """`config_warnings` of a stored thread's effective config (its resource's overrides, then its own)."""
+    thread = history.get_thread(engine.db, thread_id)
+    return config_warnings(engine, thread.effective_overrides if thread is not None else None)
+
+
 def set_config_overrides(
     engine: MemoryEngine, thread_id: StoredId, overrides: Mapping[str, Any] | None
 ) -> dict[str, Any]:

@@ -437,6 +437,11 @@ class ConfigResponse(_Response):
     effective: dict[str, Any] = Field(
         description="The service config with the resource's overrides, then the thread's, applied"
     )
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="Options of the effective config that are accepted but have no effect, each with why "
+        "(e.g. observation.bufferOnIdle while async buffering is off)",
+    )
 
 
 class ResourceConfigResponse(_Response):

@@ -944,6 +944,11 @@ export interface components {
             effective: {
                 [key: string]: unknown;
             };
+            /**
+             * Warnings
+             * @description Options of the effective config that are accepted but have no effect, each with why (e.g. observation.bufferOnIdle while async buffering is off)
+             */
+            warnings?: string[];
         };
         /**
          * DaySpend
