@@ -112,13 +112,18 @@ class MemoryPolicy:
     `models` are `OM_MEMORY_MODELS` glob patterns (empty: any hosted model). The floors keep a tenant from
     asking for a model call on nearly every turn; the cap bounds each call's output. `tenant_passthrough`
     lets tenant configs set `OPERATOR_ONLY_PROVIDER_OPTIONS` too: for a server whose every key holder is
-    trusted as its operator."""
+    trusted as its operator. The `request_*` fields bound what one turn may choose on top
+    (`om_core.config.request_choice`)."""
 
     models: tuple[str, ...] = ()
     min_tokens: int = 1_000
     min_buffer_tokens: int = 200
     max_output_tokens: int = 100_000
     tenant_passthrough: bool = False
+    #: `OM_REQUEST_MODELS`: the models a turn may choose for its own background work (`memory_options`);
+    #: empty: none. `OM_REQUEST_EXTRACTORS`: whether a turn may choose extractors (`request_choice`).
+    request_models: tuple[str, ...] = ()
+    request_extractors: bool = False
 
 
 def check(config: ObservationalMemoryConfig, base: ObservationalMemoryConfig, policy: MemoryPolicy) -> None:

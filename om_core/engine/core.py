@@ -8,6 +8,7 @@ the shells call.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -19,7 +20,7 @@ from typing import Any, ClassVar
 from sqlalchemy import Engine, update
 
 from om_core import tracing
-from om_core.config import trust
+from om_core.config import request_choice, trust
 from om_core.config.options import (
     ObservationalMemoryConfig,
     ResolvedConfig,
@@ -40,9 +41,10 @@ from om_core.engine.ports import (
     UserContent,
 )
 from om_core.engine.resource import scope_for
-from om_core.engine.tasks import Executor, InlineExecutor, Task
+from om_core.engine.tasks import REQUEST_CHOICE, Executor, InlineExecutor, Task
 from om_core.engine.window import Window, build_window
-from om_core.errors import ModelCallRefused
+from om_core.errors import ModelCallRefused, OMConfigError
+from om_core.extractors.registry import check_tenant_overrides
 from om_core.hooks import CURRENT_TRIGGER, DISPATCHER
 from om_core.messages import Part
 from om_core.models.client import ModelClient
@@ -203,12 +205,17 @@ class EngineCore:
         handler = self.handlers[type(task)]
         token = CURRENT_TRIGGER.set(getattr(task, "trigger", None))
         tenant = CURRENT_TENANT.set(tenant_of(task.thread_id) if task.thread_id else None)
+        # A kind that takes a request's choice runs with its own, else with the one of the turn running it
+        # inline; the other kinds (a resource's batch, indexing, delivery) never with one.
+        carried = getattr(task, "choice", None)
+        chosen = REQUEST_CHOICE.set("" if carried is None else (carried or REQUEST_CHOICE.get()))
         try:
             with tracing.operation(
                 tracing.SPAN_OF_TASK.get(type(task).__name__, "om.task"), {"om.task": type(task).__name__}
             ):
                 return handler(self, task)
         finally:
+            REQUEST_CHOICE.reset(chosen)
             CURRENT_TENANT.reset(tenant)
             CURRENT_TRIGGER.reset(token)
 
@@ -217,7 +224,13 @@ class EngineCore:
     def config_for(self, overrides: Mapping[str, Any] | None) -> ResolvedConfig:
         """The resolved config of a thread: service config plus its validated overrides. Overrides are a
         tenant's, so they are checked against the operator's policy here too, where they are used: a
-        stored config that breaks it resolves with `refused` set, and its model calls are refused."""
+        stored config that breaks it resolves with `refused` set, and its model calls are refused.
+
+        While a request's model choice is current (`tasks.REQUEST_CHOICE`: the turn that made it, and the
+        work it started), the choice is applied over the thread's config."""
+        choice = REQUEST_CHOICE.get()
+        if choice:
+            return self._chosen_config(overrides, choice)
         if not overrides:
             return self.base_config.resolve()
         cache_key = repr(sorted(overrides.items()))
@@ -230,6 +243,37 @@ class EngineCore:
                 cached = replace(cached, refused=refused)
             self._resolved_cache[cache_key] = cached
         return cached
+
+    def _chosen_config(self, overrides: Mapping[str, Any] | None, choice: str) -> ResolvedConfig:
+        """`config_for` with a request's choice (canonical JSON) applied, checked like a tenant's config
+        (the choice was checked by the turn that made it; this catches a thread config changed since)."""
+        cache_key = repr((sorted(overrides.items()) if overrides else None, choice))
+        cached = self._resolved_cache.get(cache_key)
+        if cached is None:
+            base = self.base_config.with_overrides(overrides) if overrides else self.base_config
+            config = request_choice.merged(base, json.loads(choice))
+            cached = config.resolve()
+            refused = trust.refusal(config, self.base_config, self.settings.memory_policy)
+            if refused is not None:
+                cached = replace(cached, refused=refused)
+            self._resolved_cache[cache_key] = cached
+        return cached
+
+    def check_choice(
+        self, overrides: Mapping[str, Any] | None, choice: Mapping[str, Mapping[str, Any]], tenant: str | None
+    ) -> None:
+        """Raise `OMConfigError` (the API's 422, naming the field) when a turn's `memory_options`
+        (normalized) are not the operator's to give: the per-request rules, then the config they make
+        over the thread's `overrides` under the operator's policy, and any code they name."""
+        policy = self.settings.memory_policy
+        request_choice.check(choice, policy)
+        base = self.base_config.with_overrides(overrides) if overrides else self.base_config
+        try:
+            config = request_choice.merged(base, choice)
+            trust.check(config, self.base_config, policy)
+            check_tenant_overrides(dict(choice), tenant)
+        except OMConfigError as exc:
+            raise exc.at(request_choice.FIELD) from None
 
     def check_overrides(self, overrides: Mapping[str, Any] | None) -> ResolvedConfig:
         """The resolved config of overrides a tenant key is writing, or `OMConfigError` naming the first

@@ -47,6 +47,9 @@ class TurnInput:
     #: False when the caller does not want the actor's context back (the reply call of an exchange): the
     #: turn then neither builds it nor reads the message bodies it would show.
     with_context: bool = True
+    #: The turn's memory-model choice (`memory_options`, as `request_choice.normalize` gives it): applied
+    #: to the background work this turn starts.
+    choice: dict[str, dict[str, Any]] | None = None
 
 
 @dataclass(frozen=True)

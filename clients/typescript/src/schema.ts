@@ -2244,6 +2244,13 @@ export interface components {
                     [key: string]: unknown;
                 };
             } | null;
+            /**
+             * Memory Options
+             * @description The Observer's and Reflector's models (and extractors) for the background work this turn starts, over the thread's config: `{"model": ...}` for both, or `{"observation": {"model": ..., "extract": [...]}, "reflection": {"model": ...}}`. Only models matching the server's OM_REQUEST_MODELS (and OM_MEMORY_MODELS), and extractors only with OM_REQUEST_EXTRACTORS; anything else is refused with 422 naming the field
+             */
+            memory_options?: {
+                [key: string]: unknown;
+            } | null;
         };
         /** TurnResponse */
         TurnResponse: {
