@@ -386,7 +386,7 @@ def get_config(thread_id: ThreadId, runtime: Runtime, caller: Caller) -> ConfigR
         overrides=thread.config_overrides,
         resource_overrides=thread.resource_overrides,
         effective=queries.effective_config(runtime.engine, thread.effective_overrides),
-        warnings=queries.config_warnings(runtime.engine, thread.effective_overrides),
+        **queries.thread_config_extras(runtime.engine, thread.id),
     )
 
 
@@ -410,7 +410,7 @@ def put_config(thread_id: ThreadId, body: ConfigRequest, runtime: Runtime, calle
         overrides=dict(body.overrides) if body.overrides else None,
         resource_overrides=thread.resource_overrides,
         effective=effective,
-        warnings=queries.thread_config_warnings(runtime.engine, thread.id),
+        **queries.thread_config_extras(runtime.engine, thread.id),
     )
 
 

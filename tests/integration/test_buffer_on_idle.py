@@ -113,6 +113,8 @@ def test_the_thread_config_lists_the_warning(api: tuple[TestClient, dict[str, st
     assert any(IGNORED in warning for warning in put.json()["warnings"])
     got = client.get("/v1/threads/t-idle/config", headers=headers)
     assert any(IGNORED in warning for warning in got.json()["warnings"])
+    # The same answer names the models the config resolves to (what the dashboard shows by the bars).
+    assert got.json()["models"] == {"observer": "om-local/extractive", "reflector": "om-local/extractive"}
     # Buffering on again: the option acts, and nothing is reported.
     body["overrides"] = {"observation": {"bufferOnIdle": True}}
     again = client.put("/v1/threads/t-idle/config", json=body, headers=headers)

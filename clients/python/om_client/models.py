@@ -442,6 +442,11 @@ class ConfigResponse(_Response):
         description="Options of the effective config that are accepted but have no effect, each with why "
         "(e.g. observation.bufferOnIdle while async buffering is off)",
     )
+    models: dict[str, Any] = Field(
+        default_factory=dict,
+        description="The models the effective config resolves to, `observer` and `reflector` (a model, a "
+        'fallback list, or `{"upTo": {...}}` tiers; the default model when none is set)',
+    )
 
 
 class ResourceConfigResponse(_Response):

@@ -949,6 +949,13 @@ export interface components {
              * @description Options of the effective config that are accepted but have no effect, each with why (e.g. observation.bufferOnIdle while async buffering is off)
              */
             warnings?: string[];
+            /**
+             * Models
+             * @description The models the effective config resolves to, `observer` and `reflector` (a model, a fallback list, or `{"upTo": {...}}` tiers; the default model when none is set)
+             */
+            models?: {
+                [key: string]: unknown;
+            };
         };
         /**
          * DaySpend
