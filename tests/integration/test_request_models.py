@@ -18,12 +18,14 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from sqlalchemy import Engine
 from starlette.testclient import TestClient
 
 from om_api.app import create_app
 from om_api.settings import ApiSettings
+from om_client import OMAPIError, OMClient, RetryPolicy
 from om_core.config.options import ObservationalMemoryConfig
 from om_core.config.trust import MemoryPolicy
 from om_core.engine import MemoryEngine
@@ -262,3 +264,24 @@ def test_the_turns_route_refuses_a_model_the_operator_does_not_allow(
     body["memory_options"] = {"model": "om-local/extractive"}
     accepted = client.post("/v1/threads/t-1/turns", json=body, headers=headers)
     assert accepted.status_code == 200, accepted.text
+
+
+def test_the_python_client_sends_the_choice(api: tuple[TestClient, dict[str, str]]) -> None:
+    client, headers = api
+    key = headers["Authorization"].removeprefix("Bearer ")
+
+    def forward(request: httpx.Request) -> httpx.Response:
+        answer = client.request(
+            request.method, request.url.raw_path.decode(), content=request.content, headers=request.headers
+        )
+        return httpx.Response(answer.status_code, headers=answer.headers, content=answer.content)
+
+    om = OMClient("http://testserver", key, transport=httpx.MockTransport(forward), retry=RetryPolicy.off())
+    with pytest.raises(OMAPIError) as caught:
+        om.post_turn("t-2", [{"role": "user", "text": "hi"}], memory_options={"model": "openai/gpt-4o"})
+    assert caught.value.status == 422
+    assert caught.value.field == "memory_options.observation.model"
+    turn = om.post_turn(
+        "t-2", [{"role": "user", "text": "hi"}], memory_options={"model": "om-local/extractive"}
+    )
+    assert turn.thread_id == "t-2"
