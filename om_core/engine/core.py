@@ -73,6 +73,10 @@ CURRENT_TENANT: ContextVar[str | None] = ContextVar("om_current_tenant", default
 EVENT_SINK: ContextVar[list[StoredEvent] | None] = ContextVar("om_event_sink", default=None)
 
 
+#: Configs made by requests' model choices that one process keeps resolved.
+_CHOSEN_CACHE_ENTRIES = 1024
+
+
 def utc_now() -> datetime:
     return datetime.now(UTC)
 
@@ -176,6 +180,7 @@ class EngineCore:
             executor.bind(self.run_task)
         self.executor = executor
         self._resolved_cache: dict[str, ResolvedConfig] = {}
+        self._chosen_cache: dict[str, ResolvedConfig] = {}
         # The part cache's budget covers the window's rows too (a quarter: a row is small beside a body).
         rows_budget = self.settings.part_cache_bytes // 4
         #: Bodies of unobserved parts this process has stored or read (see `store.part_cache`).
@@ -248,7 +253,7 @@ class EngineCore:
         """`config_for` with a request's choice (canonical JSON) applied, checked like a tenant's config
         (the choice was checked by the turn that made it; this catches a thread config changed since)."""
         cache_key = repr((sorted(overrides.items()) if overrides else None, choice))
-        cached = self._resolved_cache.get(cache_key)
+        cached = self._chosen_cache.get(cache_key)
         if cached is None:
             base = self.base_config.with_overrides(overrides) if overrides else self.base_config
             config = request_choice.merged(base, json.loads(choice))
@@ -256,7 +261,9 @@ class EngineCore:
             refused = trust.refusal(config, self.base_config, self.settings.memory_policy)
             if refused is not None:
                 cached = replace(cached, refused=refused)
-            self._resolved_cache[cache_key] = cached
+            if len(self._chosen_cache) >= _CHOSEN_CACHE_ENTRIES:
+                self._chosen_cache.clear()  # each request may choose anew: never an unbounded cache
+            self._chosen_cache[cache_key] = cached
         return cached
 
     def check_choice(

@@ -154,7 +154,12 @@ def test_sign_in_find_a_resource_and_open_its_thread(
     resource = new_id("res")
     # The Reflector as a fallback list with retries (issue 33): shown beside its bar as written.
     reflector = [{"model": "om-local/extractive", "maxRetries": 1}, "om-local/extractive"]
-    thread = new_thread(api, resource, title="Trip planning", overrides={"reflection": {"model": reflector}})
+    models = {
+        "model": None,
+        "observation": {"model": "om-local/extractive"},
+        "reflection": {"model": reflector},
+    }
+    thread = new_thread(api, resource, title="Trip planning", overrides=models)
     other = new_thread(api, resource, title="Groceries")
     post_turn(api, thread, 1, planted=f"The gate code is 4711. {MARKUP}")
     post_turn(api, other, 1)
