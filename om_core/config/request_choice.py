@@ -16,15 +16,27 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
-from om_core.config.options import ObservationalMemoryConfig
+from om_core.config import trust
+from om_core.config.options import ObservationalMemoryConfig, ResolvedConfig
 from om_core.config.trust import MemoryPolicy
 from om_core.errors import OMConfigError
+from om_core.extractors.registry import check_tenant_overrides
 from om_core.models import allowlist
 from om_core.models.selection import model_ids, parse_model_spec
 
-__all__ = ["FIELD", "MAX_CHOICE_BYTES", "check", "encode", "merged", "normalize"]
+__all__ = [
+    "FIELD",
+    "MAX_CHOICE_BYTES",
+    "ChosenConfigs",
+    "check",
+    "check_request",
+    "encode",
+    "merged",
+    "normalize",
+]
 
 #: The request field, for error paths.
 FIELD = "memory_options"
@@ -106,6 +118,60 @@ def merged(
         block.update(choice.get(phase, {}))
         base[phase] = block
     return ObservationalMemoryConfig.parse(base)
+
+
+def check_request(
+    base: ObservationalMemoryConfig,
+    overrides: Mapping[str, Any] | None,
+    choice: Mapping[str, Mapping[str, Any]],
+    policy: MemoryPolicy,
+    tenant: str | None,
+) -> None:
+    """Raise `OMConfigError` (the API's 422, naming the field) when a turn's `memory_options`
+    (normalized) are not the operator's to give: the per-request rules (`check`), then the config they
+    make over the thread's `overrides` under the operator's policy (`trust.check`, against the operator's
+    `base`), and any code they name (registered for `tenant`)."""
+    check(choice, policy)
+    effective = base.with_overrides(overrides) if overrides else base
+    try:
+        trust.check(merged(effective, choice), base, policy)
+        check_tenant_overrides(dict(choice), tenant)
+    except OMConfigError as exc:
+        raise exc.at(FIELD) from None
+
+
+class ChosenConfigs:
+    """The resolved configs requests' choices make over threads' configs, as one process keeps them: a
+    config resolves once per (overrides, choice), and a config that breaks the operator's policy resolves
+    with `refused` set (a thread config changed since the turn checked the choice). Bounded: each request
+    may choose anew."""
+
+    MAX_ENTRIES = 1024
+
+    def __init__(self) -> None:
+        self._cache: dict[str, ResolvedConfig] = {}
+
+    def resolve(
+        self,
+        base: ObservationalMemoryConfig,
+        overrides: Mapping[str, Any] | None,
+        choice: str,
+        policy: MemoryPolicy,
+    ) -> ResolvedConfig:
+        """`base` with `overrides`, then `choice` (`encode`d), resolved."""
+        key = repr((sorted(overrides.items()) if overrides else None, choice))
+        cached = self._cache.get(key)
+        if cached is None:
+            effective = base.with_overrides(overrides) if overrides else base
+            config = merged(effective, json.loads(choice))
+            cached = config.resolve()
+            refused = trust.refusal(config, base, policy)
+            if refused is not None:
+                cached = replace(cached, refused=refused)
+            if len(self._cache) >= self.MAX_ENTRIES:
+                self._cache.clear()
+            self._cache[key] = cached
+        return cached
 
 
 def encode(choice: Mapping[str, Mapping[str, Any]] | None) -> str:

@@ -8,7 +8,6 @@ the shells call.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -32,7 +31,6 @@ from om_core.context.actor import RenderedLogCache
 from om_core.coordination import Coordination, Keys, LocalCoordination, Peek
 from om_core.engine import events as ev
 from om_core.engine.ports import (
-    CallModel,
     Completion,
     EngineSettings,
     EventPublisher,
@@ -43,12 +41,11 @@ from om_core.engine.ports import (
 from om_core.engine.resource import scope_for
 from om_core.engine.tasks import REQUEST_CHOICE, Executor, InlineExecutor, Task
 from om_core.engine.window import Window, build_window
-from om_core.errors import ModelCallRefused, OMConfigError
-from om_core.extractors.registry import check_tenant_overrides
+from om_core.errors import ModelCallRefused
 from om_core.hooks import CURRENT_TRIGGER, DISPATCHER
 from om_core.messages import Part
 from om_core.models.client import ModelClient
-from om_core.models.selection import DEFAULT_MODEL, ModelByInputTokens, ModelSpec, ModelWithRetries
+from om_core.models.selection import CallModel
 from om_core.observer.prompt import thread_title_update
 from om_core.policy import decisions
 from om_core.recall.search_mode import Searcher
@@ -73,10 +70,6 @@ CURRENT_TENANT: ContextVar[str | None] = ContextVar("om_current_tenant", default
 EVENT_SINK: ContextVar[list[StoredEvent] | None] = ContextVar("om_event_sink", default=None)
 
 
-#: Configs made by requests' model choices that one process keeps resolved.
-_CHOSEN_CACHE_ENTRIES = 1024
-
-
 def utc_now() -> datetime:
     return datetime.now(UTC)
 
@@ -87,27 +80,6 @@ def max_threshold(value: int | TokenRange) -> int:
 
 def policy_tokens(value: int | TokenRange) -> decisions.MessageTokens:
     return (value.min, value.max) if isinstance(value, TokenRange) else value
-
-
-def resolve_model(spec: ModelSpec | ModelWithRetries, input_tokens: int) -> CallModel:
-    """A concrete model (or fallback chain) for one call: tiers resolved by input size, "default" mapped;
-    a chain entry with its own `maxRetries` stays one (the model client reads its retries)."""
-    if isinstance(spec, ModelByInputTokens):
-        return resolve_model(spec.resolve(input_tokens), input_tokens)
-    if isinstance(spec, ModelWithRetries):
-        return [spec]
-    if isinstance(spec, list):
-        chain: list[str | ModelWithRetries] = []
-        for item in spec:
-            resolved = resolve_model(item, input_tokens)
-            chain.extend(resolved if isinstance(resolved, list) else [resolved])
-        return chain
-    return DEFAULT_MODEL if spec in ("default", "", None) else str(spec)
-
-
-def primary_model(model: CallModel) -> str:
-    first = model[0] if isinstance(model, list) else model
-    return first.model if isinstance(first, ModelWithRetries) else first
 
 
 def buffering_boundary(record: Record, view: Peek) -> int:
@@ -180,7 +152,7 @@ class EngineCore:
             executor.bind(self.run_task)
         self.executor = executor
         self._resolved_cache: dict[str, ResolvedConfig] = {}
-        self._chosen_cache: dict[str, ResolvedConfig] = {}
+        self._chosen = request_choice.ChosenConfigs()
         # The part cache's budget covers the window's rows too (a quarter: a row is small beside a body).
         rows_budget = self.settings.part_cache_bytes // 4
         #: Bodies of unobserved parts this process has stored or read (see `store.part_cache`).
@@ -235,7 +207,7 @@ class EngineCore:
         work it started), the choice is applied over the thread's config."""
         choice = REQUEST_CHOICE.get()
         if choice:
-            return self._chosen_config(overrides, choice)
+            return self._chosen.resolve(self.base_config, overrides, choice, self.settings.memory_policy)
         if not overrides:
             return self.base_config.resolve()
         cache_key = repr(sorted(overrides.items()))
@@ -249,38 +221,11 @@ class EngineCore:
             self._resolved_cache[cache_key] = cached
         return cached
 
-    def _chosen_config(self, overrides: Mapping[str, Any] | None, choice: str) -> ResolvedConfig:
-        """`config_for` with a request's choice (canonical JSON) applied, checked like a tenant's config
-        (the choice was checked by the turn that made it; this catches a thread config changed since)."""
-        cache_key = repr((sorted(overrides.items()) if overrides else None, choice))
-        cached = self._chosen_cache.get(cache_key)
-        if cached is None:
-            base = self.base_config.with_overrides(overrides) if overrides else self.base_config
-            config = request_choice.merged(base, json.loads(choice))
-            cached = config.resolve()
-            refused = trust.refusal(config, self.base_config, self.settings.memory_policy)
-            if refused is not None:
-                cached = replace(cached, refused=refused)
-            if len(self._chosen_cache) >= _CHOSEN_CACHE_ENTRIES:
-                self._chosen_cache.clear()  # each request may choose anew: never an unbounded cache
-            self._chosen_cache[cache_key] = cached
-        return cached
-
     def check_choice(
         self, overrides: Mapping[str, Any] | None, choice: Mapping[str, Mapping[str, Any]], tenant: str | None
     ) -> None:
-        """Raise `OMConfigError` (the API's 422, naming the field) when a turn's `memory_options`
-        (normalized) are not the operator's to give: the per-request rules, then the config they make
-        over the thread's `overrides` under the operator's policy, and any code they name."""
-        policy = self.settings.memory_policy
-        request_choice.check(choice, policy)
-        base = self.base_config.with_overrides(overrides) if overrides else self.base_config
-        try:
-            config = request_choice.merged(base, choice)
-            trust.check(config, self.base_config, policy)
-            check_tenant_overrides(dict(choice), tenant)
-        except OMConfigError as exc:
-            raise exc.at(request_choice.FIELD) from None
+        """`request_choice.check_request` under this engine's config and the operator's policy."""
+        request_choice.check_request(self.base_config, overrides, choice, self.settings.memory_policy, tenant)
 
     def check_overrides(self, overrides: Mapping[str, Any] | None) -> ResolvedConfig:
         """The resolved config of overrides a tenant key is writing, or `OMConfigError` naming the first

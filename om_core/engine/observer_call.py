@@ -11,12 +11,13 @@ from dataclasses import replace
 from typing import Protocol, TypeVar
 
 from om_core.config.options import ResolvedConfig
-from om_core.engine.core import EngineCore, primary_model, resolve_model
+from om_core.engine.core import EngineCore
 from om_core.engine.cycle import Usage
 from om_core.engine.extraction import NONE, RunExtractors
-from om_core.engine.ports import CallModel, ObserverDegenerateError, UserContent
+from om_core.engine.ports import ObserverDegenerateError, UserContent
 from om_core.messages import Message
 from om_core.models.reply_checks import unusable_reply
+from om_core.models.selection import CallModel, primary_model, resolve_model
 from om_core.observations.groups import strip_wrappers
 from om_core.observations.text import strip_tag_blocks
 from om_core.observer.input import forwarding_rule, observer_user_content, render_histories

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, TypeAlias
+from typing import Any, Literal, Protocol
 
 from om_core.config.trust import MemoryPolicy
 from om_core.errors import OMError
-from om_core.models.selection import ModelWithRetries
+from om_core.models.selection import CallModel
 from om_core.store.types import StoredEvent
 from om_core.tenancy.scoped_ids import StoredId
 from om_core.webhooks.policy import WebhookPolicy
@@ -38,11 +38,6 @@ class Completion(Protocol):
 #: A user message: plain text, or OpenAI-style content parts (text, `image_url`, `file`) when
 #: attachments travel with it.
 UserContent = str | Sequence[Mapping[str, Any]]
-
-
-#: The model of one call: a router id, or an ordered fallback chain whose entries may carry their own
-#: retry count (`ModelWithRetries`).
-CallModel: TypeAlias = str | list[str | ModelWithRetries]
 
 
 class ModelCaller(Protocol):

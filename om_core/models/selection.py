@@ -41,6 +41,7 @@ __all__ = [
     "DEFAULT_MODEL_ALIAS",
     "MAX_CHAIN_MODELS",
     "MAX_RETRIES_PER_MODEL",
+    "CallModel",
     "FallbackEntry",
     "ModelByInputTokens",
     "ModelSpec",
@@ -52,7 +53,9 @@ __all__ = [
     "model_ids",
     "model_spec_to_json",
     "parse_model_spec",
+    "primary_model",
     "resolve_default_alias",
+    "resolve_model",
 ]
 
 
@@ -206,6 +209,9 @@ FallbackEntry: TypeAlias = str | ModelByInputTokens | ModelWithRetries
 #: How a phase's model is configured: router ID, selector, or ordered fallback chain (first = primary).
 ModelSpec: TypeAlias = str | ModelByInputTokens | list[FallbackEntry]
 ModelSpecJSON: TypeAlias = str | dict[str, Any] | list[Any]
+#: The model of one call: a router id, or an ordered fallback chain whose entries may carry their own
+#: retry count.
+CallModel: TypeAlias = str | list[str | ModelWithRetries]
 #: The `upTo` mapping; keys are token thresholds and may be strings when they come from JSON.
 UpTo: TypeAlias = (
     Mapping[int, ModelSpec] | Mapping[str, ModelSpec] | Mapping[float, ModelSpec] | Mapping[Any, Any]
@@ -252,6 +258,28 @@ def model_ids(spec: ModelSpec | ModelWithRetries) -> Iterator[str]:
     else:
         for entry in spec:
             yield from model_ids(entry)
+
+
+def resolve_model(spec: ModelSpec | ModelWithRetries, input_tokens: int) -> CallModel:
+    """A concrete model (or fallback chain) for one call: tiers resolved by input size, "default" mapped;
+    a chain entry with its own `maxRetries` stays one (the model client reads its retries)."""
+    if isinstance(spec, ModelByInputTokens):
+        return resolve_model(spec.resolve(input_tokens), input_tokens)
+    if isinstance(spec, ModelWithRetries):
+        return [spec]
+    if isinstance(spec, list):
+        chain: list[str | ModelWithRetries] = []
+        for item in spec:
+            resolved = resolve_model(item, input_tokens)
+            chain.extend(resolved if isinstance(resolved, list) else [resolved])
+        return chain
+    return DEFAULT_MODEL if spec in ("default", "", None) else str(spec)
+
+
+def primary_model(model: CallModel) -> str:
+    """The first model a call tries (capability decisions follow it)."""
+    first = model[0] if isinstance(model, list) else model
+    return first.model if isinstance(first, ModelWithRetries) else first
 
 
 def is_default_selection(spec: ModelSpec | None) -> bool:

@@ -17,7 +17,6 @@ import pytest
 
 from om_core.config import trust
 from om_core.config.options import ObservationalMemoryConfig
-from om_core.engine.core import primary_model, resolve_model
 from om_core.errors import OMConfigError
 from om_core.models.client import ModelClient
 from om_core.models.retry import RetryPolicy
@@ -27,6 +26,8 @@ from om_core.models.selection import (
     ModelByInputTokens,
     ModelWithRetries,
     parse_model_spec,
+    primary_model,
+    resolve_model,
 )
 from tests.unit.test_models_client import KEYS, _install, _rate_limit, _response, _Sleeps
 
