@@ -176,6 +176,17 @@ class TurnRequest(_Request):
         ),
     )
 
+    memory_options: dict[str, Any] | None = Field(
+        default=None,
+        description=(
+            "The Observer's and Reflector's models (and extractors) for the background work this turn "
+            'starts, over the thread\'s config: `{"model": ...}` for both, or `{"observation": {"model": '
+            '..., "extract": [...]}, "reflection": {"model": ...}}`. Only models matching the server\'s '
+            "OM_REQUEST_MODELS (and OM_MEMORY_MODELS), and extractors only with OM_REQUEST_EXTRACTORS; "
+            "anything else is refused with 422 naming the field"
+        ),
+    )
+
     def context_form(self) -> ContextForm:
         """The form asked for, else the cheap one the call needs: a call that ends the turn (the reply)
         goes to no model, any other's answer goes to a chat-completions call. `full` built both forms on

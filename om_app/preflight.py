@@ -32,7 +32,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from om_core import Settings
 from om_core.models.routing import LOCAL_PROVIDER, route
-from om_core.models.selection import DEFAULT_MODEL, ModelByInputTokens, ModelSpec
+from om_core.models.selection import DEFAULT_MODEL, ModelSpec, model_ids
 
 __all__ = [
     "DEFAULT_TIMEOUT_S",
@@ -232,11 +232,7 @@ def _redis_problem(setting: str, url: str, reason: str) -> Problem:
 
 
 def _model_ids(spec: ModelSpec) -> list[str]:
-    if isinstance(spec, str):
-        return [spec]
-    if isinstance(spec, ModelByInputTokens):
-        return [model for _, tier in spec.tiers for model in _model_ids(tier)]
-    return [model for entry in spec for model in _model_ids(entry)]
+    return list(model_ids(spec))
 
 
 def _key_hint(env_vars: Sequence[str]) -> str:

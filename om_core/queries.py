@@ -18,6 +18,7 @@ from om_core.engine import MemoryEngine, lookup_key
 from om_core.errors import OMConfigError
 from om_core.extractors.registry import check_tenant_overrides
 from om_core.messages import Message
+from om_core.models.selection import model_spec_to_json
 from om_core.pagination import DEFAULT_LIMIT, CursorError, Page, decode_cursor, encode_cursor
 from om_core.search import vectors
 from om_core.search.index import index_lag_seconds
@@ -354,6 +355,31 @@ def effective_config(engine: MemoryEngine, overrides: Mapping[str, Any] | None) 
     """The service config with `overrides` applied, as the public camelCase dict."""
     config = engine.base_config.with_overrides(overrides) if overrides else engine.base_config
     return config.to_public_dict()
+
+
+def config_warnings(engine: MemoryEngine, overrides: Mapping[str, Any] | None) -> list[str]:
+    """What the config with `overrides` accepts but ignores (`bufferOnIdle` with buffering off, ...)."""
+    config = engine.base_config.with_overrides(overrides) if overrides else engine.base_config
+    return list(config.resolve().warnings)
+
+
+def config_models(engine: MemoryEngine, overrides: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The Observer's and Reflector's models the config with `overrides` resolves to (JSON form), as the
+    dashboard shows them beside the token bars."""
+    config = engine.base_config.with_overrides(overrides) if overrides else engine.base_config
+    resolved = config.resolve()
+    return {
+        "observer": model_spec_to_json(resolved.observation.model),
+        "reflector": model_spec_to_json(resolved.reflection.model),
+    }
+
+
+def thread_config_extras(engine: MemoryEngine, thread_id: StoredId) -> dict[str, Any]:
+    """What the config answer adds about a stored thread's effective config (its resource's overrides,
+    then its own): `warnings` (`config_warnings`) and `models` (`config_models`)."""
+    thread = history.get_thread(engine.db, thread_id)
+    overrides = thread.effective_overrides if thread is not None else None
+    return {"warnings": config_warnings(engine, overrides), "models": config_models(engine, overrides)}
 
 
 def set_config_overrides(

@@ -133,6 +133,7 @@ def ingest(
     turn_end: bool | None = None,
     provider_options: dict[str, Any] | None = None,
     with_context: bool = True,
+    memory_options: dict[str, Any] | None = None,
 ) -> tuple[TurnResult, str]:
     """The turn path shared by `/turns` and the proxy: check the broker, then one engine turn, which also
     creates the thread for the caller or confirms the caller owns it (inside its store transaction). Ids
@@ -152,6 +153,7 @@ def ingest(
             tenant_id=tenant_id,
             provider_options=provider_options,
             with_context=with_context,
+            memory_options=memory_options,
         )
     except access.ThreadNotVisible as exc:
         raise ApiError(404, "thread_not_found", str(exc)) from None
@@ -181,6 +183,7 @@ def post_turn(thread_id: ThreadId, body: TurnRequest, runtime: Runtime, caller: 
         turn_end=body.turn_end,
         provider_options=body.actor_provider_options,
         with_context=form != "none",
+        memory_options=body.memory_options,
     )
     # Serialised here, in one pass; `TurnResponse` (response_model) documents the same body.
     return turn_json_response(result, resource, form)
@@ -383,6 +386,7 @@ def get_config(thread_id: ThreadId, runtime: Runtime, caller: Caller) -> ConfigR
         overrides=thread.config_overrides,
         resource_overrides=thread.resource_overrides,
         effective=queries.effective_config(runtime.engine, thread.effective_overrides),
+        **queries.thread_config_extras(runtime.engine, thread.id),
     )
 
 
@@ -406,6 +410,7 @@ def put_config(thread_id: ThreadId, body: ConfigRequest, runtime: Runtime, calle
         overrides=dict(body.overrides) if body.overrides else None,
         resource_overrides=thread.resource_overrides,
         effective=effective,
+        **queries.thread_config_extras(runtime.engine, thread.id),
     )
 
 

@@ -734,11 +734,18 @@ def _ignored_buffering_options(config: ObservationalMemoryConfig) -> list[str]:
         "reflection.bufferActivation": refl.buffer_activation,
         "reflection.blockAfter": refl.block_after,
     }
-    return [
+    ignored = [
         f"{field}={value!r} is ignored because async buffering is disabled"
         for field, value in given.items()
         if value is not None
     ]
+    if obs.buffer_on_idle:
+        # Buffering at the end of a turn is async buffering: with it off there is nothing to run.
+        ignored.append(
+            "observation.bufferOnIdle=True is ignored because async buffering is disabled "
+            "(observation.bufferTokens is false): turn it on, or drop bufferOnIdle"
+        )
+    return ignored
 
 
 def _resolve_buffering(config: ObservationalMemoryConfig, message_tokens: int | TokenRange) -> _Buffering:

@@ -147,6 +147,17 @@ class Settings(BaseSettings):
     memory_max_output_tokens: int = Field(
         default=100_000, ge=1, description="Largest output of one memory-model call, whatever a config says"
     )
+    request_models: str | None = Field(
+        default=None,
+        description="Comma-separated glob patterns of the Observer/Reflector models one turn may choose for "
+        "the background work it starts (`memory_options` on /turns); unset: no per-request model. A chosen "
+        "model must also pass OM_MEMORY_MODELS",
+    )
+    request_extractors: bool = Field(
+        default=False,
+        description="Let one turn choose the extractors of the background work it starts "
+        "(`memory_options.observation.extract`), within the code the operator registered",
+    )
     memory_tenant_passthrough: bool = Field(
         default=False,
         description="Let tenant configs set the operator-only provider options (the litellm passthrough: "
@@ -191,6 +202,8 @@ class Settings(BaseSettings):
             min_buffer_tokens=self.memory_min_buffer_tokens,
             max_output_tokens=self.memory_max_output_tokens,
             tenant_passthrough=self.memory_tenant_passthrough,
+            request_models=tuple(p.strip() for p in (self.request_models or "").split(",") if p.strip()),
+            request_extractors=self.request_extractors,
         )
 
     def plugin_modules(self) -> list[str]:

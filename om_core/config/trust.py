@@ -22,7 +22,7 @@ from typing import Any, Literal
 from om_core.config.options import ObservationalMemoryConfig, ResolvedConfig, TokenRange
 from om_core.errors import OMConfigError
 from om_core.models import allowlist
-from om_core.models.selection import ModelByInputTokens, ModelSpec
+from om_core.models.selection import ModelSpec, model_ids
 
 __all__ = [
     "OPERATOR_ONLY_PROVIDER_OPTIONS",
@@ -112,13 +112,18 @@ class MemoryPolicy:
     `models` are `OM_MEMORY_MODELS` glob patterns (empty: any hosted model). The floors keep a tenant from
     asking for a model call on nearly every turn; the cap bounds each call's output. `tenant_passthrough`
     lets tenant configs set `OPERATOR_ONLY_PROVIDER_OPTIONS` too: for a server whose every key holder is
-    trusted as its operator."""
+    trusted as its operator. The `request_*` fields bound what one turn may choose on top
+    (`om_core.config.request_choice`)."""
 
     models: tuple[str, ...] = ()
     min_tokens: int = 1_000
     min_buffer_tokens: int = 200
     max_output_tokens: int = 100_000
     tenant_passthrough: bool = False
+    #: `OM_REQUEST_MODELS`: the models a turn may choose for its own background work (`memory_options`);
+    #: empty: none. `OM_REQUEST_EXTRACTORS`: whether a turn may choose extractors (`request_choice`).
+    request_models: tuple[str, ...] = ()
+    request_extractors: bool = False
 
 
 def check(config: ObservationalMemoryConfig, base: ObservationalMemoryConfig, policy: MemoryPolicy) -> None:
@@ -239,15 +244,9 @@ def _check_caps(tenant: ResolvedConfig, operator: ResolvedConfig, policy: Memory
 
 
 def models_of(spec: ModelSpec) -> Iterator[str]:
-    """Every router id a model selection may call: a model, each of a fallback chain, each tier."""
-    if isinstance(spec, str):
-        yield spec
-    elif isinstance(spec, ModelByInputTokens):
-        for _threshold, tier in spec.tiers:
-            yield from models_of(tier)
-    else:
-        for entry in spec:
-            yield from models_of(entry)
+    """Every router id a model selection may call: a model, each of a fallback chain (with or without its
+    own `maxRetries`), each tier."""
+    return model_ids(spec)
 
 
 def _low(tokens: int | TokenRange) -> int:

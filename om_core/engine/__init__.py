@@ -1,7 +1,7 @@
 """The OM use-cases behind one facade (`MemoryEngine`), the task values executors run, and the one task
 table that says how each kind runs."""
 
-from om_core.engine.core import EngineCore, resolve_model
+from om_core.engine.core import EngineCore
 from om_core.engine.cycle import Cycle
 from om_core.engine.engine import MemoryEngine
 from om_core.engine.extraction import persisted as extracted_values
@@ -44,6 +44,7 @@ from om_core.engine.tasks import (
     task_to_dict,
 )
 from om_core.engine.turn_reply import TurnResult
+from om_core.models.selection import resolve_model
 
 __all__ = [
     "EXTRACT_QUEUE",

@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 from sqlalchemy import Engine, update
 
 from om_core import tracing
-from om_core.config import trust
+from om_core.config import request_choice, trust
 from om_core.config.options import (
     ObservationalMemoryConfig,
     ResolvedConfig,
@@ -39,13 +39,13 @@ from om_core.engine.ports import (
     UserContent,
 )
 from om_core.engine.resource import scope_for
-from om_core.engine.tasks import Executor, InlineExecutor, Task
+from om_core.engine.tasks import REQUEST_CHOICE, Executor, InlineExecutor, Task
 from om_core.engine.window import Window, build_window
 from om_core.errors import ModelCallRefused
 from om_core.hooks import CURRENT_TRIGGER, DISPATCHER
 from om_core.messages import Part
 from om_core.models.client import ModelClient
-from om_core.models.selection import DEFAULT_MODEL, ModelByInputTokens, ModelSpec
+from om_core.models.selection import CallModel
 from om_core.observer.prompt import thread_title_update
 from om_core.policy import decisions
 from om_core.recall.search_mode import Searcher
@@ -80,23 +80,6 @@ def max_threshold(value: int | TokenRange) -> int:
 
 def policy_tokens(value: int | TokenRange) -> decisions.MessageTokens:
     return (value.min, value.max) if isinstance(value, TokenRange) else value
-
-
-def resolve_model(spec: ModelSpec, input_tokens: int) -> str | list[str]:
-    """A concrete model (or fallback chain) for one call: tiers resolved by input size, "default" mapped."""
-    if isinstance(spec, ModelByInputTokens):
-        return resolve_model(spec.resolve(input_tokens), input_tokens)
-    if isinstance(spec, list):
-        chain: list[str] = []
-        for item in spec:
-            resolved = resolve_model(item, input_tokens)
-            chain.extend(resolved if isinstance(resolved, list) else [resolved])
-        return chain
-    return DEFAULT_MODEL if spec in ("default", "", None) else str(spec)
-
-
-def primary_model(model: str | list[str]) -> str:
-    return model[0] if isinstance(model, list) else model
 
 
 def buffering_boundary(record: Record, view: Peek) -> int:
@@ -169,6 +152,7 @@ class EngineCore:
             executor.bind(self.run_task)
         self.executor = executor
         self._resolved_cache: dict[str, ResolvedConfig] = {}
+        self._chosen = request_choice.ChosenConfigs()
         # The part cache's budget covers the window's rows too (a quarter: a row is small beside a body).
         rows_budget = self.settings.part_cache_bytes // 4
         #: Bodies of unobserved parts this process has stored or read (see `store.part_cache`).
@@ -198,12 +182,17 @@ class EngineCore:
         handler = self.handlers[type(task)]
         token = CURRENT_TRIGGER.set(getattr(task, "trigger", None))
         tenant = CURRENT_TENANT.set(tenant_of(task.thread_id) if task.thread_id else None)
+        # A kind that takes a request's choice runs with its own, else with the one of the turn running it
+        # inline; the other kinds (a resource's batch, indexing, delivery) never with one.
+        carried = getattr(task, "choice", None)
+        chosen = REQUEST_CHOICE.set("" if carried is None else (carried or REQUEST_CHOICE.get()))
         try:
             with tracing.operation(
                 tracing.SPAN_OF_TASK.get(type(task).__name__, "om.task"), {"om.task": type(task).__name__}
             ):
                 return handler(self, task)
         finally:
+            REQUEST_CHOICE.reset(chosen)
             CURRENT_TENANT.reset(tenant)
             CURRENT_TRIGGER.reset(token)
 
@@ -212,7 +201,13 @@ class EngineCore:
     def config_for(self, overrides: Mapping[str, Any] | None) -> ResolvedConfig:
         """The resolved config of a thread: service config plus its validated overrides. Overrides are a
         tenant's, so they are checked against the operator's policy here too, where they are used: a
-        stored config that breaks it resolves with `refused` set, and its model calls are refused."""
+        stored config that breaks it resolves with `refused` set, and its model calls are refused.
+
+        While a request's model choice is current (`tasks.REQUEST_CHOICE`: the turn that made it, and the
+        work it started), the choice is applied over the thread's config."""
+        choice = REQUEST_CHOICE.get()
+        if choice:
+            return self._chosen.resolve(self.base_config, overrides, choice, self.settings.memory_policy)
         if not overrides:
             return self.base_config.resolve()
         cache_key = repr(sorted(overrides.items()))
@@ -225,6 +220,12 @@ class EngineCore:
                 cached = replace(cached, refused=refused)
             self._resolved_cache[cache_key] = cached
         return cached
+
+    def check_choice(
+        self, overrides: Mapping[str, Any] | None, choice: Mapping[str, Mapping[str, Any]], tenant: str | None
+    ) -> None:
+        """`request_choice.check_request` under this engine's config and the operator's policy."""
+        request_choice.check_request(self.base_config, overrides, choice, self.settings.memory_policy, tenant)
 
     def check_overrides(self, overrides: Mapping[str, Any] | None) -> ResolvedConfig:
         """The resolved config of overrides a tenant key is writing, or `OMConfigError` naming the first
@@ -239,7 +240,7 @@ class EngineCore:
         self,
         cfg: ResolvedConfig,
         stage: ResolvedObservation | ResolvedReflection,
-        model: str | list[str],
+        model: CallModel,
         *,
         system: str,
         user: UserContent,

@@ -124,7 +124,8 @@ class Cycle:
         """Report the failure; the record is untouched, so nothing leaves the actor's context. An error OM
         raised on purpose reports its code too (`errorCode`, e.g. `MODEL_TIER_EXCEEDED`, behaviour §11.1). The
         event's `error` is what the tenant may read (`public_text`: never a provider's or a library's
-        words); when that hides something, the full text goes to the server's log."""
+        words); when that hides something, the full text goes to the server's log. An error that carries
+        what was observed before the failure (`partial_observations`) reports it as `observations`."""
         shown = public_text(error, context=f"{self.operation.value} cycle {self.cycle_id}")
         self.core.write_events(
             self.head,
@@ -143,6 +144,7 @@ class Cycle:
                         usage=self.usage.fields(),
                         retrying=retrying,
                         error_code=error.code if isinstance(error, OMError) else None,
+                        observations=getattr(error, "partial_observations", "") or "",
                     )
                 )
             ],

@@ -14,6 +14,7 @@ from typing import Any
 
 from sqlalchemy import select
 
+from om_core.config import request_choice
 from om_core.config.options import ResolvedConfig
 from om_core.engine import (
     activation,
@@ -89,10 +90,13 @@ class MemoryEngine(EngineCore):
         tenant_id: str | None = None,
         provider_options: Mapping[str, Any] | None = None,
         with_context: bool = True,
+        memory_options: Mapping[str, Any] | None = None,
     ) -> TurnResult:
         """Store the new messages and return what the actor should see next (see `engine.turn`).
         `provider_options` are the actor call's (they set the `"auto"` idle TTL, behaviour §4.7); without
-        `with_context` only the status and events come back."""
+        `with_context` only the status and events come back. `memory_options` choose the models (and
+        extractors) of the background work this turn starts, within what the operator allows
+        (`om_core.config.request_choice`; `OMConfigError` naming the field otherwise, nothing stored)."""
         return turn.ingest_turn(
             self,
             TurnInput(
@@ -105,6 +109,7 @@ class MemoryEngine(EngineCore):
                 tenant_id,
                 dict(provider_options) if provider_options else None,
                 with_context,
+                request_choice.normalize(memory_options) if memory_options else None,
             ),
         )
 

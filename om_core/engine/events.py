@@ -295,9 +295,11 @@ def failed(
     usage: UsageFields | None = None,
     retrying: bool = False,
     error_code: str | None = None,
+    observations: str = "",
 ) -> NewEvent:
     """`error_code` is the stable code of an error OM raised on purpose (`MODEL_TIER_EXCEEDED`, ...): a
-    client branches on it rather than on the message text."""
+    client branches on it rather than on the message text. `observations`, when any, are the partial
+    observations of the failed cycle (for display; nothing committed them)."""
     payload: FailedPayload = {
         "cycleId": cycle_id,
         "operationType": _operation(operation),
@@ -314,6 +316,8 @@ def failed(
         payload["errorCode"] = error_code
     if retrying:
         payload["retrying"] = True
+    if observations:
+        payload["observations"] = observations
     return NewEvent(kind.value, payload, cycle_id)
 
 

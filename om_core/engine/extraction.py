@@ -24,7 +24,7 @@ from sqlalchemy import Connection
 
 from om_core.config.options import ResolvedConfig
 from om_core.engine import events as ev
-from om_core.engine.core import EngineCore, resolve_model
+from om_core.engine.core import EngineCore
 from om_core.engine.cycle import Cycle, Usage
 from om_core.engine.runner import Operation, Planned, Write, run
 from om_core.engine.tasks import ExtractValues, lookup_key
@@ -49,6 +49,7 @@ from om_core.extractors.structured import (
     response_format,
 )
 from om_core.messages import Message
+from om_core.models.selection import resolve_model
 from om_core.observer.input import render_histories
 from om_core.observer.prompt import InlineExtractorPrompt
 from om_core.store import history, records

@@ -11,12 +11,13 @@ from dataclasses import replace
 from typing import Protocol, TypeVar
 
 from om_core.config.options import ResolvedConfig
-from om_core.engine.core import EngineCore, primary_model, resolve_model
+from om_core.engine.core import EngineCore
 from om_core.engine.cycle import Usage
 from om_core.engine.extraction import NONE, RunExtractors
 from om_core.engine.ports import ObserverDegenerateError, UserContent
 from om_core.messages import Message
 from om_core.models.reply_checks import unusable_reply
+from om_core.models.selection import CallModel, primary_model, resolve_model
 from om_core.observations.groups import strip_wrappers
 from om_core.observations.text import strip_tag_blocks
 from om_core.observer.input import forwarding_rule, observer_user_content, render_histories
@@ -55,7 +56,7 @@ def observer_system_prompt(
     )
 
 
-def attachment_rule(core: EngineCore, cfg: ResolvedConfig, model: str | list[str]) -> bool | Sequence[str]:
+def attachment_rule(core: EngineCore, cfg: ResolvedConfig, model: CallModel) -> bool | Sequence[str]:
     """Which attachments reach the Observer (§5.5). "auto" reads the capability data of the primary model
     of the call (the one capability decisions follow, §11.2), after tiers are resolved for its input."""
     return forwarding_rule(
@@ -213,7 +214,7 @@ P = TypeVar("P", bound=_Parsed)
 def _usable_reply(
     core: EngineCore,
     cfg: ResolvedConfig,
-    model: str | list[str],
+    model: CallModel,
     system: str,
     user: UserContent,
     usage: Usage,
@@ -222,17 +223,43 @@ def _usable_reply(
     """The first usable, non-degenerate reply within `_ATTEMPTS` calls, parsed; else the Observer is
     degenerate for this input."""
     last_problem = "empty"
+    partial = ""
     for _attempt in range(_ATTEMPTS):
         completion = core.complete(cfg, cfg.observation, model, system=system, user=user)
         usage.add(completion)
         unusable = unusable_reply(completion.text, completion.finish_reason)
         if unusable is not None:
             last_problem = unusable
+            partial = partial_observations(parse(storable(completion.text)))
             continue
         output = parse(completion.text)
         if not output.degenerate:
             return output
         last_problem = "degenerate output (repetition loop)"
+        partial = ""
     raise ObserverDegenerateError(
-        f"the Observer produced {last_problem} twice for model {primary_model(model)}"
+        f"the Observer produced {last_problem} twice for model {primary_model(model)}", partial
     )
+
+
+#: Most characters of partial observations a failed event carries (it is for display).
+PARTIAL_OBSERVATIONS_CHARS = 20_000
+
+
+def storable(text: str) -> str:
+    """`text` without what a database refuses (NUL characters, unpaired surrogates)."""
+    return text.replace("\x00", "").encode("utf-8", "replace").decode("utf-8")
+
+
+def partial_observations(output: _Parsed) -> str:
+    """The observations an unusable reply held (every thread's, labelled, for a multi-thread reply),
+    cut to `PARTIAL_OBSERVATIONS_CHARS`: what the failed event shows."""
+    if isinstance(output, MultiThreadObserverOutput):
+        text = "\n".join(
+            f'<thread id="{label}">\n{out.observations}\n</thread>'
+            for label, out in output.threads.items()
+            if out.observations.strip()
+        )
+    else:
+        text = getattr(output, "observations", "")
+    return text.strip()[:PARTIAL_OBSERVATIONS_CHARS]

@@ -12,6 +12,7 @@ from typing import Any, Literal, Protocol
 
 from om_core.config.trust import MemoryPolicy
 from om_core.errors import OMError
+from om_core.models.selection import CallModel
 from om_core.store.types import StoredEvent
 from om_core.tenancy.scoped_ids import StoredId
 from om_core.webhooks.policy import WebhookPolicy
@@ -42,7 +43,7 @@ UserContent = str | Sequence[Mapping[str, Any]]
 class ModelCaller(Protocol):
     def complete(
         self,
-        model: str | list[str],
+        model: CallModel,
         *,
         system: str,
         user: UserContent,
@@ -103,8 +104,22 @@ class EngineSettings:
 
 
 class ObserverDegenerateError(OMError, RuntimeError):
-    def __init__(self, detail: str) -> None:
+    """No usable Observer reply. `partial_observations` are the observations the last reply held when it
+    could not be used as a whole (cut at the output-token limit, say): what was observed before the
+    failure, which the failed event shows (`observations`) and nothing commits."""
+
+    def __init__(self, detail: str, partial_observations: str = "") -> None:
         super().__init__("OBSERVER_DEGENERATE", f"[OBSERVER_DEGENERATE] {detail}")
+        self.partial_observations = partial_observations
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_degenerate, (str(self), self.partial_observations))
+
+
+def _degenerate(message: str, partial: str) -> ObserverDegenerateError:
+    error = ObserverDegenerateError("", partial)
+    error.args = (message,)
+    return error
 
 
 class ThreadIdRequired(OMError, ValueError):

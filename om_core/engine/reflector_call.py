@@ -7,13 +7,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from om_core.config.options import ResolvedConfig
-from om_core.engine.core import EngineCore, primary_model, resolve_model
+from om_core.engine.core import EngineCore
 from om_core.engine.cycle import Cycle, Usage
 from om_core.engine.extraction import NONE, RunExtractors
 from om_core.engine.grouping import GroupPlace, group_reflection
 from om_core.engine.observer_call import observer_system_prompt
 from om_core.extractors.definition import dump_value
 from om_core.models.reply_checks import unusable_reply
+from om_core.models.selection import CallModel, primary_model, resolve_model
 from om_core.observations.text import strip_tag_blocks
 from om_core.observer.prompt import inline_extractor_section
 from om_core.policy import decisions
@@ -35,7 +36,7 @@ class _ReflectorModel:
 
     core: EngineCore
     cfg: ResolvedConfig
-    model: str | list[str]
+    model: CallModel
     #: Inline extractor tags: removed from each reply before the ladder parses it.
     tags: tuple[str, ...] = ()
     #: Each reply as the model wrote it, by the text the ladder parsed (so the kept one can be found).

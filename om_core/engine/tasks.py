@@ -15,7 +15,8 @@ from __future__ import annotations
 import secrets
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from contextvars import ContextVar
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal, Protocol
 
 from om_core.coordination import Keys
@@ -52,6 +53,8 @@ class BufferObservation:
     cycle_id: str
     pending_tokens: int
     skip_minimum: bool = False
+    #: The memory-model choice of the turn that asked for this work (`memory_options`, JSON; "" none).
+    choice: str = ""
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,8 @@ class BufferReflection:
     cycle_id: str
     #: The log's key when it is not the thread's own (resource scope): what the lock protects.
     key: str = ""
+    #: The memory-model choice of the turn that asked for this work (`memory_options`, JSON; "" none).
+    choice: str = ""
 
 
 @dataclass(frozen=True)
@@ -73,6 +78,8 @@ class Observe:
     #: At most this many Observer calls (None: the run's own limit). A turn facing a backlog larger than
     #: one call waits for one and leaves the rest to a background run (`engine.backlog`).
     batches: int | None = None
+    #: The memory-model choice of the turn that asked for this work (`memory_options`, JSON; "" none).
+    choice: str = ""
 
 
 @dataclass(frozen=True)
@@ -83,6 +90,8 @@ class Reflect:
     manual_prompt: str | None = None
     #: The log's key when it is not the thread's own (resource scope): what the lock protects.
     key: str = ""
+    #: The memory-model choice of the turn that asked for this work (`memory_options`, JSON; "" none).
+    choice: str = ""
 
 
 @dataclass(frozen=True)
@@ -127,6 +136,8 @@ class ExtractValues:
     record_id: str
     from_seq: int = 0
     to_seq: int = 0
+    #: The memory-model choice of the turn that asked for this work (`memory_options`, JSON; "" none).
+    choice: str = ""
 
 
 def webhook_key(endpoint_id: str) -> str:
@@ -271,8 +282,27 @@ def kind_of(task: Task | type[Task]) -> TaskKind:
     return _BY_VALUE[task if isinstance(task, type) else type(task)]
 
 
+#: The memory-model choice of the request being served (`om_core.config.request_choice`, canonical JSON;
+#: "" none): set by a turn for the work it starts, and by a task that carries one while it runs.
+REQUEST_CHOICE: ContextVar[str] = ContextVar("om_request_choice", default="")
+
+
+def with_choice(task: Task) -> Task:
+    """`task` carrying the current request's choice, when its kind takes one and it has none yet."""
+    current = REQUEST_CHOICE.get()
+    if current and isinstance(task, BufferObservation | BufferReflection | Observe | Reflect | ExtractValues):
+        return replace(task, choice=task.choice or current)
+    return task
+
+
 def task_to_dict(task: Task) -> dict[str, Any]:
-    return {"kind": type(task).__name__, **asdict(task)}
+    """The payload of `task`, with the current request's choice (a queued task runs in another process,
+    where the turn's context is not). An empty choice is left out, so the payload stays what workers of
+    the previous version read."""
+    data = {"kind": type(task).__name__, **asdict(with_choice(task))}
+    if data.get("choice") == "":
+        del data["choice"]
+    return data
 
 
 def task_from_dict(data: dict[str, Any]) -> Task:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from om_core import tracing
+from om_core.config import request_choice
 from om_core.config.options import ResolvedConfig
 from om_core.coordination import Peek
 from om_core.engine import (
@@ -25,9 +26,9 @@ from om_core.engine import (
 )
 from om_core.engine.core import EVENT_SINK, Activity, EngineCore
 from om_core.engine.ports import ThreadIdRequired
-from om_core.engine.tasks import BufferObservation, Observe, Task, lookup_key, new_cycle_id
+from om_core.engine.tasks import REQUEST_CHOICE, BufferObservation, Observe, Task, lookup_key, new_cycle_id
 from om_core.engine.turn_reply import Current, TurnResult, disabled_turn, turn_result
-from om_core.engine.turn_store import TurnInput, store_and_read
+from om_core.engine.turn_store import TurnInput, previous_actor_model, store_and_read
 from om_core.engine.window import Window
 from om_core.maintenance import triggers
 from om_core.policy import decisions
@@ -46,12 +47,20 @@ def ingest_turn(core: EngineCore, turn: TurnInput) -> TurnResult:
     """
     if not turn.thread_id:
         raise ThreadIdRequired()
+    if turn.choice:
+        # Refused (OMConfigError, the API's 422) before anything is stored.
+        thread = history.get_thread(core.db, turn.thread_id)
+        core.check_choice(
+            thread.effective_overrides if thread is not None else None, turn.choice, turn.tenant_id
+        )
     sink: list[StoredEvent] = []
     token = EVENT_SINK.set(sink)
+    chosen = REQUEST_CHOICE.set(request_choice.encode(turn.choice))
     try:
         with tracing.operation("om.turn", {"om.messages": len(turn.messages)}):
             return _ingest(core, turn, sink)
     finally:
+        REQUEST_CHOICE.reset(chosen)
         EVENT_SINK.reset(token)
 
 
@@ -64,7 +73,7 @@ def _ingest(core: EngineCore, turn: TurnInput, sink: list[StoredEvent]) -> TurnR
     if not cfg.enabled:
         return disabled_turn(core, thread_id, cfg, stored, turn.step_number, turn.with_context)
     activity = Activity(
-        previous_model=before.last_actor_model if before is not None else None,
+        previous_model=previous_actor_model(turn, before),
         last_activity_at=before.last_activity_at if before is not None else None,
         actor_model=turn.actor_model,
         provider_options=turn.provider_options,

@@ -20,6 +20,7 @@ from om_core.engine.core import EngineCore
 from om_core.engine.tasks import lookup_key
 from om_core.engine.window import Window, build_window, start_of_recent
 from om_core.messages import Message, Part
+from om_core.policy.early_activation import last_actor_model
 from om_core.store import history, records
 from om_core.store.db import is_postgres, read_only
 from om_core.store.types import Record, StoredEvent
@@ -46,6 +47,9 @@ class TurnInput:
     #: False when the caller does not want the actor's context back (the reply call of an exchange): the
     #: turn then neither builds it nor reads the message bodies it would show.
     with_context: bool = True
+    #: The turn's memory-model choice (`memory_options`, as `request_choice.normalize` gives it): applied
+    #: to the background work this turn starts.
+    choice: dict[str, dict[str, Any]] | None = None
 
 
 @dataclass(frozen=True)
@@ -60,6 +64,20 @@ class Stored:
     messages: list[Message]
     shared: shared_view.SharedView
     reminders: list[StoredEvent] = field(default_factory=list)
+
+
+def recorded_actor_model(turn: TurnInput) -> str | None:
+    """The thread's latest actor model after `turn`: the one the caller says runs next (`actor_model`),
+    else the newest one an assistant message of the turn names (a `step-start` part's `model`, or
+    `provider`/`modelId` in its metadata), so a caller that only stores its replies still records which
+    model wrote them (behaviour §4.7, `activateOnProviderChange`)."""
+    return turn.actor_model or last_actor_model(turn.messages)
+
+
+def previous_actor_model(turn: TurnInput, before: history.ThreadRow | None) -> str | None:
+    """The model behind the newest assistant step, which the next step's `actor_model` is compared with:
+    named by an assistant message of this turn when one does, else the thread's recorded model."""
+    return last_actor_model(turn.messages) or (before.last_actor_model if before is not None else None)
 
 
 def store_and_read(core: EngineCore, turn: TurnInput) -> Stored:
@@ -86,7 +104,7 @@ def store_and_read(core: EngineCore, turn: TurnInput) -> Stored:
         if cfg.temporal_markers:  # never with OM off: markers are OM's own messages
             incoming = reminders.with_markers(conn, thread, incoming, core.settings.timezone)
         fresh = history.append_to_locked(
-            conn, thread, incoming, count_part=count_part, actor_model=turn.actor_model
+            conn, thread, incoming, count_part=count_part, actor_model=recorded_actor_model(turn)
         )
         postgres = is_postgres(conn)
         # SQLite holds its one write lock until the commit: there the head is read after it, unless this

@@ -26,7 +26,7 @@ import os
 import re
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from om_core import tracing
@@ -34,6 +34,7 @@ from om_core.errors import OMError, http_status
 from om_core.models.capabilities import accepts_images
 from om_core.models.retry import RetryPolicy, is_abort
 from om_core.models.routing import RoutedModel, litellm_params_for, route
+from om_core.models.selection import ModelWithRetries
 
 __all__ = [
     "NORMAL_FINISH_REASONS",
@@ -185,7 +186,7 @@ class ModelClient:
 
     def complete(
         self,
-        model: str | Sequence[str],
+        model: str | Sequence[str | ModelWithRetries],
         *,
         system: str,
         user: UserContent,
@@ -196,14 +197,17 @@ class ModelClient:
         response_format: Mapping[str, Any] | None = None,
         abort: threading.Event | None = None,
     ) -> Completion:
-        """One completion; a sequence of models is an ordered fallback chain (first = primary)."""
+        """One completion; a sequence of models is an ordered fallback chain (first = primary). An entry
+        with its own `max_retries` (`ModelWithRetries`) is retried that many times at most, by this
+        client's backoff; the others follow this client's policy."""
         chain = [model] if isinstance(model, str) else list(model)
         if not chain:
             raise ValueError("complete() needs at least one model")
         messages = _messages(system, user)
         attempts = 0
         failures: list[tuple[str, Exception]] = []
-        for position, router_id in enumerate(chain):
+        for position, entry in enumerate(chain):
+            router_id, retry = self._entry_policy(entry)
             routed = route(router_id)
 
             def attempt(routed: RoutedModel = routed) -> Any:
@@ -223,7 +227,7 @@ class ModelClient:
             with tracing.model_call(routed.router_id) as call:
                 try:
                     self._check_credentials(routed)
-                    response = self.retry.run(attempt, abort=abort)
+                    response = retry.run(attempt, abort=abort)
                 except Exception as exc:
                     if is_abort(exc):
                         raise
@@ -231,7 +235,10 @@ class ModelClient:
                     if position + 1 < len(chain):
                         call.failed(exc)
                         log.warning(
-                            "model %s failed (%s); falling back to %s", router_id, exc, chain[position + 1]
+                            "model %s failed (%s); falling back to %s",
+                            router_id,
+                            exc,
+                            self._entry_policy(chain[position + 1])[0],
                         )
                         continue
                     for earlier_model, earlier in failures[:-1]:
@@ -251,6 +258,12 @@ class ModelClient:
                 )
                 return completion
         raise AssertionError("unreachable: the loop returns or raises")
+
+    def _entry_policy(self, entry: str | ModelWithRetries) -> tuple[str, RetryPolicy]:
+        """The router id of a chain entry and the retry policy its attempts follow."""
+        if isinstance(entry, ModelWithRetries):
+            return entry.model, replace(self.retry, max_retries=entry.max_retries)
+        return entry, self.retry
 
     def embed(
         self,

@@ -5,13 +5,19 @@ by a `ModelByInputTokens` selector that picks a tier from the size of the call's
 these as given; the engine asks the selector per call because the input size is only known then.
 
 JSON form of a selector (how configs and stored snapshots carry it): `{"upTo": {"10000": "a/b", ...}}`.
+An entry of a fallback chain may also be the original's `ModelWithRetries`, `{"model": "a/b",
+"maxRetries": 2}`: that model is retried at most `maxRetries` times on a transient failure before the
+chain moves to the next entry (an entry without it follows the process's retry policy). A chain and an
+entry's retries are bounded (`MAX_CHAIN_MODELS`, `MAX_RETRIES_PER_MODEL`): a tenant's config writes them,
+and each retry is a paid request.
 """
 
 from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 from pydantic import GetCoreSchemaHandler
@@ -24,20 +30,32 @@ DEFAULT_MODEL = "google/gemini-2.5-flash"
 DEFAULT_MODEL_ALIAS = "default"
 
 _UP_TO_KEYS = ("upTo", "up_to")
+_RETRIES_KEYS = ("maxRetries", "max_retries")
+#: Most models in one fallback chain (each may be called after the previous one failed).
+MAX_CHAIN_MODELS = 8
+#: Most retries one chain entry may ask for (`maxRetries`): the process's own policy allows 8.
+MAX_RETRIES_PER_MODEL = 10
 
 __all__ = [
     "DEFAULT_MODEL",
     "DEFAULT_MODEL_ALIAS",
+    "MAX_CHAIN_MODELS",
+    "MAX_RETRIES_PER_MODEL",
+    "CallModel",
     "FallbackEntry",
     "ModelByInputTokens",
     "ModelSpec",
     "ModelSpecJSON",
+    "ModelWithRetries",
     "OMModelTierExceeded",
     "UpTo",
     "is_default_selection",
+    "model_ids",
     "model_spec_to_json",
     "parse_model_spec",
+    "primary_model",
     "resolve_default_alias",
+    "resolve_model",
 ]
 
 
@@ -142,11 +160,58 @@ class ModelByInputTokens:
         )
 
 
+@dataclass(frozen=True)
+class ModelWithRetries:
+    """One entry of a fallback chain with its own retry count (the original's `ModelWithRetries`):
+    `model` is tried, and retried at most `max_retries` times on a transient failure, before the chain
+    moves on. JSON form: `{"model": "a/b", "maxRetries": 2}`."""
+
+    model: str
+    max_retries: int
+
+    @classmethod
+    def from_json(cls, value: Mapping[str, Any], field: str) -> ModelWithRetries:
+        retries_keys = [key for key in _RETRIES_KEYS if key in value]
+        extra = sorted(str(key) for key in value if key != "model" and key not in _RETRIES_KEYS)
+        if extra or len(retries_keys) > 1:
+            raise OMConfigError(
+                "MODEL_SPEC_INVALID",
+                field,
+                'a chain entry object takes "model" and "maxRetries" only',
+                dict(value),
+            )
+        model = value.get("model")
+        if not isinstance(model, str) or not model.strip():
+            raise OMConfigError(
+                "MODEL_SPEC_INVALID", f"{field}.model", 'expected a model ID ("provider/model")', model
+            )
+        retries = value[retries_keys[0]] if retries_keys else 0
+        if (
+            not isinstance(retries, int)
+            or isinstance(retries, bool)
+            or not 0 <= retries <= MAX_RETRIES_PER_MODEL
+        ):
+            raise OMConfigError(
+                "MODEL_RETRIES_OUT_OF_RANGE",
+                f"{field}.maxRetries",
+                f"must be a whole number from 0 to {MAX_RETRIES_PER_MODEL} (retries of this model before "
+                "the next one of the chain)",
+                retries,
+            )
+        return cls(model.strip(), retries)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"model": self.model, "maxRetries": self.max_retries}
+
+
 #: One entry of a fallback chain.
-FallbackEntry: TypeAlias = str | ModelByInputTokens
+FallbackEntry: TypeAlias = str | ModelByInputTokens | ModelWithRetries
 #: How a phase's model is configured: router ID, selector, or ordered fallback chain (first = primary).
 ModelSpec: TypeAlias = str | ModelByInputTokens | list[FallbackEntry]
 ModelSpecJSON: TypeAlias = str | dict[str, Any] | list[Any]
+#: The model of one call: a router id, or an ordered fallback chain whose entries may carry their own
+#: retry count.
+CallModel: TypeAlias = str | list[str | ModelWithRetries]
 #: The `upTo` mapping; keys are token thresholds and may be strings when they come from JSON.
 UpTo: TypeAlias = (
     Mapping[int, ModelSpec] | Mapping[str, ModelSpec] | Mapping[float, ModelSpec] | Mapping[Any, Any]
@@ -160,16 +225,61 @@ def parse_model_spec(value: object, field: str) -> ModelSpec:
             raise OMConfigError(
                 "MODEL_SPEC_INVALID", field, "a fallback chain needs at least one model", value
             )
+        if len(value) > MAX_CHAIN_MODELS:
+            raise OMConfigError(
+                "MODEL_CHAIN_TOO_LONG",
+                field,
+                f"a fallback chain holds at most {MAX_CHAIN_MODELS} models, got {len(value)}",
+                len(value),
+            )
         return [_parse_fallback_entry(entry, f"{field}[{i}]") for i, entry in enumerate(value)]
-    return _parse_fallback_entry(value, field)
+    entry = _parse_fallback_entry(value, field)
+    # One model with its retries, given alone, is a chain of one.
+    return [entry] if isinstance(entry, ModelWithRetries) else entry
 
 
-def model_spec_to_json(spec: ModelSpec) -> ModelSpecJSON:
-    if isinstance(spec, ModelByInputTokens):
+def model_spec_to_json(spec: ModelSpec | ModelWithRetries) -> ModelSpecJSON:
+    if isinstance(spec, ModelByInputTokens | ModelWithRetries):
         return spec.to_json()
     if isinstance(spec, list):
         return [model_spec_to_json(entry) for entry in spec]
     return spec
+
+
+def model_ids(spec: ModelSpec | ModelWithRetries) -> Iterator[str]:
+    """Every router id a model selection may call: a model, each of a fallback chain, each tier."""
+    if isinstance(spec, str):
+        yield spec
+    elif isinstance(spec, ModelWithRetries):
+        yield spec.model
+    elif isinstance(spec, ModelByInputTokens):
+        for _threshold, tier in spec.tiers:
+            yield from model_ids(tier)
+    else:
+        for entry in spec:
+            yield from model_ids(entry)
+
+
+def resolve_model(spec: ModelSpec | ModelWithRetries, input_tokens: int) -> CallModel:
+    """A concrete model (or fallback chain) for one call: tiers resolved by input size, "default" mapped;
+    a chain entry with its own `maxRetries` stays one (the model client reads its retries)."""
+    if isinstance(spec, ModelByInputTokens):
+        return resolve_model(spec.resolve(input_tokens), input_tokens)
+    if isinstance(spec, ModelWithRetries):
+        return [spec]
+    if isinstance(spec, list):
+        chain: list[str | ModelWithRetries] = []
+        for item in spec:
+            resolved = resolve_model(item, input_tokens)
+            chain.extend(resolved if isinstance(resolved, list) else [resolved])
+        return chain
+    return DEFAULT_MODEL if spec in ("default", "", None) else str(spec)
+
+
+def primary_model(model: CallModel) -> str:
+    """The first model a call tries (capability decisions follow it)."""
+    first = model[0] if isinstance(model, list) else model
+    return first.model if isinstance(first, ModelWithRetries) else first
 
 
 def is_default_selection(spec: ModelSpec | None) -> bool:
@@ -192,6 +302,12 @@ def resolve_default_alias(spec: ModelSpec | None) -> ModelSpec:
 def _resolve_entry(entry: FallbackEntry) -> FallbackEntry:
     if isinstance(entry, ModelByInputTokens):
         return _resolve_selector(entry)
+    if isinstance(entry, ModelWithRetries):
+        return (
+            entry
+            if entry.model != DEFAULT_MODEL_ALIAS
+            else ModelWithRetries(DEFAULT_MODEL, entry.max_retries)
+        )
     return DEFAULT_MODEL if entry == DEFAULT_MODEL_ALIAS else entry
 
 
@@ -200,18 +316,21 @@ def _resolve_selector(selector: ModelByInputTokens) -> ModelByInputTokens:
 
 
 def _parse_fallback_entry(value: object, field: str) -> FallbackEntry:
-    if isinstance(value, ModelByInputTokens):
+    if isinstance(value, ModelByInputTokens | ModelWithRetries):
         return value
     if isinstance(value, str):
         if not value.strip():
             raise OMConfigError("MODEL_SPEC_INVALID", field, "model ID must not be empty", value)
         return value.strip()
     if isinstance(value, Mapping):
+        if "model" in value:
+            return ModelWithRetries.from_json(value, field)
         return ModelByInputTokens.from_json(value, field)
     raise OMConfigError(
         "MODEL_SPEC_INVALID",
         field,
-        'expected "provider/model", a list of models (fallback chain) or {"upTo": {...}}',
+        'expected "provider/model", a list of models (fallback chain, entries may be {"model": ..., '
+        '"maxRetries": ...}) or {"upTo": {...}}',
         value,
     )
 

@@ -168,6 +168,9 @@ class FailedPayload(TypedDict):
     model: NotRequired[str | None]
     errorCode: NotRequired[str]
     retrying: NotRequired[bool]
+    #: What the failed cycle observed before it failed (an Observer reply cut at its output limit), for
+    #: display; nothing committed it.
+    observations: NotRequired[str]
 
 
 class ActivationPayload(TypedDict):

@@ -152,7 +152,14 @@ def test_sign_in_find_a_resource_and_open_its_thread(
     ui_stack: UiStack, alice: Tenant, api: httpx.Client, page: Page, screenshot: Screenshot
 ) -> None:
     resource = new_id("res")
-    thread = new_thread(api, resource, title="Trip planning")
+    # The Reflector as a fallback list with retries (issue 33): shown beside its bar as written.
+    reflector = [{"model": "om-local/extractive", "maxRetries": 1}, "om-local/extractive"]
+    models = {
+        "model": None,
+        "observation": {"model": "om-local/extractive"},
+        "reflection": {"model": reflector},
+    }
+    thread = new_thread(api, resource, title="Trip planning", overrides=models)
     other = new_thread(api, resource, title="Groceries")
     post_turn(api, thread, 1, planted=f"The gate code is 4711. {MARKUP}")
     post_turn(api, other, 1)
@@ -193,6 +200,13 @@ def test_sign_in_find_a_resource_and_open_its_thread(
     expect(messages.locator("img")).to_have_count(0)
     assert page.evaluate("window.__xss") is None
     expect(page.get_by_test_id("bar-messages")).to_contain_text("Unobserved messages")
+    # The models beside the token bars (the config answer's `models`, resolved as the workers use them).
+    expect(page.get_by_test_id("bar-messages-model")).to_have_text(
+        "Observer: om-local/extractive", timeout=UI_TIMEOUT_MS
+    )
+    expect(page.get_by_test_id("bar-observations-model")).to_have_text(
+        "Reflector: om-local/extractive (1 retry), then om-local/extractive"
+    )
     expect(page.get_by_test_id("live-status")).to_have_text("live", timeout=UI_TIMEOUT_MS)
 
 

@@ -125,8 +125,11 @@ def _turn_body(
     turn_end: bool | None,
     actor_provider_options: Mapping[str, Any] | None = None,
     context: ContextForm | None = None,
+    memory_options: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     body: dict[str, Any] = {"messages": [_message_body(m) for m in messages], "step_number": step_number}
+    if memory_options is not None:
+        body["memory_options"] = dict(memory_options)
     if context is not None:
         body["context"] = context
     if actor_provider_options is not None:
@@ -340,6 +343,7 @@ class OMClient:
         turn_end: bool | None = None,
         actor_provider_options: Mapping[str, Any] | None = None,
         context: ContextForm | None = None,
+        memory_options: Mapping[str, Any] | None = None,
     ) -> TurnResponse:
         """Store the turn's messages; the answer carries the actor's context in `context` form. Without
         one the server answers a call that ends the turn (by default: the last message is the
@@ -348,9 +352,17 @@ class OMClient:
 
         Retried like a read: every message is sent with an id (a new random one when it has none) and
         the server stores a message id once per thread however often it is posted (a stored message is
-        skipped, one reused with another role is a 409), so a turn sent again stores nothing twice."""
+        skipped, one reused with another role is a 409), so a turn sent again stores nothing twice.
+        `memory_options` choose the memory models of the work this turn starts (docs/guide/models.md)."""
         body = _turn_body(
-            messages, resource_id, actor_model, step_number, turn_end, actor_provider_options, context
+            messages,
+            resource_id,
+            actor_model,
+            step_number,
+            turn_end,
+            actor_provider_options,
+            context,
+            memory_options,
         )
         return self._call(TurnResponse, "POST", _thread(thread_id, "/turns"), idempotent=True, json=body)
 
@@ -814,6 +826,7 @@ class AsyncOMClient:
         turn_end: bool | None = None,
         actor_provider_options: Mapping[str, Any] | None = None,
         context: ContextForm | None = None,
+        memory_options: Mapping[str, Any] | None = None,
     ) -> TurnResponse:
         """Store the turn's messages; the answer carries the actor's context in `context` form. Without
         one the server answers a call that ends the turn (by default: the last message is the
@@ -822,9 +835,17 @@ class AsyncOMClient:
 
         Retried like a read: every message is sent with an id (a new random one when it has none) and
         the server stores a message id once per thread however often it is posted (a stored message is
-        skipped, one reused with another role is a 409), so a turn sent again stores nothing twice."""
+        skipped, one reused with another role is a 409), so a turn sent again stores nothing twice.
+        `memory_options` choose the memory models of the work this turn starts (docs/guide/models.md)."""
         body = _turn_body(
-            messages, resource_id, actor_model, step_number, turn_end, actor_provider_options, context
+            messages,
+            resource_id,
+            actor_model,
+            step_number,
+            turn_end,
+            actor_provider_options,
+            context,
+            memory_options,
         )
         return await self._call(
             TurnResponse, "POST", _thread(thread_id, "/turns"), idempotent=True, json=body

@@ -437,6 +437,16 @@ class ConfigResponse(_Response):
     effective: dict[str, Any] = Field(
         description="The service config with the resource's overrides, then the thread's, applied"
     )
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="Options of the effective config that are accepted but have no effect, each with why "
+        "(e.g. observation.bufferOnIdle while async buffering is off)",
+    )
+    models: dict[str, Any] = Field(
+        default_factory=dict,
+        description="The models the effective config resolves to, `observer` and `reflector` (a model, a "
+        'fallback list, or `{"upTo": {...}}` tiers; the default model when none is set)',
+    )
 
 
 class ResourceConfigResponse(_Response):

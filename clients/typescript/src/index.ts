@@ -322,6 +322,9 @@ export interface PostTurnOptions {
   stepNumber?: number;
   turnEnd?: boolean;
   actorProviderOptions?: TurnRequest["actor_provider_options"];
+  /** The memory models (and extractors) of the background work this turn starts, within what the server
+   * allows (`OM_REQUEST_MODELS`, `OM_REQUEST_EXTRACTORS`): `{ model: "openai/gpt-5-mini" }`. */
+  memoryOptions?: TurnRequest["memory_options"];
   /** `openai`, `messages`, `full` (both), or `none` for a call whose answer goes to no model. Omitted, the
    * server answers a call that ends the turn (`turnEnd`, by default when the last message is the
    * assistant's reply) with `none` and any other with `openai`. */
@@ -451,6 +454,7 @@ export class OMClient {
     if (options.turnEnd !== undefined) body.turn_end = options.turnEnd;
     if (options.actorProviderOptions !== undefined) body.actor_provider_options = options.actorProviderOptions;
     if (options.context !== undefined) body.context = options.context;
+    if (options.memoryOptions !== undefined) body.memory_options = options.memoryOptions;
     return this.call("POST", thread(threadId, "/turns"), { body, safety: "idempotent", signal: options.signal });
   }
 

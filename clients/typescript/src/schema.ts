@@ -944,6 +944,18 @@ export interface components {
             effective: {
                 [key: string]: unknown;
             };
+            /**
+             * Warnings
+             * @description Options of the effective config that are accepted but have no effect, each with why (e.g. observation.bufferOnIdle while async buffering is off)
+             */
+            warnings?: string[];
+            /**
+             * Models
+             * @description The models the effective config resolves to, `observer` and `reflector` (a model, a fallback list, or `{"upTo": {...}}` tiers; the default model when none is set)
+             */
+            models?: {
+                [key: string]: unknown;
+            };
         };
         /**
          * DaySpend
@@ -2238,6 +2250,13 @@ export interface components {
                 [key: string]: {
                     [key: string]: unknown;
                 };
+            } | null;
+            /**
+             * Memory Options
+             * @description The Observer's and Reflector's models (and extractors) for the background work this turn starts, over the thread's config: `{"model": ...}` for both, or `{"observation": {"model": ..., "extract": [...]}, "reflection": {"model": ...}}`. Only models matching the server's OM_REQUEST_MODELS (and OM_MEMORY_MODELS), and extractors only with OM_REQUEST_EXTRACTORS; anything else is refused with 422 naming the field
+             */
+            memory_options?: {
+                [key: string]: unknown;
             } | null;
         };
         /** TurnResponse */

@@ -75,6 +75,7 @@ export function fieldFor(errorField) {
 }
 
 export function configEditor(base, onSaved) {
+  let models = null;
   const inputs = new Map();
   const holders = new Map();
   const idOf = (path) => `cfg-${path.replace(/\./g, "-")}`;
@@ -175,6 +176,7 @@ export function configEditor(base, onSaved) {
       });
       fill(saved);
       status.textContent = "Saved.";
+      models = saved.models || null;
       onSaved(saved.effective);
     } catch (problem) {
       status.textContent = "";
@@ -187,9 +189,14 @@ export function configEditor(base, onSaved) {
 
   return {
     element: form,
+    /** The Observer's and Reflector's models of the last config read or saved (`models` of the answer). */
+    get models() {
+      return models;
+    },
     async load() {
       const config = await api(`${base}/config`);
       fill(config);
+      models = config.models || null;
       return config.effective;
     },
   };

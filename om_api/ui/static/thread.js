@@ -31,8 +31,22 @@ export function asyncBuffering(effective) {
   return obs.bufferTokens != null || obs.bufferActivation != null || refl.bufferActivation != null;
 }
 
-/** A token bar: the window's tokens against its threshold, the buffered share, the blockAfter line. */
-function tokenBar({ testid, label, used, threshold, buffered, bufferedLabel, blockAfter }) {
+/** A model option as a short line: a model, a fallback list (with each entry's retries), or input tiers. */
+export function describeModel(spec) {
+  if (spec == null) return "";
+  if (typeof spec === "string") return spec;
+  if (Array.isArray(spec)) return spec.map(describeModel).join(", then ");
+  if (typeof spec.model === "string") return `${spec.model} (${spec.maxRetries} ${spec.maxRetries === 1 ? "retry" : "retries"})`;
+  if (spec.upTo && typeof spec.upTo === "object") {
+    const tiers = Object.entries(spec.upTo).sort((a, b) => Number(a[0]) - Number(b[0]));
+    return `by input size: ${tiers.map(([t, m]) => `up to ${Number(t).toLocaleString("en")} ${describeModel(m)}`).join("; ")}`;
+  }
+  return JSON.stringify(spec);
+}
+
+/** A token bar: the window's tokens against its threshold, the buffered share, the blockAfter line, and the
+ * model that works on the window (the Observer's or the Reflector's) when known. */
+function tokenBar({ testid, label, used, threshold, buffered, bufferedLabel, blockAfter, model, modelRole }) {
   const scale = Math.max(used, threshold, blockAfter || 0, 1) * 1.04;
   const pct = (n) => `${Math.min(100, (100 * n) / scale).toFixed(2)}%`;
   const fill = h("div", { class: `bar-fill${used >= threshold ? " over" : ""}` });
@@ -49,6 +63,7 @@ function tokenBar({ testid, label, used, threshold, buffered, bufferedLabel, blo
     "div",
     { class: "bar-wrap", testid },
     h("div", { class: "bar-head" }, h("strong", { text: label }), h("span", { class: "bar-value", text: `${tokens(used)} of ${tokens(threshold)} (${percent}%)` })),
+    model ? h("p", { class: "bar-model muted small", testid: `${testid}-model`, text: `${modelRole}: ${describeModel(model)}` }) : null,
     h(
       "div",
       {
@@ -128,7 +143,7 @@ export function threadPage(ctx, threadId) {
 
   // --------------------------------------------------------------------------------------- reading
 
-  function renderStatus(status, effective) {
+  function renderStatus(status, effective, models) {
     if (!status) {
       replace(bars, empty("No memory record yet: post a turn first."));
       return;
@@ -148,6 +163,8 @@ export function threadPage(ctx, threadId) {
         buffered: buffered.observations.messageTokens,
         bufferedLabel: `buffered in ${buffered.observations.chunks} chunk(s)`,
         blockAfter: blockAfterTokens(obsCfg.blockAfter, active.messages.threshold, asyncOn),
+        model: models && models.observer,
+        modelRole: "Observer",
       }),
       tokenBar({
         testid: "bar-observations",
@@ -157,6 +174,8 @@ export function threadPage(ctx, threadId) {
         buffered: buffered.reflection.inputObservationTokens,
         bufferedLabel: `covered by buffered reflection (${buffered.reflection.status})`,
         blockAfter: blockAfterTokens(reflCfg.blockAfter, active.observations.threshold, asyncOn),
+        model: models && models.reflector,
+        modelRole: "Reflector",
       }),
       h("p", { class: "muted small", text: `generation ${status.generationCount} · step ${status.stepNumber} · buffering ${buffered.observations.status}` }),
     );
@@ -326,7 +345,7 @@ export function threadPage(ctx, threadId) {
         ]);
         if (closed) return;
         renderDetail(detail);
-        renderStatus(status.data, effective);
+        renderStatus(status.data, effective, editor.models);
         renderObservations(view);
         renderMessages(page);
         renderMemory(wm);
