@@ -451,7 +451,8 @@ def _strip_encrypted(value: Any) -> Any:
 
 
 def _message_title(message: Message) -> str:
-    """Who a line is attributed to; runtime instructions are never labelled as the user."""
+    """Who a line is attributed to (the role, then the speaker's name when the message has one); runtime
+    instructions are never labelled as the user."""
     signal = message.metadata.get("signal")
     if isinstance(signal, dict):
         name = signal.get("tagName") or signal.get("tag") or signal.get("type")
@@ -461,7 +462,11 @@ def _message_title(message: Message) -> str:
         return "User" if signal == "user" else signal
     if "systemReminder" in message.metadata or "reminderType" in message.metadata:
         return "system-reminder"
-    return message.role.capitalize()
+    role = message.role.capitalize()
+    # Several people in one thread: the speaker's name after the role ("User Alice"), so the Observer can
+    # tell who said what. `Message.speaker` only yields names that cannot forge a line or a tag.
+    speaker = message.speaker if message.role in ("user", "assistant") else None
+    return f"{role} {speaker}" if speaker else role
 
 
 def _reminder_body(text: str) -> str:
