@@ -4,7 +4,9 @@ The Observer sees conversation history as dated, timed lines (`User (2:30 PM): â
 messages, so that it observes the conversation instead of continuing it, and so that every observation
 can be anchored to when something was said. Attachments cannot travel inside text: each one becomes a
 numbered placeholder (`[Image #1: photo.png]`) and is returned separately so the caller can forward the
-binary right after the lines of its message, subject to the `observeAttachments` filter.
+binary right after the lines of its message, subject to the `observeAttachments` filter. When several people
+share a thread, a message's speaker follows the role (`User Alice (2:30 PM): â€¦`). om's own memory messages,
+posted back by a backend as conversation, are left out (`om_core.context.own_messages`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any, Literal
 from urllib.parse import unquote, urlparse
 from zoneinfo import ZoneInfo
 
+from om_core.context.own_messages import is_own_memory_message
 from om_core.messages import TOOL_KIND, Message, Part
 from om_core.observations.degenerate import safe_cut_index
 
@@ -252,6 +255,8 @@ class _Renderer:
         when = message.part_time(part)
         if part.type == "text":
             text = part.text or ""
+            if is_own_memory_message(text):
+                return  # our own memory posted back by a backend: never observed as conversation
             if _REMINDER_RE.match(text):
                 title, text = "system-reminder", _reminder_body(text)
             if text.strip():
