@@ -1,17 +1,18 @@
 """om's own memory messages, recognised when a chat backend posts them back as conversation.
 
 A turn answers with the actor's context: the memory preamble, the observation log between `<observations>`
-tags, the working memory (its own system message, §8.7's state signal), the hints and the continuation
-reminder. A backend that keeps that context as its history and posts it again in a later turn (or stores
-every message it sent its model) hands om its own words as if someone had said them. Observed again, they
-come back as facts "the user stated": the original's Observer recorded its own control prompt as the user's
-current priority, and re-observed the working-memory state signal, so its working-memory extractor rewrote
-the memory from a copy of itself (and lost what the copy had shortened).
+tags (a message per piece, each opening with a `Date:` header), the working memory (its own system message,
+§8.7's state signal), the hints and the continuation reminder. A backend that keeps that context as its
+history and posts it again in a later turn (or stores every message it sent its model) hands om its own
+words as if someone had said them. Observed again, they come back as facts "the user stated": the
+original's Observer recorded its own control prompt as the user's current priority, and re-observed the
+working-memory state signal, so its working-memory extractor rewrote the memory from a copy of itself (and
+lost what the copy had shortened).
 
 So the Observer's transcript leaves these messages out (`om_core.observer.transcript`), whatever role they
 were posted with: they are stored like any message (a turn never drops what it was sent), but never
-source material. Recognition is by their exact openings and whole tag blocks, so a user quoting a word of
-them is still observed.
+source material. Recognition is by their exact openings, whole tag blocks and the log's line format, so a
+user quoting a word of them is still observed.
 """
 
 from __future__ import annotations
@@ -49,6 +50,12 @@ _WHOLE_BLOCK_RE = re.compile(
     rf"\A<(?P<tag>{'|'.join(_OWN_TAGS)})>.*</(?P=tag)>\Z|\A</?observations>\Z", re.DOTALL
 )
 _REMINDER_RE = re.compile(r"\A<system-reminder>\s*(?P<body>.*?)\s*</system-reminder>\Z", re.DOTALL)
+#: A piece of the observation log as the actor gets it: a date header first, then only observation lines,
+#: date headers, group tags and message boundaries.
+_LOG_DATE_RE = re.compile(r"\ADate: [A-Z][a-z]{2} \d{1,2}, \d{4}\b")
+_LOG_LINE_RE = re.compile(
+    r"\A(?:Date: .+|[ \t]*[*-] .+|</?observation-group\b[^>]*>|--- message boundary \([^)]*\) ---)\Z"
+)
 
 
 def is_own_memory_message(text: str) -> bool:
@@ -61,4 +68,13 @@ def is_own_memory_message(text: str) -> bool:
     if _WHOLE_BLOCK_RE.match(stripped):
         return True
     reminder = _REMINDER_RE.match(stripped)
-    return reminder is not None and reminder.group("body").startswith(CONTINUATION_LEAD)
+    if reminder is not None:
+        return reminder.group("body").startswith(CONTINUATION_LEAD)
+    return _is_log_piece(stripped)
+
+
+def _is_log_piece(text: str) -> bool:
+    """A message holding a piece of the observation log (between the `<observations>` tags)."""
+    if not _LOG_DATE_RE.match(text):
+        return False
+    return all(_LOG_LINE_RE.match(line) for line in text.splitlines() if line.strip())
