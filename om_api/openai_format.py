@@ -4,7 +4,8 @@ Chat-completions requests carry the whole conversation on every call and no mess
 each message an id derived from the conversation up to and including it (a hash chain), so a history sent
 again maps to the same ids and storage keeps each message once; only what is new gets stored. The
 caller's leading system/developer messages are its instructions, not conversation: they are passed to the
-model every time and never stored or observed.
+model every time and never stored or observed. A user or assistant message's `name` (who wrote it, when
+several people share the conversation) is stored as the message's `metadata.name` and given back.
 """
 
 from __future__ import annotations
@@ -16,11 +17,13 @@ from datetime import datetime
 from typing import Any
 
 from om_core import Message, Part
-from om_core.messages import TOOL_KIND
+from om_core.messages import SPEAKER_KEY, TOOL_KIND
 
-__all__ = ["from_openai", "split_instructions", "to_openai"]
+__all__ = ["SPEAKER_ROLES", "from_openai", "split_instructions", "to_openai"]
 
 _INSTRUCTION_ROLES = ("system", "developer")
+#: The roles whose `name` says who wrote the message (a tool or function message's `name` is the tool's).
+SPEAKER_ROLES = ("user", "assistant")
 
 
 def split_instructions(
@@ -124,7 +127,11 @@ def from_openai(
             stored_role = "system" if role in _INSTRUCTION_ROLES else "user"
         if not parts:
             continue
-        out.append(Message(id=message_id, role=stored_role, parts=parts, created_at=created_at))
+        speaker = raw.get("name") if role in SPEAKER_ROLES else None
+        metadata = {SPEAKER_KEY: speaker} if isinstance(speaker, str) and speaker else {}
+        out.append(
+            Message(id=message_id, role=stored_role, parts=parts, created_at=created_at, metadata=metadata)
+        )
     return out
 
 
@@ -168,7 +175,10 @@ def to_openai(messages: Sequence[Message]) -> list[dict[str, Any]]:
         if not visible:
             continue
         if message.role == "assistant":
-            out.extend(_assistant_entries(visible, called))
+            entries = _assistant_entries(visible, called)
+            if message.speaker:
+                entries[0]["name"] = message.speaker
+            out.extend(entries)
         elif message.role == "tool":
             for p in visible:
                 if p.type != TOOL_KIND:
@@ -180,7 +190,10 @@ def to_openai(messages: Sequence[Message]) -> list[dict[str, Any]]:
         else:
             content = _user_content(visible)
             if content:
-                out.append({"role": message.role, "content": content})
+                entry: dict[str, Any] = {"role": message.role, "content": content}
+                if message.speaker and message.role == "user":
+                    entry["name"] = message.speaker
+                out.append(entry)
     return out
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from om_client.messages import ATTACHMENT_KINDS as ATTACHMENT_KINDS
 from om_client.messages import NON_CONTENT_PREFIXES as NON_CONTENT_PREFIXES
+from om_client.messages import SPEAKER_KEY as SPEAKER_KEY
 from om_client.messages import TEXT_KINDS as TEXT_KINDS
 from om_client.messages import TOOL_KIND as TOOL_KIND
 from om_client.messages import Message as Message
@@ -16,4 +17,5 @@ from om_client.messages import Part as Part
 from om_client.messages import Role as Role
 from om_client.messages import ToolState as ToolState
 from om_client.messages import ensure_utc as ensure_utc
+from om_client.messages import speaker_name_problem as speaker_name_problem
 from om_client.messages import text_message as text_message

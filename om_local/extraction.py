@@ -29,7 +29,10 @@ _SECTION_RE = re.compile(r"^#{1,6}[ \t]*(?P<title>.+?)[ \t]*$", re.MULTILINE)
 _INLINE_LINE_RE = re.compile(
     r"^- <(?P<slug>[a-z][a-z0-9-]*)> \.\.\. </(?P=slug)>: (?P<text>.*)$", re.MULTILINE
 )
-_USER_LINE_RE = re.compile(r"^User(?: \([^)\n]*\))?:[ \t]*(?P<text>.*)$")
+#: A user's transcript line, with the speaker's name after "User" when several people share the thread.
+_USER_LINE_RE = re.compile(
+    r"^User(?: [\w.'-](?:[\w .'-]{0,62}?[\w.'-])?)?(?: \([^)\n]*\))?:[ \t]*(?P<text>.*)$"
+)
 _WORD_RE = re.compile(r"[a-z]{4,}")
 _STOP = frozenset(
     {

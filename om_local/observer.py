@@ -95,8 +95,13 @@ _TOOL_LINE_RE = re.compile(
     rf"^Tool (?P<kind>Call|Result|Error|Denied) (?P<name>\S+?)(?: \((?P<time>{_TIME})\))?:(?: (?P<body>.*))?$"
 )
 _KNOWN_TITLES = ("User", "Assistant", "System", "Tool", "Reasoning", "system-reminder", "Image", "File")
+#: A speaker's name after the role ("User Alice"), as `om_client.messages.SPEAKER_NAME_PATTERN` allows it.
+_SPEAKER = r"[\w.'-](?:[\w .'-]{0,62}?[\w.'-])?"
 _TITLED_LINE_RE = re.compile(
     rf"^(?P<title>{'|'.join(_KNOWN_TITLES)})(?: \((?P<time>{_TIME})\))?:(?: (?P<body>.*))?$"
+)
+_SPEAKER_LINE_RE = re.compile(
+    rf"^(?P<title>User|Assistant) (?P<speaker>{_SPEAKER})(?: \((?P<time>{_TIME})\))?:(?: (?P<body>.*))?$"
 )
 _SIGNAL_LINE_RE = re.compile(rf"^(?P<title>[A-Za-z][\w.-]{{0,40}}) \((?P<time>{_TIME})\):(?: (?P<body>.*))?$")
 _GAP_LINE_RE = re.compile(rf"^\((?P<time>{_TIME})\):(?: (?P<body>.*))?$")
@@ -491,6 +496,13 @@ class _Entry:
     day: date | None
     minutes: int | None
     lines: list[str] = field(default_factory=list)
+    #: Who wrote the message when the transcript names them ("User Alice"): several people, one thread.
+    speaker: str | None = None
+
+    @property
+    def subject(self) -> str:
+        """Who an observation of a user entry is about: the speaker's name, else "User"."""
+        return self.speaker or "User"
 
     @property
     def body(self) -> str:
@@ -532,8 +544,9 @@ _TITLE_KINDS = {
 }
 
 
-def _head(line: str) -> tuple[str, str, str | None, str | None, str] | None:
-    """(kind, title, tool name, time label, first body line) when `line` starts a transcript entry."""
+def _head(line: str) -> tuple[str, str, str | None, str | None, str, str | None] | None:
+    """(kind, title, tool name, time label, first body line, speaker) when `line` starts a transcript
+    entry."""
     match = _TOOL_LINE_RE.match(line)
     if match:
         kind = "tool-" + match.group("kind").lower()
@@ -543,17 +556,19 @@ def _head(line: str) -> tuple[str, str, str | None, str | None, str] | None:
             match.group("name"),
             match.group("time"),
             match.group("body") or "",
+            None,
         )
-    match = _TITLED_LINE_RE.match(line)
+    match = _TITLED_LINE_RE.match(line) or _SPEAKER_LINE_RE.match(line)
     if match:
         title = match.group("title")
-        return _TITLE_KINDS[title], title, None, match.group("time"), match.group("body") or ""
+        speaker = match.groupdict().get("speaker")
+        return _TITLE_KINDS[title], title, None, match.group("time"), match.group("body") or "", speaker
     match = _GAP_LINE_RE.match(line)
     if match:
-        return "gap", "", None, match.group("time"), match.group("body") or ""
+        return "gap", "", None, match.group("time"), match.group("body") or "", None
     match = _SIGNAL_LINE_RE.match(line)
     if match:
-        return "signal", match.group("title"), None, match.group("time"), match.group("body") or ""
+        return "signal", match.group("title"), None, match.group("time"), match.group("body") or "", None
     return None
 
 
@@ -570,10 +585,10 @@ def _parse_transcript(text: str) -> list[_Entry]:
             continue
         head = _head(line)
         if head is not None:
-            kind, title, tool, label, body = head
+            kind, title, tool, label, body, speaker = head
             if label is not None:
                 minutes = _minutes(label)
-            current = _Entry(kind, title, tool, day, minutes, [body])
+            current = _Entry(kind, title, tool, day, minutes, [body], speaker)
             entries.append(current)
         elif current is not None:
             current.lines.append(line)
@@ -737,9 +752,10 @@ def _user_observations(entry: _Entry, known: str = "") -> list[_Observation]:
         else:
             segments.append(_Segment(kind, fact.sentence, [text]))
         segments[-1].resolved = segments[-1].resolved or _resolve_relative(source, entry.day)
-    observations = [_observation(entry, "🔴", line) for line in _user_lines(segments)]
+    observations = [_observation(entry, "🔴", line) for line in _user_lines(segments, entry.subject)]
     if not observations and sentences and word_count <= 25 and _DECISION_RE.search(" ".join(sentences)):
-        observations.append(_observation(entry, "🟢", "User said: " + _strip_end(" ".join(sentences))))
+        said = f"{entry.subject} said: " + _strip_end(" ".join(sentences))
+        observations.append(_observation(entry, "🟢", said))
     return observations
 
 
@@ -762,8 +778,9 @@ class _Segment:
         return f"{self.kind}: {text}"
 
 
-def _user_lines(segments: list[_Segment]) -> list[str]:
-    """Segments packed into lines of at most `MAX_LINE_WORDS`; an update gets a line of its own, so it reads
+def _user_lines(segments: list[_Segment], subject: str = "User") -> list[str]:
+    """Segments packed into lines of at most `MAX_LINE_WORDS`, each starting with `subject` ("User", or the
+    speaker's name when several people share the thread); an update gets a line of its own, so it reads
     as replacing what was said before and a Reflector can match it against the statement it supersedes."""
     lines: list[str] = []
     current: list[str] = []
@@ -774,7 +791,7 @@ def _user_lines(segments: list[_Segment]) -> list[str]:
         words = len(_words(rendered))
         alone = segment.kind == "updated" or last_kind == "updated"
         if current and (alone or size + words > MAX_LINE_WORDS - 2):
-            lines.append("User " + "; ".join(current))
+            lines.append(f"{subject} " + "; ".join(current))
             current, size = [], 0
             rendered = segment.render(continues=False)
             words = len(_words(rendered))
@@ -782,10 +799,10 @@ def _user_lines(segments: list[_Segment]) -> list[str]:
         last_kind = segment.kind
         size += words
         if segment.resolved:
-            lines.append("User " + "; ".join(current) + f" {segment.resolved}")
+            lines.append(f"{subject} " + "; ".join(current) + f" {segment.resolved}")
             current, size, last_kind = [], 0, None
     if current:
-        lines.append("User " + "; ".join(current))
+        lines.append(f"{subject} " + "; ".join(current))
     return lines
 
 
@@ -1066,8 +1083,13 @@ class _Builder:
             handler(entry)
 
     def _user(self, entry: _Entry) -> None:
-        self.last_speaker = "User"
-        for observation in _user_observations(entry, " ".join(self.known)):
+        self.last_speaker = entry.subject
+        known = self.known
+        if entry.speaker is not None:
+            # What someone else said is not known about this speaker: only their own lines count.
+            own = normalize_for_dedup(entry.speaker) + " "
+            known = {key for key in known if key.startswith(own)}
+        for observation in _user_observations(entry, " ".join(known)):
             self.add(observation)
 
     def _assistant(self, entry: _Entry) -> None:
@@ -1128,7 +1150,7 @@ def _fallback_observation(entries: list[_Entry]) -> _Observation | None:
     """Something rather than nothing when a transcript held only chatter: its last spoken line, short."""
     for entry in reversed(entries):
         if entry.kind in ("user", "assistant") and entry.body.strip():
-            speaker = "User said" if entry.kind == "user" else "Assistant said"
+            speaker = f"{entry.subject} said" if entry.kind == "user" else "Assistant said"
             text = f"{speaker}: {_cut_words(_clean(entry.body), 20)}"
             return _Observation(entry.day, entry.minutes, "🟢", text)
     return None
@@ -1160,7 +1182,9 @@ def _current_task(entries: list[_Entry], prior: str | None) -> str:
     if not requests:
         return prior or "- Primary: continue the conversation with the user (waiting for user)"
     index, text, is_question = requests[-1]
-    primary = f"answer the user's question: {text}" if is_question else f"follow the user's request: {text}"
+    speaker = entries[index].speaker
+    whose = f"{speaker}'s" if speaker else "the user's"
+    primary = f"answer {whose} question: {text}" if is_question else f"follow {whose} request: {text}"
     lines = [f"- Primary: {primary}" + (" (answered; waiting for user)" if last_reply > index else "")]
     if len(requests) > 1 and requests[-2][1] != text:
         lines.append(f"- Secondary: {requests[-2][1]} (waiting for user)")

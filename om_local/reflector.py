@@ -117,7 +117,12 @@ def _char_estimate(text: str) -> int:
 
 # --- user lines as statements ----------------------------------------------------------------------------
 
-_USER_LINE_RE = re.compile(r"^User (?P<kind>stated|updated:|asked:) ")
+#: A user line's subject: "User", or the speaker's name when several people share the thread ("Alice
+#: stated …"); never the assistant.
+_USER_LINE_RE = re.compile(
+    r"^(?P<subject>User|(?!Assistant\b|Agent\b)[\w.'-](?:[\w .'-]{0,62}?[\w.'-])?) "
+    r"(?P<kind>stated|updated:|asked:) "
+)
 _STATEMENT_KIND_RE = re.compile(r"^(?P<kind>stated|updated:|asked:) ")
 
 
@@ -127,6 +132,8 @@ class _Statement:
 
     kind: str
     text: str
+    #: Whose statement it is: "User", or a speaker's name.
+    subject: str = "User"
 
     @property
     def tier(self) -> Tier:
@@ -146,7 +153,8 @@ def _statements(text: str) -> list[_Statement] | None:
         return None
     statements: list[_Statement] = []
     kind = match.group("kind").rstrip(":")
-    for index, piece in enumerate(text[len("User ") :].split("; ")):
+    subject = match.group("subject")
+    for index, piece in enumerate(text[len(subject) + 1 :].split("; ")):
         piece_kind = _STATEMENT_KIND_RE.match(piece)
         if piece_kind is not None:
             kind = piece_kind.group("kind").rstrip(":")
@@ -154,7 +162,7 @@ def _statements(text: str) -> list[_Statement] | None:
         elif index == 0:
             return None
         if piece.strip():
-            statements.append(_Statement(kind, piece.strip()))
+            statements.append(_Statement(kind, piece.strip(), subject))
     return statements or None
 
 
@@ -169,7 +177,8 @@ def _render_statements(statements: list[_Statement]) -> str:
         else:
             pieces.append(f"{statement.kind}: {statement.text}")
         previous = statement.kind
-    return "User " + "; ".join(pieces)
+    subject = statements[0].subject if statements else "User"
+    return f"{subject} " + "; ".join(pieces)
 
 
 def _statement_words(statement: _Statement) -> int:
@@ -362,7 +371,13 @@ def _supersede(parsed: _Log) -> None:
             before = statements[: statements.index(correction)]
             earlier = [(other, their) for other, their in user_lines[:index] if not other.dropped]
             for other, their in [*earlier, (item, before)]:
-                replaced = [s for s in their if s.kind != "asked" and supersedes(correction.text, s.text)]
+                replaced = [
+                    s
+                    for s in their
+                    if s.kind != "asked"
+                    and s.subject == correction.subject  # one person never corrects another's facts
+                    and supersedes(correction.text, s.text)
+                ]
                 if not replaced:
                     continue
                 if other is item:

@@ -39,7 +39,7 @@ from starlette.concurrency import run_in_threadpool
 
 from om_api.auth import Caller, Principal, Runtime
 from om_api.errors import ApiError
-from om_api.openai_format import from_openai, split_instructions, to_openai
+from om_api.openai_format import SPEAKER_ROLES, from_openai, split_instructions, to_openai
 from om_api.proxy.actor_usage import meter, reported_cost, usage_of
 from om_api.proxy.params import call_stream_options, client_wants_usage, forwarded_params
 from om_api.proxy.tools import InternalTools, answered_round, memory_tools_for, round_call, summed_usage
@@ -50,6 +50,7 @@ from om_api.runtime import ApiRuntime
 from om_api.schemas import ID_PATTERN, ChatCompletionRequest, ChatCompletionResponse, find_unstorable
 from om_core import Message, TurnResult
 from om_core.errors import public_text
+from om_core.messages import speaker_name_problem
 from om_core.models import allowlist
 from om_core.tenancy.scoped_ids import PublicId, scoped_id
 
@@ -99,6 +100,14 @@ def _check(body: ChatCompletionRequest, runtime: ApiRuntime, conversation: list[
                 "unstorable_value",
                 f"messages[{index}].{where} holds a NUL or an unpaired surrogate",
                 field=f"messages[{index}]",
+            )
+        problem = speaker_name_problem(message.name) if message.role in SPEAKER_ROLES else None
+        if message.name is not None and problem is not None:
+            raise ApiError(
+                422,
+                "invalid_speaker_name",
+                f"messages[{index}].name (who wrote the message) {problem}",
+                field=f"messages[{index}].name",
             )
     for stored in conversation:
         size = len(stored.model_dump_json(exclude_none=True).encode())

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any
 
+from om_core.context.own_messages import CONTINUATION_LEAD, MEMORY_PREAMBLE_LEAD
 from om_core.context.relative_time import annotate_relative_times, local_date
 from om_core.observations.groups import render_for_actor
 from om_core.sized_lru import SizedLRU
@@ -80,8 +81,7 @@ def split_log_chunks(observations: str) -> list[str]:
 def build_memory_preamble(retrieval_guidance: str | None = None) -> str:
     """The fixed preamble that introduces the memory and says how to use it."""
     text = (
-        "The messages that follow hold your memory: observations you made during earlier conversations "
-        "with this user. Treat them as things you remember, not as new input.\n"
+        f"{MEMORY_PREAMBLE_LEAD} Treat them as things you remember, not as new input.\n"
         "\n"
         "How to use this memory:\n"
         "- Draw on the concrete details it records (names, numbers, dates, preferences) and tailor your "
@@ -105,7 +105,7 @@ def build_memory_preamble(retrieval_guidance: str | None = None) -> str:
 def build_continuation_reminder(has_suggested_response: bool) -> str:
     """Our wording of the §4.11 continuation reminder, wrapped in `<system-reminder>` tags."""
     lines = [
-        "Continue the conversation naturally and respond to the user's most recent message.",
+        CONTINUATION_LEAD,
         "Everything before this point, including your memory, is background: use it when it helps, but do "
         "not resume an earlier topic on your own. Finish unfinished earlier work only if that serves the "
         "latest request.",

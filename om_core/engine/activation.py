@@ -97,12 +97,22 @@ class _ActivationEvents:
         triggered_by: str,
         config: dict[str, Any],
         details: TriggerDetails,
+        threshold: int,
     ) -> None:
         self.thread_id, self.now, self.triggered_by = thread_id, now, triggered_by
-        self.config, self.details = config, details.copy()
+        self.config, self.details, self.threshold = config, details.copy(), threshold
 
     def __call__(self, result: ActivationResult) -> list[NewEvent]:
         generation = result.record.generation_count if result.record else 0
+        outcome = (
+            ev.ActivationOutcome(
+                remaining_chunks=len(result.record.chunks),
+                remaining_tokens=int(result.record.pending_message_tokens or 0),
+                threshold=self.threshold,
+            )
+            if result.record is not None
+            else None
+        )
         return [
             ev.chunk_activation(
                 chunk,
@@ -113,6 +123,7 @@ class _ActivationEvents:
                 thread_id=self.thread_id,
                 config=self.config,
                 trigger_details=self.details,
+                outcome=outcome,
             )
             for chunk in result.per_chunk
         ]
@@ -167,7 +178,12 @@ def _activate(
             activate_all,
         )
         events = _ActivationEvents(
-            thread_id, core.clock(), triggered_by, core.marker_config(cfg), trigger_details or {}
+            thread_id,
+            core.clock(),
+            triggered_by,
+            core.marker_config(cfg),
+            trigger_details or {},
+            threshold=round(threshold),
         )
         with core.db.begin() as conn:
             result, stored = records.activate(

@@ -321,6 +321,21 @@ def failed(
     return NewEvent(kind.value, payload, cycle_id)
 
 
+@dataclass(frozen=True)
+class ActivationOutcome:
+    """What one activation left behind, reported on each of its markers: the chunks still buffered, the
+    unobserved message tokens still in the window and the message threshold they are compared with."""
+
+    remaining_chunks: int
+    remaining_tokens: int
+    threshold: int
+
+    @property
+    def partial(self) -> bool:
+        """The activation did not bring the window under the threshold: the pending tail is not covered."""
+        return self.remaining_tokens >= self.threshold
+
+
 def chunk_activation(
     chunk: ActivatedChunk,
     *,
@@ -331,6 +346,7 @@ def chunk_activation(
     thread_id: StoredId | None,
     config: dict[str, Any],
     trigger_details: TriggerDetails,
+    outcome: ActivationOutcome | None = None,
 ) -> NewEvent:
     payload: ActivationPayload = {
         "cycleId": chunk.cycle_id,
@@ -349,6 +365,10 @@ def chunk_activation(
         # The stored parts this observation covers (sequence range), for audits and replay.
         "seqRange": [chunk.from_seq, chunk.to_seq],
     }
+    if outcome is not None:
+        payload["remainingChunks"] = outcome.remaining_chunks
+        payload["remainingTokens"] = outcome.remaining_tokens
+        payload["partial"] = outcome.partial
     _add_trigger(payload, trigger_details)
     return NewEvent(ACTIVATION.value, payload, chunk.cycle_id)
 

@@ -104,7 +104,10 @@ memory system. It was not said by the user or the assistant; never turn it into 
 line such as "(3:40 PM): 2 hours later" marks a pause in the conversation; use it to anchor what follows \
 (for example, the user returned after two hours), not as something anyone said.
 - Images and files appear as placeholders like [Image #1: photo.png]; when the attachment itself is \
-provided, describe what matters in it."""
+provided, describe what matters in it.
+- Several people may share one conversation. A line whose title carries a name after the role, such as \
+"User Alice (2:30 PM)", was written by that person: attribute what it says to them by name ("Alice \
+stated she moved to Porto") instead of to "User", and never mix one person's facts into another's."""
 
 _WHAT_TO_RECORD = """\
 WHAT TO RECORD

@@ -4,7 +4,9 @@ The Observer sees conversation history as dated, timed lines (`User (2:30 PM): â
 messages, so that it observes the conversation instead of continuing it, and so that every observation
 can be anchored to when something was said. Attachments cannot travel inside text: each one becomes a
 numbered placeholder (`[Image #1: photo.png]`) and is returned separately so the caller can forward the
-binary right after the lines of its message, subject to the `observeAttachments` filter.
+binary right after the lines of its message, subject to the `observeAttachments` filter. When several people
+share a thread, a message's speaker follows the role (`User Alice (2:30 PM): â€¦`). om's own memory messages,
+posted back by a backend as conversation, are left out (`om_core.context.own_messages`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any, Literal
 from urllib.parse import unquote, urlparse
 from zoneinfo import ZoneInfo
 
+from om_core.context.own_messages import is_own_memory_message
 from om_core.messages import TOOL_KIND, Message, Part
 from om_core.observations.degenerate import safe_cut_index
 
@@ -252,6 +255,8 @@ class _Renderer:
         when = message.part_time(part)
         if part.type == "text":
             text = part.text or ""
+            if is_own_memory_message(text):
+                return  # our own memory posted back by a backend: never observed as conversation
             if _REMINDER_RE.match(text):
                 title, text = "system-reminder", _reminder_body(text)
             if text.strip():
@@ -451,7 +456,8 @@ def _strip_encrypted(value: Any) -> Any:
 
 
 def _message_title(message: Message) -> str:
-    """Who a line is attributed to; runtime instructions are never labelled as the user."""
+    """Who a line is attributed to (the role, then the speaker's name when the message has one); runtime
+    instructions are never labelled as the user."""
     signal = message.metadata.get("signal")
     if isinstance(signal, dict):
         name = signal.get("tagName") or signal.get("tag") or signal.get("type")
@@ -461,7 +467,11 @@ def _message_title(message: Message) -> str:
         return "User" if signal == "user" else signal
     if "systemReminder" in message.metadata or "reminderType" in message.metadata:
         return "system-reminder"
-    return message.role.capitalize()
+    role = message.role.capitalize()
+    # Several people in one thread: the speaker's name after the role ("User Alice"), so the Observer can
+    # tell who said what. `Message.speaker` only yields names that cannot forge a line or a tag.
+    speaker = message.speaker if message.role in ("user", "assistant") else None
+    return f"{role} {speaker}" if speaker else role
 
 
 def _reminder_body(text: str) -> str:

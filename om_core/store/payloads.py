@@ -191,6 +191,13 @@ class ActivationPayload(TypedDict):
     config: dict[str, Any]
     #: The stored parts a chunk covers (an observation's activation only).
     seqRange: NotRequired[list[int]]
+    #: What the activation this marker belongs to left behind (an observation's activation only): the
+    #: chunks still buffered, the unobserved message tokens still in the window, and `partial` when those
+    #: are at or above the message threshold, i.e. activating did not cover the pending tail and the rest
+    #: is observed (past `blockAfter`) or buffered next. A partial activation never reads as complete.
+    remainingChunks: NotRequired[int]
+    remainingTokens: NotRequired[int]
+    partial: NotRequired[bool]
     previousModel: NotRequired[str | None]
     currentModel: NotRequired[str | None]
     lastActivityAt: NotRequired[int]

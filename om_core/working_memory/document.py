@@ -28,6 +28,7 @@ from typing import Any, Literal
 from sqlalchemy import Connection, Engine
 
 from om_core.config.options import ResolvedConfig, ResolvedWorkingMemory
+from om_core.context.own_messages import WORKING_MEMORY_LEAD
 from om_core.errors import OMError
 from om_core.store import working_memory as rows
 from om_core.store.history import ThreadRow
@@ -360,10 +361,7 @@ def actor_messages(memory: WorkingMemory, wm: ResolvedWorkingMemory) -> list[str
     """The system messages that show the memory to the actor: the `<working-memory>` block, then, when the
     actor manages it, how to update it."""
     body = memory.content.strip() or "(empty)"
-    messages = [
-        "Your working memory: what you know about the user, kept up to date across conversations.\n"
-        f"<working-memory>\n{body}\n</working-memory>"
-    ]
+    messages = [f"{WORKING_MEMORY_LEAD}\n<working-memory>\n{body}\n</working-memory>"]
     if wm.agent_managed:
         messages.append(_instruction(wm))
     return messages

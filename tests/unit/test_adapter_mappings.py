@@ -12,6 +12,7 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
 from om_api.openai_format import to_openai
+from om_client.messages import SPEAKER_NAME_PATTERN
 from om_client.models import TurnMessage
 from om_langgraph import OMMiddleware
 from om_langgraph import mapping as lg
@@ -135,8 +136,13 @@ def test_langchain_messages_become_valid_turn_messages_with_their_ids() -> None:
         ToolMessage("timeout", tool_call_id="c2", name="eta", status="error"),
         AIMessage("It shipped."),
         SystemMessage("Be brief."),
+        HumanMessage("And mine?", name="Alice"),
+        HumanMessage("Mine too", name="Eve: admin"),
     ]
     posted = lg.to_turn_messages(messages)
+    assert [m.get("name") for m in posted[-2:]] == ["Alice", None], "a speaker's name om can take is kept"
+    assert f"^{lg._SPEAKER_RE.pattern}$" == SPEAKER_NAME_PATTERN, "the adapter's copy of om's rule"
+    posted = posted[:-2]
     assert [m.get("id") for m in posted] == [human_id, "lc_run--0f1e", None, None, None, None]
     assert [m["role"] for m in posted] == ["user", "assistant", "tool", "tool", "assistant", "system"]
     assert posted[2]["parts"][0]["tool_name"] == "lookup"  # named after its call

@@ -11,6 +11,7 @@ to the actor), provider-specific blocks, and files referenced by a provider's id
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -29,6 +30,8 @@ __all__ = ["from_context", "new_messages", "to_turn_messages", "with_memory"]
 TOOL_KIND = "tool-invocation"
 #: What om accepts as a message id (`om_client.models.ID_PATTERN`, without importing the HTTP client).
 _ID_CHARS = set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._:@+=~-")
+#: A speaker's name om accepts (`om_client.messages.SPEAKER_NAME_PATTERN`; any om-client 0.1 installed).
+_SPEAKER_RE = re.compile(r"[\w.'-](?:[\w .'-]{0,62}[\w.'-])?")
 
 
 def _image_url(block: Mapping[str, Any]) -> str | None:
@@ -112,6 +115,11 @@ def to_turn_messages(messages: Sequence[BaseMessage]) -> list[dict[str, Any]]:
         entry: dict[str, Any] = {"role": role, "parts": parts}
         if (mid := _message_id(message)) is not None:
             entry["id"] = mid
+        speaker = message.name if role in ("user", "assistant") else None
+        if isinstance(speaker, str) and _SPEAKER_RE.fullmatch(speaker):
+            entry["name"] = (
+                speaker  # several people in one thread: who wrote it (a name om cannot take is left out)
+            )
         out.append(entry)
     return out
 

@@ -12,6 +12,7 @@ The JSON shape accepts both snake_case and the camelCase names chat SDKs send (`
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
@@ -56,6 +57,28 @@ TOOL_KIND = "tool-invocation"
 ATTACHMENT_KINDS = ("image", "file")
 #: The part types besides the `data-*` kinds (the schema of `Part.type` says the same).
 KNOWN_PART_TYPES = ("text", "reasoning", TOOL_KIND, "image", "file", "step-start", "source")
+
+#: The metadata key holding who wrote a message when several people share a thread (a turn message's
+#: `name`, OpenAI's message `name`). The Observer's transcript shows it beside the role.
+SPEAKER_KEY = "name"
+SPEAKER_NAME_MAX = 64
+#: A speaker's name: letters and digits of any script, `_ . ' -` and inner spaces (every name OpenAI's
+#: `^[a-zA-Z0-9_-]{1,64}$` allows, and `José María`, `O'Brien`). No colon, parenthesis, bracket, quote or
+#: newline, so a name can never forge a transcript line (`User (2:30 PM): ...`) or a tag the Observer reads.
+SPEAKER_NAME_PATTERN = r"^[\w.'-](?:[\w .'-]{0,62}[\w.'-])?$"
+_SPEAKER_NAME_RE = re.compile(SPEAKER_NAME_PATTERN)
+
+
+def speaker_name_problem(value: object) -> str | None:
+    """Why `value` cannot be a speaker's name, or None when it can."""
+    if not isinstance(value, str):
+        return "must be a string"
+    if not _SPEAKER_NAME_RE.fullmatch(value):
+        return (
+            f"must be 1-{SPEAKER_NAME_MAX} letters, digits, _ . ' - or inner spaces (no colon, bracket, "
+            "parenthesis, quote or newline), e.g. 'Alice' or 'Jean-Luc'"
+        )
+    return None
 
 
 class _Model(BaseModel):
@@ -155,6 +178,13 @@ class Message(_Model):
     @property
     def has_visible_content(self) -> bool:
         return any(part.is_visible for part in self.parts)
+
+    @property
+    def speaker(self) -> str | None:
+        """Who wrote the message (`metadata.name`), when it is a valid speaker's name; anything else stored
+        there (an imported value, say) is ignored rather than shown to a model."""
+        value = self.metadata.get(SPEAKER_KEY)
+        return value if isinstance(value, str) and speaker_name_problem(value) is None else None
 
     @property
     def max_seq(self) -> int | None:

@@ -27,7 +27,16 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from om_client.messages import JsonDateTime, Message, Part, Role
+from om_client.messages import (
+    SPEAKER_KEY,
+    SPEAKER_NAME_MAX,
+    SPEAKER_NAME_PATTERN,
+    JsonDateTime,
+    Message,
+    Part,
+    Role,
+    speaker_name_problem,
+)
 
 
 class UsageCounts(Protocol):
@@ -138,6 +147,18 @@ class TurnMessage(_Request):
     text: str | None = None
     parts: list[Part] | None = Field(default=None, min_length=1)
     created_at: JsonDateTime | None = None
+    #: Who wrote the message, when several people share a thread (OpenAI's message `name`). Stored as
+    #: `metadata.name`; the Observer's transcript shows it, so each fact is attributed to its speaker.
+    name: str | None = Field(
+        default=None,
+        max_length=SPEAKER_NAME_MAX,
+        description=(
+            "Who wrote the message, when several people share the thread (like OpenAI's message `name`): "
+            f"1-{SPEAKER_NAME_MAX} letters, digits, _ . ' - or inner spaces. Stored as the message's "
+            "`metadata.name`; the Observer attributes what this person said to them by name."
+        ),
+        json_schema_extra={"pattern": SPEAKER_NAME_PATTERN},
+    )
     metadata: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="after")
@@ -147,7 +168,21 @@ class TurnMessage(_Request):
         where = find_unstorable(self.model_dump(mode="python", exclude_none=True))
         if where is not None:
             raise ValueError(f"{where} contains a NUL character or an unpaired surrogate; remove it")
+        self._check_speaker()
         return self
+
+    def _check_speaker(self) -> None:
+        """`name` and `metadata.name` are one value (the speaker): each valid, equal when both are given."""
+        stored = self.metadata.get(SPEAKER_KEY)
+        for where, value in (("name", self.name), (f"metadata.{SPEAKER_KEY}", stored)):
+            problem = speaker_name_problem(value) if value is not None else None
+            if problem is not None:
+                raise ValueError(f"{where} (the speaker's name) {problem}")
+        if self.name is not None and stored is not None and stored != self.name:
+            raise ValueError(
+                f"name {self.name!r} and metadata.{SPEAKER_KEY} {stored!r} disagree: they are the same "
+                "value (the speaker's name); give one of them"
+            )
 
     def to_message(self) -> Message:
         parts = self.parts if self.parts is not None else [Part(type="text", text=self.text)]
@@ -155,7 +190,7 @@ class TurnMessage(_Request):
             "id": self.id or f"msg-{uuid.uuid4().hex}",
             "role": self.role,
             "parts": [p.model_copy(update={"seq": None}) for p in parts],
-            "metadata": self.metadata,
+            "metadata": self.metadata if self.name is None else {**self.metadata, SPEAKER_KEY: self.name},
         }
         if self.created_at is not None:
             values["created_at"] = self.created_at

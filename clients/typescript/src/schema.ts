@@ -2199,6 +2199,11 @@ export interface components {
             parts?: components["schemas"]["Part"][] | null;
             /** Created At */
             created_at?: string | null;
+            /**
+             * Name
+             * @description Who wrote the message, when several people share the thread (like OpenAI's message `name`): 1-64 letters, digits, _ . ' - or inner spaces. Stored as the message's `metadata.name`; the Observer attributes what this person said to them by name.
+             */
+            name?: string | null;
             /** Metadata */
             metadata?: {
                 [key: string]: unknown;

@@ -80,6 +80,30 @@ describe("against om serve", live, () => {
     assert.equal((await om.messages(threadId)).messages.length, 2);
   });
 
+  test("several people in one thread: a message's name is stored and given back", async () => {
+    const om = client();
+    const threadId = newId("ts-speakers");
+    const turn = await om.postTurn(
+      threadId,
+      [
+        { role: "user", name: "Alice", text: "I moved to Porto" },
+        { role: "user", name: "Bob", text: "My dog is called Rufus" },
+      ],
+      { context: "openai" },
+    );
+    assert.ok(turn.context, "context: openai answers with a context");
+    const named = turn.context.openai_messages.filter((m) => m.role === "user" && "name" in m);
+    assert.deepEqual(
+      named.map((m) => [m.name, m.content]),
+      [
+        ["Alice", "I moved to Porto"],
+        ["Bob", "My dog is called Rufus"],
+      ],
+    );
+    const stored = (await om.messages(threadId)).messages.map((m) => m.metadata?.["name"]);
+    assert.deepEqual(stored, ["Alice", "Bob"], "stored as the message's metadata.name");
+  });
+
   test("status and observations of the thread", async () => {
     const om = client();
     const threadId = newId("ts-status");
