@@ -19,6 +19,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy import Engine
 
+from om_core.coordination import Keys
+from om_core.engine import MemoryEngine
+from om_core.maintenance.sweep import MaintenancePolicy, run_maintenance
 from om_core.messages import Message, text_message
 from om_core.models.client import ModelClient
 from om_core.search import SearchRequest, search
@@ -31,6 +34,7 @@ from om_core.search.embedder import (
 from om_core.search.index import index_thread
 from om_core.store import history
 from om_core.tenancy.scoped_ids import StoredId
+from tests.support.workers import set_thread_config
 
 T0 = datetime(2026, 4, 1, 8, 0, tzinfo=UTC)
 PLANTED = "I adopted a beagle named Rufus last spring, he sleeps at the foot of my bed."
@@ -174,3 +178,22 @@ def test_vectors_of_another_model_are_ignored_until_re_embedded(vector_db: Engin
     assert index_thread(vector_db, thread, semantic).embedded == MESSAGES
     hits = search(vector_db, request, semantic)
     assert {hit.thread_id for hit in hits if "vector" in hit.sources} == {thread}
+
+
+def test_maintenance_re_embeds_idle_threads_after_the_model_changed(sqlite_engine: Engine) -> None:
+    """A deployment that embedded with the hashing embedder and now runs the default: the beat's pass asks
+    for indexing of every thread holding vectors of the old model, however idle, so the paraphrase is found
+    without a new turn; then it stops looking."""
+    resource, thread, threads = _seed(sqlite_engine)
+    hashing = ModelEmbedder(HASHING_EMBEDDING_MODEL, ModelClient())
+    for t in threads:
+        set_thread_config(sqlite_engine, t, {"retrieval": {"vector": True}})
+        index_thread(sqlite_engine, t, hashing)
+    engine = MemoryEngine(sqlite_engine, models=ModelClient())  # inline executor, the default embedder
+    assert engine.embedder.model == DEFAULT_EMBEDDING_MODEL
+    report = run_maintenance(engine, MaintenancePolicy(), now=datetime.now(UTC))
+    assert sorted(report.reindexed) == sorted(threads)
+    rank = _rank(sqlite_engine, DEFAULT_EMBEDDING_MODEL, resource, None)
+    assert rank is not None and rank <= TOP
+    assert run_maintenance(engine, MaintenancePolicy(), now=datetime.now(UTC)).reindexed == []
+    assert engine.coordination.get_int(Keys.index_model_settled(DEFAULT_EMBEDDING_MODEL)) == 1
