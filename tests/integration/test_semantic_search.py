@@ -184,7 +184,7 @@ def test_maintenance_re_embeds_idle_threads_after_the_model_changed(sqlite_engin
     """A deployment that embedded with the hashing embedder and now runs the default: the beat's pass asks
     for indexing of every thread holding vectors of the old model, however idle, so the paraphrase is found
     without a new turn; then it stops looking."""
-    resource, thread, threads = _seed(sqlite_engine)
+    resource, _thread, threads = _seed(sqlite_engine)
     hashing = ModelEmbedder(HASHING_EMBEDDING_MODEL, ModelClient())
     for t in threads:
         set_thread_config(sqlite_engine, t, {"retrieval": {"vector": True}})
