@@ -177,6 +177,12 @@ class Keys:
         return f"om:index:requested:{key}"
 
     @staticmethod
+    def index_model_settled(model: str) -> str:
+        """Set by a maintenance pass that found no document with a vector of another model than `model`
+        (the server's embedding model): the search for them rests while it lives."""
+        return f"om:index:model-settled:{model}"
+
+    @staticmethod
     def index_swept(key: str) -> str:
         """Set by a maintenance pass that asked for a thread's indexing, so the next passes do not ask
         again within the interval."""

@@ -8,7 +8,7 @@ from om_core.engine import EngineSettings, EventPublisher, Executor, MemoryEngin
 from om_core.models.call_policy import build_model_client
 from om_core.models.client import ModelClient
 from om_core.models.rate_limit import RateLimiter
-from om_core.search.embedder import ModelEmbedder
+from om_core.search.embedder import ModelEmbedder, effective_embedding_model
 from om_core.search.query import Searcher
 from om_core.search.vector_cache import VectorCache
 from om_core.store.db import make_engine
@@ -23,7 +23,7 @@ def engine_settings(settings: Settings) -> EngineSettings:
         failure_policy=settings.failure_policy,
         part_cache_bytes=int(settings.part_cache_mb * 1024 * 1024),
         rendered_log_cache_bytes=int(settings.rendered_log_cache_mb * 1024 * 1024),
-        embedding_model=settings.embedding_model,
+        embedding_model=effective_embedding_model(settings.embedding_model),
         embedding_batch_size=settings.embedding_batch_size,
         index_interval_s=settings.index_interval_s,
         memory_policy=settings.memory_policy(),
@@ -57,7 +57,9 @@ def build_engine(
     client = models or build_model_client(settings.model_call_policy(), rate_limiter)
     # One embedder for indexing and for search (the recall tool's search mode and the search routes): the
     # server's model through this process's model client, its retries and budgets.
-    embedder = ModelEmbedder(settings.embedding_model, client, batch_size=settings.embedding_batch_size)
+    embedder = ModelEmbedder(
+        effective_embedding_model(settings.embedding_model), client, batch_size=settings.embedding_batch_size
+    )
     return MemoryEngine(
         db,
         models=client,

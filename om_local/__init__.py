@@ -4,7 +4,8 @@ It lets the demo, the tests and `om up` run with no provider key and no network.
 each: `extractive` (the litellm custom provider: which prompt it got, what it answers), `observer` (a
 transcript to dated, prioritised observations), `reflector` (an observation log condensed towards its
 target), `salience` (how long a statement deserves to stay, shared by both), `extraction` (its answers to
-extractor prompts) and `embedding` (the offline `om-local/hashing-embedding` embedder).
+extractor prompts), `wordllama` (the offline semantic embedder `om-local/wordllama-256`, the default) and
+`embedding` (`om-local/hashing-embedding`, the feature-hashing fallback).
 
 A package of its own beside the core's model access: it reads the prompts as text, and takes from the core
 only the provider's name (`om_core.models.routing`) and the engine's token estimator (so "under the

@@ -43,6 +43,8 @@ from om_local.embedding import hashing_embedding
 from om_local.extraction import is_structured_prompt, structured_reply
 from om_local.observer import is_observer_prompt, observe_prompt, summarize_text
 from om_local.reflector import count_tokens, is_reflector_prompt, reflect_prompt
+from om_local.wordllama import MODEL_ID as WORDLLAMA_MODEL_ID
+from om_local.wordllama import wordllama_embeddings
 
 __all__ = [
     "LOCAL_MODELS",
@@ -53,8 +55,9 @@ __all__ = [
 
 #: Model IDs served by the local provider (router ID = litellm name: `om-local/<id>`).
 LOCAL_MODELS = ("extractive",)
-#: Embedding models served by the local provider (`om-local/hashing-embedding`, see `om_local.embedding`).
-LOCAL_EMBEDDING_MODELS = (EMBEDDING_MODEL_ID,)
+#: Embedding models served by the local provider: `om-local/wordllama-256` (`om_local.wordllama`) and
+#: `om-local/hashing-embedding` (`om_local.embedding`).
+LOCAL_EMBEDDING_MODELS = (WORDLLAMA_MODEL_ID, EMBEDDING_MODEL_ID)
 
 _registration_lock = threading.Lock()
 
@@ -85,13 +88,13 @@ def local_reply(system: str, user: str) -> str:
 
 class LocalExtractiveLLM(CustomLLM):
     """The litellm handler for the `om-local` provider (plain and streamed calls, sync and async; and
-    `litellm.embedding` with the offline hashing embedder)."""
+    `litellm.embedding` with the offline embedders)."""
 
     def embedding(self, model: str, input: list[Any], *args: Any, **kwargs: Any) -> EmbeddingResponse:
         if model not in LOCAL_EMBEDDING_MODELS:
             raise ValueError(
-                f"{LOCAL_PROVIDER}/{model} is not an embedding model; use {LOCAL_PROVIDER}/"
-                f"{EMBEDDING_MODEL_ID}"
+                f"{LOCAL_PROVIDER}/{model} is not an embedding model; use one of "
+                + ", ".join(f"{LOCAL_PROVIDER}/{m}" for m in LOCAL_EMBEDDING_MODELS)
             )
         response = kwargs.get("model_response")
         if not isinstance(response, EmbeddingResponse):
@@ -99,9 +102,12 @@ class LocalExtractiveLLM(CustomLLM):
         texts = [str(item) for item in input]
         response.model = f"{LOCAL_PROVIDER}/{model}"
         response.object = "list"
+        if model == WORDLLAMA_MODEL_ID:
+            vectors = wordllama_embeddings(texts)
+        else:
+            vectors = [hashing_embedding(text) for text in texts]
         response.data = [
-            {"object": "embedding", "index": i, "embedding": hashing_embedding(text)}
-            for i, text in enumerate(texts)
+            {"object": "embedding", "index": i, "embedding": vector} for i, vector in enumerate(vectors)
         ]
         tokens = sum(len(text.split()) for text in texts)
         response.usage = Usage(prompt_tokens=tokens, completion_tokens=0, total_tokens=tokens)

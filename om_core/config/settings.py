@@ -68,9 +68,10 @@ class Settings(BaseSettings):
     )
 
     embedding_model: str = Field(
-        default="om-local/hashing-embedding",
+        default="om-local/wordllama-256",
         description="Search index embedding model, any litellm embedding model string "
-        "(openai/text-embedding-3-small, gemini/text-embedding-004); the default is offline and lexical",
+        "(openai/text-embedding-3-small, gemini/text-embedding-004); the default is offline and semantic "
+        "(WordLlama, falling back to om-local/hashing-embedding when its package is missing)",
     )
     embedding_batch_size: int = Field(default=64, ge=1, le=2048, description="Texts per embedding request")
     index_interval_s: float = Field(

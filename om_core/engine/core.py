@@ -49,7 +49,7 @@ from om_core.models.selection import CallModel
 from om_core.observer.prompt import thread_title_update
 from om_core.policy import decisions
 from om_core.recall.search_mode import Searcher
-from om_core.search.embedder import Embedder, ModelEmbedder
+from om_core.search.embedder import Embedder, ModelEmbedder, effective_embedding_model
 from om_core.store import history, records, schema
 from om_core.store.outbox import last_event_id, list_events, write_record_events
 from om_core.store.part_cache import PartCache
@@ -167,13 +167,15 @@ class EngineCore:
 
     @property
     def embedder(self) -> Embedder:
-        """The search index's embedder: the one given, else `settings.embedding_model` through this
-        engine's model client (its retries and budgets) or, when the engine was given some other model
-        caller (tests), through a plain `ModelClient`."""
+        """The search index's embedder: the one given, else `settings.embedding_model` (or its fallback,
+        `effective_embedding_model`) through this engine's model client (its retries and budgets) or,
+        when the engine was given some other model caller (tests), through a plain `ModelClient`."""
         if self._embedder is None:
             client = self.models if isinstance(self.models, ModelClient) else ModelClient()
             self._embedder = ModelEmbedder(
-                self.settings.embedding_model, client, batch_size=self.settings.embedding_batch_size
+                effective_embedding_model(self.settings.embedding_model),
+                client,
+                batch_size=self.settings.embedding_batch_size,
             )
         return self._embedder
 

@@ -8,7 +8,10 @@ Indexing is asked for only for threads with `retrieval` on, at two moments:
   store, `Keys.index_throttle`), so raw messages become searchable without waiting for an observation;
 - by the maintenance pass (beat), for a thread being indexed whose newest messages arrived after its
   last request and have been quiet for an interval (`index_stragglers`): the trailing edge of the turn
-  throttle, so the end of a burst does not wait for the next turn.
+  throttle, so the end of a burst does not wait for the next turn; and for a thread whose documents hold
+  vectors of another embedding model (the server's model changed, or its offline default did), so an idle
+  thread is embedded again too. Once no such thread is left the pass stops looking for them for
+  `MODEL_SETTLED_S` (a marker per model in the coordination store): the query reads every document.
 
 Both only enqueue an `IndexThread` task (`om.index` queue); a failure to enqueue is logged and never fails
 the turn or the cycle. A turn of a thread with retrieval off does none of this: its path is unchanged.
@@ -24,10 +27,20 @@ from om_core.config.options import ResolvedConfig
 from om_core.coordination import Keys
 from om_core.engine.core import EngineCore
 from om_core.engine.tasks import IndexThread, lookup_key, new_cycle_id
-from om_core.search.index import IndexResult, has_pending_work, index_thread, stragglers, track
+from om_core.search.index import (
+    IndexResult,
+    has_pending_work,
+    index_thread,
+    other_model_threads,
+    stragglers,
+    track,
+)
 from om_core.tenancy.scoped_ids import StoredId
 
 log = logging.getLogger("om.engine.indexing")
+
+#: How long a maintenance pass that found no vector of another model rests before looking again.
+MODEL_SETTLED_S = 24 * 3600.0
 
 
 def request_index(core: EngineCore, thread_ids: Iterable[StoredId]) -> None:
@@ -97,13 +110,27 @@ def run(core: EngineCore, task: IndexThread) -> IndexResult | None:
 
 
 def index_stragglers(core: EngineCore, *, now: datetime, limit: int) -> list[StoredId]:
-    """Ask for indexing of threads with messages past their index cursor and no write for an interval
-    (at most once per interval each); returns their ids."""
+    """Ask for indexing of threads with messages past their index cursor and no write for an interval,
+    and of threads with vectors of another embedding model (at most once per interval each); returns
+    their ids."""
     quiet_since = now - timedelta(seconds=core.settings.index_interval_s)
     asked = []
-    for thread_id in stragglers(core.db, quiet_since=quiet_since, limit=limit):
+    found = stragglers(core.db, quiet_since=quiet_since, limit=limit)
+    for thread_id in dict.fromkeys([*found, *_other_model(core, limit=limit)]):
         marker = Keys.index_swept(lookup_key(thread_id))
         if core.coordination.try_lock(marker, core.settings.index_interval_s) is not None:
             asked.append(thread_id)
     request_index(core, asked)
     return asked
+
+
+def _other_model(core: EngineCore, *, limit: int) -> list[StoredId]:
+    """Threads with vectors of another model than the server's, unless a recent pass found none."""
+    model = core.embedder.model
+    settled = Keys.index_model_settled(model)
+    if core.coordination.get_int(settled) is not None:
+        return []
+    found = other_model_threads(core.db, model, limit=limit)
+    if not found:
+        core.coordination.set_int(settled, 1, ttl_s=MODEL_SETTLED_S)
+    return found

@@ -89,7 +89,7 @@ class EngineSettings:
     #: Memory for rendered observation logs (see `context.RenderedLogCache`); a 15k-token log takes ~0.2 MB.
     rendered_log_cache_bytes: int = 4 * 1024 * 1024
     #: The search index's embedding model (`OM_EMBEDDING_MODEL`): a server setting, never a caller's.
-    embedding_model: str = "om-local/hashing-embedding"
+    embedding_model: str = "om-local/wordllama-256"
     #: Texts per embedding request.
     embedding_batch_size: int = 64
     #: A turn of a thread with retrieval on asks for indexing at most once per this many seconds.

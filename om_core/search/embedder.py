@@ -2,22 +2,56 @@
 
 The model is a server setting (`OM_EMBEDDING_MODEL`), never part of a thread's or a caller's config:
 nothing a caller sends can redirect a model call, and every vector of one deployment must come from one
-model to be comparable. The default, `om-local/hashing-embedding`, is the offline deterministic embedder
-registered with litellm like the offline model (`om_local.embedding`: lexical similarity of
-words and word fragments, not understanding). Calls go through the process's `ModelClient`, so they are
+model to be comparable. The default, `om-local/wordllama-256`, is an offline semantic embedder whose weights
+come inside the `wordllama` package (`om_local.wordllama`); `om-local/hashing-embedding` is the lexical
+fallback (`om_local.embedding`: similarity of words and word fragments, not understanding), used when that
+package is missing (`effective_embedding_model`, with a warning) or when the operator chooses it. Both are
+registered with litellm like the offline model. Calls go through the process's `ModelClient`, so they are
 retried, paced and credential-checked like every Observer call.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import logging
 from collections.abc import Sequence
 from typing import Protocol
 
 from om_core.models.client import ModelClient
 from om_core.search.documents import MAX_EMBEDDED_CHARS
 
+log = logging.getLogger(__name__)
+
+#: The offline semantic embedder: static token embeddings shipped in the `wordllama` wheel (MIT).
+WORDLLAMA_EMBEDDING_MODEL = "om-local/wordllama-256"
+#: The distribution that carries its weights; without it the offline default falls back to hashing.
+WORDLLAMA_PACKAGE = "wordllama"
+#: The offline lexical embedder (feature hashing): the fallback, or an operator's choice.
+HASHING_EMBEDDING_MODEL = "om-local/hashing-embedding"
 #: The embedder when none is configured: offline, deterministic, no key.
-DEFAULT_EMBEDDING_MODEL = "om-local/hashing-embedding"
+DEFAULT_EMBEDDING_MODEL = WORDLLAMA_EMBEDDING_MODEL
+
+_warned: set[str] = set()
+
+
+def effective_embedding_model(configured: str) -> str:
+    """The model this process embeds with for the configured one: itself, except the offline semantic
+    model when its package is not installed, which falls back to the hashing embedder with a warning
+    (once per process). Documents record the model that embedded them, so vectors of the two are never
+    compared: a later install re-embeds each thread's documents as it is indexed."""
+    if configured != WORDLLAMA_EMBEDDING_MODEL or importlib.util.find_spec(WORDLLAMA_PACKAGE) is not None:
+        return configured
+    if configured not in _warned:
+        _warned.add(configured)
+        log.warning(
+            "%s needs the %s package, which is not installed: embedding with %s (lexical similarity "
+            "only); pip install %s, or set OM_EMBEDDING_MODEL to choose a model",
+            configured,
+            WORDLLAMA_PACKAGE,
+            HASHING_EMBEDDING_MODEL,
+            WORDLLAMA_PACKAGE,
+        )
+    return HASHING_EMBEDDING_MODEL
 
 
 class Embedder(Protocol):

@@ -349,6 +349,21 @@ def stragglers(db: Engine, *, quiet_since: datetime, limit: int) -> list[StoredI
         return [StoredId(thread_id) for thread_id in rows]
 
 
+def other_model_threads(db: Engine, model: str, *, limit: int) -> list[StoredId]:
+    """Threads with vectors on whose documents hold vectors of another embedding model than `model` (the
+    server's model changed): indexing them embeds those documents again. Such vectors are never compared
+    with `model`'s (a search keeps only documents of its model), so until then they are only missing."""
+    with db.connect() as conn:
+        rows = conn.execute(
+            select(D.c.thread_id)
+            .select_from(D.join(S, S.c.thread_id == D.c.thread_id))
+            .where(S.c.vector.is_(True), D.c.embedding_model.is_not(None), D.c.embedding_model != model)
+            .distinct()
+            .limit(limit)
+        ).scalars()
+        return [StoredId(thread_id) for thread_id in rows]
+
+
 def has_pending_work(db: Engine, thread_id: StoredId) -> bool:
     """Whether the thread has parts past its index cursor or groups without a document (what a run
     that just ended may have missed). Vectors are not checked: a run embeds everything it finds."""

@@ -41,7 +41,7 @@ from om_core.engine import INDEX_QUEUE, IndexThread, new_cycle_id
 from om_core.messages import Message, text_message
 from om_core.models.client import ModelClient
 from om_core.search import SearchRequest
-from om_core.search.embedder import DEFAULT_EMBEDDING_MODEL, ModelEmbedder
+from om_core.search.embedder import DEFAULT_EMBEDDING_MODEL, ModelEmbedder, effective_embedding_model
 from om_core.search.index import index_lag_seconds, index_thread, track
 from om_core.store import history, schema
 from om_core.store.db import make_engine
@@ -279,7 +279,10 @@ def measure(bench: Bench, database: str, url: str, plan: Plan, corpus: Corpus) -
         resource = f"search-{bench.run_id}-{database.lower()}"
         bench.say(f"search: loading {plan.messages:,} messages into {database} (vector: {vector})")
         thread_ids = load(db, corpus, resource, retrieval={"vector": vector})
-        embedder = ModelEmbedder(DEFAULT_EMBEDDING_MODEL, ModelClient(), batch_size=256) if vector else None
+        # The server's model, as the API process will read it (`OM_EMBEDDING_MODEL=om-local/hashing-embedding`
+        # measures the fallback).
+        model = effective_embedding_model(os.environ.get("OM_EMBEDDING_MODEL", DEFAULT_EMBEDDING_MODEL))
+        embedder = ModelEmbedder(model, ModelClient(), batch_size=256) if vector else None
         started = time.perf_counter()
         documents = 0
         for thread_id in thread_ids:
