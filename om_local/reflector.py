@@ -80,6 +80,8 @@ _EMBEDDED_INSTRUCTIONS_RE = re.compile(
 _OBSERVATIONS_TAG_RE = re.compile(r"^[ \t]*</?observations>[ \t]*$", re.MULTILINE)
 
 MAX_LEVEL = 4
+#: `_Item.rank` of the most valuable lines `_drop_cheap` removes before any fact-bearing line is touched.
+_RANK_NO_FACT = 2
 #: A lasting fact, health constraint or correction is never shortened below this many words by the
 #: condensing steps (only the last resort, when one line alone is over the target, cuts further).
 MIN_PROTECTED_WORDS = 16
@@ -218,12 +220,13 @@ class _Item:
         tier = self.tier
         if tier >= Tier.PROFILE:
             return 5 + tier - Tier.PROFILE  # lasting user facts (5), health (6), corrections (7)
-        if self.marker in ("🔴", "✅") and has_fact(self.text):
+        fact = has_fact(self.text)
+        if self.marker in ("🔴", "✅") and fact:
             return 4
         if self.marker == "✅":
             return 3
-        if self.marker == "🔴":
-            return 2
+        if self.marker == "🔴" or fact:
+            return _RANK_NO_FACT  # a user line without a fact, or a medium line with one
         return 1
 
     def render(self) -> list[str]:
@@ -324,7 +327,9 @@ def _signature(text: str) -> tuple[frozenset[str], frozenset[str]]:
     return numbers, names
 
 
-def _dedupe(parsed: _Log) -> None:
+def _dedupe(parsed: _Log, budget: _Budget | None = None) -> bool:
+    """Identical and near-identical lines go, and statements a later correction replaces (always whole:
+    a half-de-duplicated log would keep two values for one thing)."""
     _supersede(parsed)
     seen: set[str] = set()
     window: list[_Item] = []
@@ -357,6 +362,7 @@ def _dedupe(parsed: _Log) -> None:
                 sub_keys.add(sub_key)
                 unique_subs.append(sub)
         item.subs = unique_subs
+    return False
 
 
 def _supersede(parsed: _Log) -> None:
@@ -420,10 +426,49 @@ def _shorten_item(item: _Item, max_words: int) -> None:
         item.text = shorten(item.text, max_words)
 
 
-def _drop_low(parsed: _Log) -> None:
-    for item in parsed.items:
-        if item.marker == "🟢":
-            item.dropped = True
+class _Budget:
+    """The log's size while items are edited one at a time, so a step given a budget stops as soon as the
+    log fits (a reflection lands just under its target instead of far below it: what the offline model
+    drops is gone for good, so it drops no more than it must)."""
+
+    def __init__(self, parsed: _Log, fits: Callable[[int], bool]) -> None:
+        self.parsed = parsed
+        self.fits = fits
+        self.size = count_tokens(parsed.render())
+
+    def edit(self, item: _Item, change: Callable[[_Item], None]) -> bool:
+        """Apply `change` to `item`; True when the log fits afterwards."""
+        before = _item_tokens(item)
+        change(item)
+        self.size += (0 if item.dropped else _item_tokens(item)) - before
+        if not self.fits(self.size):
+            return False
+        self.size = count_tokens(self.parsed.render())  # the estimate said it fits: check exactly
+        return self.fits(self.size)
+
+
+def _item_tokens(item: _Item) -> int:
+    return count_tokens("\n".join(item.render())) + 1
+
+
+def _apply(items: list[_Item], change: Callable[[_Item], None], budget: _Budget | None) -> bool:
+    """`change` each item in order: all of them without a budget, until the log fits with one."""
+    for item in items:
+        if item.dropped:
+            continue
+        if budget is None:
+            change(item)
+        elif budget.edit(item, change):
+            return True
+    return False
+
+
+def _drop(item: _Item) -> None:
+    item.dropped = True
+
+
+def _drop_low(parsed: _Log, budget: _Budget | None = None) -> bool:
+    return _apply([item for item in parsed.items if item.marker == "🟢"], _drop, budget)
 
 
 def _done_subs(item: _Item, max_words: int) -> list[str]:
@@ -435,26 +480,32 @@ def _done_subs(item: _Item, max_words: int) -> list[str]:
     return kept
 
 
-def _shorten_older_medium(parsed: _Log) -> None:
-    for item in parsed.kept():
-        if not item.recent and item.marker not in ("🔴", "✅"):
-            _shorten_item(item, 14)
-            item.subs = _done_subs(item, 14)
+def _shortener(max_words: int, sub_words: int | None) -> Callable[[_Item], None]:
+    def change(item: _Item) -> None:
+        _shorten_item(item, max_words)
+        item.subs = _done_subs(item, sub_words) if sub_words is not None else []
+
+    return change
 
 
-def _condense_older(parsed: _Log) -> None:
-    for item in parsed.kept():
-        if item.recent:
-            continue
-        if item.marker in ("🔴", "✅"):
-            _shorten_item(item, 30)
-            item.subs = _done_subs(item, 12)
-        else:
-            item.dropped = True
+def _shorten_older_medium(parsed: _Log, budget: _Budget | None = None) -> bool:
+    older = [item for item in parsed.kept() if not item.recent and item.marker not in ("🔴", "✅")]
+    return _apply(older, _shortener(14, 14), budget)
 
 
-def _few_per_older_date(parsed: _Log, per_date: int = 3) -> None:
-    """Each older date keeps its `per_date` best lines, and every line holding a lasting user fact."""
+def _condense_older(parsed: _Log, budget: _Budget | None = None) -> bool:
+    older = [item for item in parsed.kept() if not item.recent]
+    medium = [item for item in older if item.marker not in ("🔴", "✅")]
+    if _apply(medium, _drop, budget):  # the medium lines go before any high line is shortened
+        return True
+    return _apply([item for item in older if item.marker in ("🔴", "✅")], _shortener(30, 12), budget)
+
+
+def _few_per_older_date(parsed: _Log, budget: _Budget | None = None, per_date: int = 3) -> bool:
+    """Each older date keeps its `per_date` best lines, and every line holding a lasting user fact.
+
+    Only ever run unconditionally (at compression level 4): with a budget, facts go one at a time in
+    `_drop_until` instead, so no fact is dropped while the log already fits."""
     by_group: dict[int, list[_Item]] = {}
     for item in parsed.kept():
         if not item.recent:
@@ -468,20 +519,36 @@ def _few_per_older_date(parsed: _Log, per_date: int = 3) -> None:
             else:
                 _shorten_item(item, 24)
                 item.subs = []
+    return False
 
 
-def _condense_recent(parsed: _Log) -> None:
+def _tighten_older(parsed: _Log, budget: _Budget | None = None) -> bool:
+    """Older high lines shortened to their most valuable statements (lasting facts stay whole)."""
+    older = [item for item in parsed.kept() if not item.recent and item.marker in ("🔴", "✅")]
+    return _apply(older, _shortener(20, None), budget)
+
+
+def _condense_recent(parsed: _Log, budget: _Budget | None = None) -> bool:
     recent = [item for item in parsed.kept() if item.recent]
     medium = [item for item in recent if item.marker not in ("🔴", "✅")]
-    for item in medium[:-3]:
-        item.dropped = True
-    for item in recent:
-        if not item.dropped:
-            _shorten_item(item, 24)
-            item.subs = _done_subs(item, 10)
+    if _apply(medium[:-3], _drop, budget):
+        return True
+    return _apply(recent, _shortener(24, 10), budget)
 
 
-_STEPS: tuple[Callable[[_Log], None], ...] = (
+_Step = Callable[[_Log, "_Budget | None"], bool]
+
+
+def _drop_cheap(parsed: _Log, budget: _Budget | None = None) -> bool:
+    """Lines that hold no fact (🟡 chatter, questions and statements without a name, number, date or
+    preference) and medium lines, oldest first, before any fact-bearing line is shortened."""
+    cheap = [item for item in parsed.kept() if item.rank <= _RANK_NO_FACT]
+    cheap.sort(key=lambda it: (it.rank, it.recent, it.position))
+    return _apply(cheap[:-1] if len(cheap) == len(parsed.kept()) else cheap, _drop, budget)
+
+
+#: Run regardless of size, the first `_STEPS_BY_LEVEL[level]` of them (level 0: only de-duplication).
+_STEPS: tuple[_Step, ...] = (
     _dedupe,
     _drop_low,
     _shorten_older_medium,
@@ -489,12 +556,20 @@ _STEPS: tuple[Callable[[_Log], None], ...] = (
     _few_per_older_date,
     _condense_recent,
 )
-#: How many of `_STEPS` run regardless of size, per compression level.
 _STEPS_BY_LEVEL = (1, 2, 3, 4, 5)
+#: Run while the log is over its target, each stopping as soon as it fits: cheapest information first.
+_BUDGETED_STEPS: tuple[_Step, ...] = (
+    _drop_low,
+    _drop_cheap,
+    _shorten_older_medium,
+    _condense_older,
+    _tighten_older,
+    _condense_recent,
+)
 
 
 def _drop_until(parsed: _Log, fits: Callable[[int], bool]) -> None:
-    """Step 7: drop whole lines, cheapest first, until the log fits; never below one line."""
+    """The last step: drop whole lines, cheapest first, until the log fits; never below one line."""
     size = count_tokens(parsed.render())
     if fits(size):
         return
@@ -509,7 +584,7 @@ def _drop_until(parsed: _Log, fits: Callable[[int], bool]) -> None:
             same_date = [other for other in parsed.kept() if other.group == item.group]
             if keep_one_per_date and len(same_date) <= 1:
                 continue
-            cost = count_tokens("\n".join(item.render())) + 1
+            cost = _item_tokens(item)
             item.dropped = True
             size -= cost
             if fits(size):
@@ -527,7 +602,11 @@ def _drop_until(parsed: _Log, fits: Callable[[int], bool]) -> None:
 
 def reflect_observations(observations: str, *, target: int | None, level: int) -> str:
     """The rewritten log: smaller than `observations` when it has more than one line, under `target`
-    when that is reachable without emptying it, never empty when the input has observations."""
+    when that is reachable without emptying it, never empty when the input has observations.
+
+    The compression level decides how many condensing steps run whatever the size; after them, the
+    budgeted steps run only while the log is over its target (or not smaller than the input), each
+    stopping at the edit that makes it fit."""
     parsed = _parse_log(observations)
     if not parsed.items:
         return observations.strip()
@@ -539,11 +618,13 @@ def reflect_observations(observations: str, *, target: int | None, level: int) -
         return under_target and smaller
 
     level = max(0, min(level, MAX_LEVEL))
-    unconditional = _STEPS_BY_LEVEL[level]
-    for index, step in enumerate(_STEPS):
-        if index >= unconditional and fits(count_tokens(parsed.render())):
+    for step in _STEPS[: _STEPS_BY_LEVEL[level]]:
+        step(parsed, None)
+        _keep_at_least_one(parsed)
+    for budgeted in _BUDGETED_STEPS:
+        if fits(count_tokens(parsed.render())):
             break
-        step(parsed)
+        budgeted(parsed, _Budget(parsed, fits))
         _keep_at_least_one(parsed)
     _drop_until(parsed, fits)
     return parsed.render()
