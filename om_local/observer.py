@@ -647,10 +647,12 @@ class _Fact:
 
     @property
     def kept_whatever_the_budget(self) -> bool:
-        """Health and diet constraints and corrections are kept however long the message: forgetting the
-        first can hurt someone, forgetting the second leaves the memory wrong."""
+        """Health and diet constraints, corrections and lasting facts about the user (a name, where they
+        live, what they prefer, a dated commitment) are kept however long the message: forgetting the
+        first can hurt someone, forgetting the second leaves the memory wrong, and the third is what the
+        user expects to be remembered. The budget only rations anecdotes and details of the moment."""
         critical = bool(_CRITICAL_RE.search(self.text) and _PERSON_RE.search(self.text))
-        return critical or self.tier == Tier.CORRECTION
+        return critical or self.tier >= Tier.PROFILE
 
     @property
     def value(self) -> int:
