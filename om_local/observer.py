@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 from typing import Any
@@ -438,49 +439,131 @@ def _long_date(day: date) -> str:
     return f"{_MONTH_FULL[day.month - 1]} {day.day}, {day.year}"
 
 
+_COUNT_WORDS = {
+    "a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
+    "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "a couple of": 2, "a few": 3,
+}  # fmt: skip
+_COUNT = r"(?:\d{1,3}|a couple of|a few|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)"
+_UNIT = r"(?:days?|weeks?|months?)"
 _RELATIVE_RE = re.compile(
-    r"\b(?P<word>yesterday|tomorrow)\b"
-    r"|\b(?P<which>next|this|last) (?P<weekday>monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b"
-    r"|\bin (?P<in_n>\d{1,3}) (?P<in_unit>days?|weeks?)\b"
-    r"|\b(?P<ago_n>\d{1,3}) (?P<ago_unit>days?|weeks?) ago\b"
-    r"|\b(?P<weekend>this|next) weekend\b",
+    r"\b(?P<word>yesterday|tomorrow|the day after tomorrow|the day before yesterday)\b"
+    r"|\b(?P<which>next|this|last|this coming|coming) (?P<weekday>monday|tuesday|wednesday|thursday|friday"
+    r"|saturday|sunday)\b"
+    rf"|\bin (?P<in_n>{_COUNT}) (?P<in_unit>{_UNIT})(?: time)?\b"
+    rf"|\b(?P<ago_n>{_COUNT}) (?P<ago_unit>{_UNIT}) ago\b"
+    r"|\b(?P<weekend>this|next|last) weekend\b"
+    r"|\b(?P<period_which>next|last) (?P<period>week|month|year)\b"
+    r"|\bin (?P<month>january|february|march|april|june|july|august|september|october|november|december)\b",
     re.IGNORECASE,
 )
+_PAST_TENSE_RE = re.compile(r"\b(?:was|were|went|did|had|got|moved|started|finished|ago|last)\b", re.I)
+
+
+def _count(word: str) -> int:
+    return int(word) if word.isdigit() else _COUNT_WORDS.get(word.lower(), 1)
+
+
+def _shift_months(anchor: date, months: int) -> date:
+    index = anchor.year * 12 + anchor.month - 1 + months
+    return date(index // 12, index % 12 + 1, 1)
+
+
+def _month_year(day: date) -> str:
+    return f"{_MONTH_FULL[day.month - 1]} {day.year}"
+
+
+def _span(anchor: date, n: int, unit: str) -> date | str:
+    """`n` units after `anchor` (negative: before): a day for days and weeks, a month for months."""
+    unit = unit.lower()
+    if unit.startswith("month"):
+        return _month_year(_shift_months(anchor, n))
+    return anchor + timedelta(days=n * (7 if unit.startswith("week") else 1))
 
 
 def _resolve_relative(text: str, anchor: date | None) -> str | None:
-    """`(meaning <date>)` for the first resolvable relative reference; vague words are left alone."""
+    """`(meaning <date>)` for the first resolvable relative reference, `(estimated <date>)` when it names
+    a period rather than a day ("next week", "in March"); vague words ("soon", "recently") are left
+    alone, and a reference to the message's own month is not repeated (§5.2 temporal anchoring)."""
     if anchor is None:
         return None
     match = _RELATIVE_RE.search(text)
     if match is None:
         return None
-    if match.group("word"):
-        delta = -1 if match.group("word").lower() == "yesterday" else 1
-        return f"(meaning {_long_date(anchor + timedelta(days=delta))})"
-    if match.group("weekday"):
-        target = _WEEKDAYS.index(match.group("weekday").lower())
-        which = match.group("which").lower()
-        ahead = (target - anchor.weekday()) % 7
-        if which == "last":
-            back = (anchor.weekday() - target) % 7 or 7
-            return f"(meaning {_long_date(anchor - timedelta(days=back))})"
-        if which == "next":
-            ahead = ahead or 7
-        return f"(meaning {_long_date(anchor + timedelta(days=ahead))})"
-    if match.group("in_n"):
-        days = int(match.group("in_n")) * (7 if match.group("in_unit").lower().startswith("week") else 1)
-        return f"(meaning {_long_date(anchor + timedelta(days=days))})"
-    if match.group("ago_n"):
-        days = int(match.group("ago_n")) * (7 if match.group("ago_unit").lower().startswith("week") else 1)
-        return f"(meaning {_long_date(anchor - timedelta(days=days))})"
+    for group, resolve in _RESOLVERS:
+        if match.group(group):
+            return resolve(match, anchor, text)
+    return None
+
+
+def _meaning(moment: date | str) -> str:
+    return f"(meaning {moment if isinstance(moment, str) else _long_date(moment)})"
+
+
+def _resolve_word(match: re.Match[str], anchor: date, text: str) -> str:
+    delta = {"yesterday": -1, "tomorrow": 1, "the day after tomorrow": 2}.get(match.group("word").lower(), -2)
+    return _meaning(anchor + timedelta(days=delta))
+
+
+def _resolve_weekday(match: re.Match[str], anchor: date, text: str) -> str:
+    target = _WEEKDAYS.index(match.group("weekday").lower())
+    which = match.group("which").lower()
+    if which == "last":
+        return _meaning(anchor - timedelta(days=(anchor.weekday() - target) % 7 or 7))
+    ahead = (target - anchor.weekday()) % 7
+    return _meaning(anchor + timedelta(days=(ahead or 7) if which == "next" else ahead))
+
+
+def _resolve_in(match: re.Match[str], anchor: date, text: str) -> str:
+    return _meaning(_span(anchor, _count(match.group("in_n")), match.group("in_unit")))
+
+
+def _resolve_ago(match: re.Match[str], anchor: date, text: str) -> str:
+    return _meaning(_span(anchor, -_count(match.group("ago_n")), match.group("ago_unit")))
+
+
+def _resolve_period(match: re.Match[str], anchor: date, text: str) -> str:
+    step = 1 if match.group("period_which").lower() == "next" else -1
+    period = match.group("period").lower()
+    if period == "year":
+        return _meaning(str(anchor.year + step))
+    if period == "month":
+        return _meaning(_month_year(_shift_months(anchor, step)))
+    monday = anchor - timedelta(days=anchor.weekday()) + timedelta(days=7 * step)
+    return f"(estimated week of {_long_date(monday)})"
+
+
+def _resolve_month(match: re.Match[str], anchor: date, text: str) -> str | None:
+    month = _MONTH_NUMBER[match.group("month").lower()]
+    past = bool(_PAST_TENSE_RE.search(text))
+    if month == anchor.month:
+        return None  # the message's own month: nothing to add
+    year = anchor.year
+    if month < anchor.month and not past:
+        year += 1  # "in March", said in November about a plan: next year's March
+    elif month > anchor.month and past:
+        year -= 1
+    return f"(estimated {_MONTH_FULL[month - 1]} {year})"
+
+
+def _resolve_weekend(match: re.Match[str], anchor: date, text: str) -> str:
+    which = match.group("weekend").lower()
     saturday = anchor + timedelta(days=(5 - anchor.weekday()) % 7)
-    if match.group("weekend").lower() == "next":
-        saturday += timedelta(days=7)
+    saturday += timedelta(days={"next": 7, "last": -7}.get(which, 0))
     sunday = saturday + timedelta(days=1)
     if sunday.month == saturday.month:
         return f"(meaning {_MONTH_FULL[saturday.month - 1]} {saturday.day}-{sunday.day}, {saturday.year})"
-    return f"(meaning {_long_date(saturday)})"
+    return _meaning(saturday)
+
+
+_RESOLVERS: tuple[tuple[str, Callable[[re.Match[str], date, str], str | None]], ...] = (
+    ("word", _resolve_word),
+    ("weekday", _resolve_weekday),
+    ("in_n", _resolve_in),
+    ("ago_n", _resolve_ago),
+    ("period", _resolve_period),
+    ("month", _resolve_month),
+    ("weekend", _resolve_weekend),
+)
 
 
 # --- transcript parsing -----------------------------------------------------------------------------------

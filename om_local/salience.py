@@ -57,7 +57,10 @@ _CORRECTION_RE = re.compile(
     r"\b(?:correction|correcting|to correct|i meant|they meant|scratch that|my mistake|their mistake"
     r"|i was wrong|they were wrong|no longer|not any ?more|instead of|changed (?:to|from)|has changed"
     r"|have changed|went (?:up|down) to|(?:is|are|'s|'re|am|'m) now|now (?:is|are|lives?|works?|prefers?)"
-    r"|updated to|actually)\b",
+    r"|updated to|actually)\b"
+    # "I moved from Lisbon to Porto", "we switched from Vodafone to Digi": the new value and the old one
+    r"|\b(?:moved|moving|relocated|switched|switching|changed|went|upgraded|transferred|swapped)\s+from\s+"
+    r"(?:[\w'-]+\s+){1,3}?to\b",
     re.IGNORECASE,
 )
 #: "… on the fifth of March, not the third": a value followed by the one it replaces.
@@ -193,6 +196,27 @@ _THE_SUBJECT_RE = re.compile(
 )
 _SELF_VERB_RE = re.compile(rf"\b{_SELF}\s+(?P<verb>[a-z]+ed)\b", re.IGNORECASE)
 _WORD_RE = re.compile(r"[a-z0-9][\w'-]*", re.IGNORECASE)
+#: Where the user lives and who they work for: one value each, so a move or a new job replaces the old
+#: one whatever words the two statements share ("they live in Lisbon" / "they moved to Porto"). Only the
+#: user's own (I, we, they), never a third person's ("their sister lives in Lisbon").
+_SELF_RELATIONS = (
+    (
+        "residence",
+        re.compile(
+            rf"\b{_SELF}\s+(?:(?:still|now|currently|just|recently|finally)\s+)?(?:live|lived|moved|relocated"
+            r"|(?:am|are|'m|'re) (?:living|based))\b",
+            re.IGNORECASE,
+        ),
+    ),
+    (
+        "employer",
+        re.compile(
+            rf"\b{_SELF}\s+(?:(?:still|now|currently|just|recently|finally)\s+)?(?:work(?:ed)? (?:at|for)"
+            r"|joined|(?:am|are|'m|'re) employed (?:at|by))\b",
+            re.IGNORECASE,
+        ),
+    ),
+)
 
 
 def _stem(word: str) -> str:
@@ -214,6 +238,7 @@ def subject_keys(text: str) -> frozenset[str]:
         keys.add(_stem(opening.group("noun")))
     keys |= {_stem(m.group("verb")) for m in _SELF_VERB_RE.finditer(body)}
     keys |= {name.lower() for name in _names(body)}
+    keys |= {f"<{relation}>" for relation, pattern in _SELF_RELATIONS if pattern.search(body)}
     return frozenset(key for key in keys if key not in _STOP)
 
 
@@ -239,6 +264,8 @@ def supersedes(new: str, old: str) -> bool:
     same_kind = bool(_value_kinds(new) & _value_kinds(old)) or bool(
         names_new and names_old - {n for n in names_old if n.lower() in shared}
     )
+    if any(key.startswith("<") for key in shared):  # where they live, who they work for: one value each
+        same_kind = same_kind or bool(_names(new) and _names(old))
     return same_kind and _content(new) != _content(old)
 
 
