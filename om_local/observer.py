@@ -264,6 +264,8 @@ def _score(text: str, *, first_is_start: bool = True) -> int:
     for pattern in (_NUMBER_RE, _DATE_WORD_RE, _MONEY_RE):
         if pattern.search(text):
             score += 2
+    if not _DATE_WORD_RE.search(text) and _RELATIVE_RE.search(text):
+        score += 2  # "in two weeks", "three days ago": a date once resolved
     if _STRONG_PREFERENCE_RE.search(text):
         score += 3  # what the user likes, avoids or decided says more about them than a passing name
     if _names(text, first_is_start=first_is_start):
@@ -339,7 +341,8 @@ def _fact_clauses(sentence: str) -> list[tuple[int, str, int]]:
     it when that one is kept, and dropped otherwise, so no kept fact starts in the middle of a thought.
     """
     kept: list[tuple[int, str, int]] = []
-    for index, clause in enumerate(_split_clauses(sentence)):
+    clauses = _split_clauses(sentence)
+    for index, clause in enumerate(clauses):
         score = _score(clause, first_is_start=index == 0)
         continues = bool(_RELATIVE_START_RE.match(clause))
         if continues and kept and kept[-1][0] == index - 1 and score >= 2:
@@ -350,6 +353,10 @@ def _fact_clauses(sentence: str) -> list[tuple[int, str, int]]:
                 max(previous_score, score),
             )
             continue
+        if continues and score >= 2 and index > 0 and len(_words(clauses[index - 1])) <= 3:
+            # "Aiko | and I drove to Leeds": the short clause before is its subject, not a thought of its own
+            clause = f"{clauses[index - 1]} {clause}"
+            continues = False
         if score < 2 or len(_words(clause)) < 2 or continues:
             continue
         clause = _CLAUSE_OPENER_RE.sub("", clause) or clause

@@ -257,9 +257,13 @@ def supersedes(new: str, old: str) -> bool:
     """Whether `new`, a statement the user made as a correction (its cue may have been trimmed, as in the
     Observer's "User updated: …" lines), replaces the earlier statement `old`: same subject, same kind of
     value, other wording."""
-    shared = subject_keys(new) & subject_keys(old)
+    new_keys = subject_keys(new)
+    shared = new_keys & subject_keys(old)
     if not shared:
         return False
+    relations = {key for key in new_keys if key.startswith("<")}
+    if relations and not relations & shared:
+        return False  # a move replaces where the user lived, not what else was said of that place
     names_new, names_old = _names(new) - {s.capitalize() for s in shared}, _names(old)
     same_kind = bool(_value_kinds(new) & _value_kinds(old)) or bool(
         names_new and names_old - {n for n in names_old if n.lower() in shared}
