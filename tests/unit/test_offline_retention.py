@@ -83,9 +83,7 @@ def _session(index: int) -> str:
     return _transcript(f"Feb {index + 1} 2026", turns)
 
 
-def _lifetime(
-    first_day: list[str], later: Sequence[tuple[str, list[str]]] = (), sessions: int = 12
-) -> str:
+def _lifetime(first_day: list[str], later: Sequence[tuple[str, list[str]]] = (), sessions: int = 12) -> str:
     """Observe `first_day`, then `sessions` days of chatter and anecdotes (with `later` days at their place),
     reflecting to a 600-token target whenever the log passes it, as the engine does."""
     log = _observe(_transcript("Jan 5 2026", first_day))
