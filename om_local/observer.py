@@ -5,15 +5,20 @@ API, and they need it to behave like a model that *compresses*: facts survive, c
 reads the same prompt a real Observer gets and answers in the same format, extracting rather than
 generating:
 
-- user clauses that carry a fact (a name, a number, a date, money, a stated preference, a health or diet
-  constraint) become 🔴 "User stated …" lines, first person turned into third; questions become 🔴 "User
-  asked: …". A short message keeps all its facts; a longer one its best facts, within a word budget that
-  grows with the square root of its length. "Best" weighs what a fact is about, not only how many names
-  and numbers it holds (`om_local.salience`): a lasting fact about the user (their pet's name, where they
-  live, what they prefer, a dated commitment) outranks an anecdote of the day;
-- a correction ("Correction: …", "actually …", "went up to …", "X, not Y") is kept whatever the budget
-  and becomes a 🔴 "User updated: …" line of its own, so it visibly supersedes the earlier statement
-  (§5.2 state changes) and the Reflector can drop that statement at the next reflection;
+- user clauses that carry a fact (a name, a number, a date, money, a place, a stated preference, a health
+  or diet constraint) become 🔴 "User stated …" lines, first person turned into third; questions become
+  🔴 "User asked: …". A short message keeps all its facts; a longer one keeps every lasting fact about the
+  user (their pet's name, where they live, what they prefer, a dated commitment: `om_local.salience`) and
+  its best other facts (anecdotes, details of the day) within a word budget that grows with the square
+  root of its length. Chatter with no fact (greetings, moods, thanks) gets no line (a batch of nothing
+  but chatter gets one 🟢 line, so the Observer never answers with nothing);
+- a relative date the user gives ("next Friday", "in two weeks", "three days ago", "last month",
+  "in March") is resolved against the message's date and appended to its line as `(meaning <date>)`, or
+  `(estimated <period>)` when it names a week, month or year; vague words ("soon", "recently") are not;
+- a correction or change ("Correction: …", "actually …", "went up to …", "X, not Y", "moved from Lisbon
+  to Porto", "no longer …") is kept whatever the budget and becomes a 🔴 "User updated: …" line of its
+  own, so it visibly replaces the earlier statement (§5.2 state changes) and the Reflector drops that
+  statement at the next reflection;
 - each assistant message becomes one 🟡 line: its most informative sentence (or the introduction of the
   list it gave) plus the entities it named;
 - tool calls become 🟡 "Called <tool> (key args)" with the result's gist nested under it, and a run of

@@ -5,16 +5,27 @@ the prompt states. This one gets there by deleting and shortening lines in a fix
 cheapest information goes first and the facts a user would miss go last:
 
 1. identical and near-identical lines (same wording, same numbers and names) are removed, and a
-   statement the user later corrected ("User updated: their rent went up to 1020 euros") loses the
-   earlier statement it replaces, so the memory holds one current value, not two;
-2. 🟢 lines are dropped;
-3. 🟡 lines of older material are shortened and lose their nested details (✅ details stay);
-4. older 🟡 lines are dropped, older 🔴/✅ lines are shortened;
-5. each older date keeps only a few 🔴/✅ lines, the most valuable first (see below);
-6. recent material is condensed the same way;
-7. whole lines are dropped, cheapest first (🟡, 🔴 without facts, ✅ without facts, 🔴/✅ with facts,
-   then lasting facts about the user, health constraints and corrections; oldest first),
-   until the log fits, keeping at least one line.
+   statement the user later updated ("User updated: their rent went up to 1020 euros", "User updated:
+   they moved from Lisbon to Porto") loses the earlier statement it replaces, so the memory holds one
+   current value, not two; this always runs in full;
+2. 🟢 lines are dropped, oldest first;
+3. lines that hold no fact (no name, number, date, place or lasting preference: assistant chatter,
+   questions and statements without one) and 🟡 lines, cheapest and oldest first;
+4. older 🟡 lines are shortened, then dropped; older 🔴/✅ lines are shortened to their most valuable
+   statements (lasting facts, health constraints and corrections stay whole);
+5. recent material is condensed the same way;
+6. whole fact-bearing lines are dropped, cheapest first (anecdotes before lasting facts about the user,
+   health constraints and corrections; oldest first; the best line of each date last), until the log
+   fits, keeping at least one line.
+
+Steps 2-6 edit one line at a time and stop at the edit that makes the log fit, so a reflection lands just
+under its target: no fact is dropped while dropping chatter is still enough.
+
+**What wins when the target and the facts cannot both be met: the target.** The memory must stay
+bounded (the engine reflects again, and may block a turn, while the log is over its threshold), so when
+every line left holds a fact the oldest, least lasting facts go; lasting facts about the user, health
+constraints and updates go last. Dates are never rewritten: a line keeps its date header and time, and a
+resolved `(meaning …)` date stays attached to its line.
 
 Value comes from `om_local.salience`: a lasting fact about the user (what they are called, where they live,
 what they prefer, a dated commitment), a health or diet constraint, and a correction outrank details of
@@ -22,9 +33,10 @@ the moment however many names and numbers those hold. Shortening works on the st
 ("User stated A; B; asked: C"), not on its words: the valuable statements stay whole and the others make
 room, so a fact stated in the first week survives every later reflection instead of being cut in half.
 
-The compression level from the prompt decides how many of these steps run unconditionally (level 0: step
-1, level 4: steps 1-5); further steps run only while the log is over the target or not yet smaller than
-the input. Date headers stay with the lines they head; lines that are not observations (thread tags,
+The compression level from the prompt decides how many condensing steps run whatever the size (level 0:
+de-duplication only; level 4 also drops 🟢, condenses older material and keeps a few lines per older
+date); the budgeted steps above run only while the log is over the target or not yet smaller than the
+input. Date headers stay with the lines they head; lines that are not observations (thread tags,
 retrieval group headings) pass through unchanged.
 """
 
