@@ -263,6 +263,15 @@ def _names(text: str, *, first_is_start: bool) -> list[str]:
     return names
 
 
+#: "… and I'll send you a photo": said to the assistant, about the conversation, not a fact about the user.
+_TO_THE_ASSISTANT_RE = re.compile(r"\byou(?:'ll|'re)?\b", re.IGNORECASE)
+
+
+def _holds_value(text: str) -> bool:
+    """A name, a number or a date: what a question about the past is most often answered with."""
+    return bool(_NUMBER_RE.search(text) or _DATE_WORD_RE.search(text) or _names(text, first_is_start=False))
+
+
 def _score(text: str, *, first_is_start: bool = True) -> int:
     """How much a clause says about the world: 0 is chatter, 2 or more is a fact worth a line."""
     score = 0
@@ -358,9 +367,11 @@ def _fact_clauses(sentence: str) -> list[tuple[int, str, int]]:
                 max(previous_score, score),
             )
             continue
-        if continues and score >= 2 and index > 0 and len(_words(clauses[index - 1])) <= 3:
-            # "Aiko | and I drove to Leeds": the short clause before is its subject, not a thought of its own
-            clause = f"{clauses[index - 1]} {clause}"
+        if continues and index > 0 and _holds_value(clause) and not _TO_THE_ASSISTANT_RE.search(clause):
+            # A name, number or date after a lead-in that was not kept is still a fact: a short lead-in is
+            # its subject ("Aiko | and I drove to Leeds"), a longer one stays out ("… | and called her Tofu")
+            lead = clauses[index - 1]
+            clause = f"{lead} {clause}" if len(_words(lead)) <= 3 else _CLAUSE_OPENER_RE.sub("", clause)
             continues = False
         if score < 2 or len(_words(clause)) < 2 or continues:
             continue
