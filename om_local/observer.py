@@ -7,11 +7,12 @@ generating:
 
 - user clauses that carry a fact (a name, a number, a date, money, a place, a stated preference, a health
   or diet constraint) become 🔴 "User stated …" lines, first person turned into third; questions become
-  🔴 "User asked: …". A short message keeps all its facts; a longer one keeps every lasting fact about the
-  user (their pet's name, where they live, what they prefer, a dated commitment: `om_local.salience`) and
-  its best other facts (anecdotes, details of the day) within a word budget that grows with the square
-  root of its length. Chatter with no fact (greetings, moods, thanks) gets no line (a batch of nothing
-  but chatter gets one 🟢 line, so the Observer never answers with nothing);
+  "User asked: …", 🔴 when they name a value, 🟡 when not. A short message keeps all its facts; a longer one
+  keeps every lasting fact about the user (their pet's name, where they live, what they prefer, a dated
+  commitment: `om_local.salience`) and its best other facts (anecdotes, details of the day) within a word
+  budget that grows with the square root of its length. Chatter with no fact (greetings, moods, thanks)
+  gets no line (a batch of nothing but chatter gets one 🟢 line, so the Observer never answers with
+  nothing);
 - a relative date the user gives ("next Friday", "in two weeks", "three days ago", "last month",
   "in March") is resolved against the message's date and appended to its line as `(meaning <date>)`, or
   `(estimated <period>)` when it names a week, month or year; vague words ("soon", "recently") are not;
@@ -860,11 +861,23 @@ def _user_observations(entry: _Entry, known: str = "") -> list[_Observation]:
         else:
             segments.append(_Segment(kind, fact.sentence, [text]))
         segments[-1].resolved = segments[-1].resolved or _resolve_relative(source, entry.day)
-    observations = [_observation(entry, "🔴", line) for line in _user_lines(segments, entry.subject)]
+    lines = _user_lines(segments, entry.subject)
+    observations = [_observation(entry, _user_marker(line, entry.subject), line) for line in lines]
     if not observations and sentences and word_count <= 25 and _DECISION_RE.search(" ".join(sentences)):
         said = f"{entry.subject} said: " + _strip_end(" ".join(sentences))
         observations.append(_observation(entry, "🟢", said))
     return observations
+
+
+def _user_marker(line: str, subject: str = "User") -> str:
+    """🔴 for what the user states; a line of questions only is 🟡 unless it names a value (the seed's
+    example: "🟡 User asked about middleware configuration"; "asked: a table near Alfama for May 3?" is
+    a goal with its facts, 🔴)."""
+    opening = f"{subject} asked:"
+    questions_only = line.startswith(opening) and "; stated " not in line and "; updated:" not in line
+    if questions_only and not _holds_value(line[len(opening) :]):
+        return "🟡"
+    return "🔴"
 
 
 @dataclass

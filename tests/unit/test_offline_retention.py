@@ -205,3 +205,13 @@ def test_reflection_lands_just_under_its_target_not_far_below() -> None:
     target = int(count_tokens(log) * 0.8)
     reflected = reflect_observations(log, target=target, level=0)
     assert int(target * 0.9) <= count_tokens(reflected) < target
+
+
+def test_a_question_is_high_only_when_it_names_a_value() -> None:
+    lines = _observe(
+        _transcript(
+            "Jan 5 2026", ["What would you do in my place?", "Can you find a table at Casa Azul for May 3?"]
+        )
+    ).splitlines()
+    assert "* 🟡 (09:00) User asked: What would you do in my place?" in lines
+    assert "* 🔴 (09:02) User asked: Can you find a table at Casa Azul for May 3?" in lines
