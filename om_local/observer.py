@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from datetime import date, timedelta
 from typing import Any
 
-from om_local.salience import Tier, is_correction, salience
+from om_local.salience import Tier, is_correction, is_profile_fact, salience
 
 __all__ = [
     "HINTS_SUPPRESSED_RE",
@@ -207,7 +207,8 @@ _REQUEST_RE = re.compile(
     re.IGNORECASE,
 )
 _CLAUSE_SPLIT_RE = re.compile(
-    r"(?:,|;| — | – | - |: )\s*|\s+(?=(?:and|but|so|because|which|although|though|whereas|while|where)\s)",
+    r"(?:,(?!\d{3}\b)|;| — | – | - |: )\s*"  # not the comma of "$27,300"
+    r"|\s+(?=(?:and|but|so|because|which|although|though|whereas|while|where)\s)",
     re.IGNORECASE,
 )
 #: Words that only link a clause to the one before it; a kept clause stands alone without them.
@@ -281,6 +282,8 @@ def _score(text: str, *, first_is_start: bool = True) -> int:
             score += 2
     if not _DATE_WORD_RE.search(text) and _RELATIVE_RE.search(text):
         score += 2  # "in two weeks", "three days ago": a date once resolved
+    if score < 2 and not _RELATIVE_START_RE.match(text) and is_profile_fact(text):
+        score = 2  # "my usual order is a cold brew": a lasting fact about the user, with no name or number
     if _STRONG_PREFERENCE_RE.search(text):
         score += 3  # what the user likes, avoids or decided says more about them than a passing name
     if _names(text, first_is_start=first_is_start):
@@ -360,6 +363,7 @@ def _fact_clauses(sentence: str) -> list[tuple[int, str, int]]:
     for index, clause in enumerate(clauses):
         score = _score(clause, first_is_start=index == 0)
         continues = bool(_RELATIVE_START_RE.match(clause))
+        joined = False
         if continues and kept and kept[-1][0] == index - 1 and score >= 2:
             _, previous, previous_score = kept[-1]
             kept[-1] = (
@@ -368,16 +372,25 @@ def _fact_clauses(sentence: str) -> list[tuple[int, str, int]]:
                 max(previous_score, score),
             )
             continue
-        if continues and index > 0 and _holds_value(clause) and not _TO_THE_ASSISTANT_RE.search(clause):
-            # A name, number or date after a lead-in that was not kept is still a fact: a short lead-in is
-            # its subject ("Aiko | and I drove to Leeds"), a longer one stays out ("… | and called her Tofu")
+        if continues and index > 0 and not _TO_THE_ASSISTANT_RE.search(clause):
+            # A fact after a lead-in that was not kept is still a fact. With a name, number or date of its
+            # own, a short lead-in is its subject ("Aiko | and I drove to Leeds") and a longer one stays out
+            # ("… | and called her Tofu"); a lasting fact without one needs its lead-in to say what it is
+            # about ("Last time I had kiwi fruit my throat swelled up | so I avoid it completely").
             lead = clauses[index - 1]
-            clause = f"{lead} {clause}" if len(_words(lead)) <= 3 else _CLAUSE_OPENER_RE.sub("", clause)
-            continues = False
+            if _holds_value(clause):
+                clause = f"{lead} {clause}" if len(_words(lead)) <= 3 else _CLAUSE_OPENER_RE.sub("", clause)
+                continues = False
+            elif score >= 2 and len(_words(lead)) <= MAX_CLAUSE_WORDS and is_profile_fact(clause):
+                clause, continues, joined = f"{lead}, {clause}", False, True
+        if len(_words(clause)) < 2 and index > 0 and _holds_value(clause):
+            # "New number for the wedding: $11,600": a bare value means what its lead-in says
+            clause = f"{clauses[index - 1]} {clause}"
+            score = max(score, 2)
         if score < 2 or len(_words(clause)) < 2 or continues:
             continue
         clause = _CLAUSE_OPENER_RE.sub("", clause) or clause
-        kept.append((index, _cut_words(clause, MAX_CLAUSE_WORDS), score))
+        kept.append((index, _cut_words(clause, MAX_CLAUSE_WORDS + (6 if joined else 0)), score))
     return kept
 
 
@@ -537,7 +550,9 @@ def _resolve_weekday(match: re.Match[str], anchor: date, text: str) -> str:
     return _meaning(anchor + timedelta(days=(ahead or 7) if which == "next" else ahead))
 
 
-def _resolve_in(match: re.Match[str], anchor: date, text: str) -> str:
+def _resolve_in(match: re.Match[str], anchor: date, text: str) -> str | None:
+    if _PAST_TENSE_RE.search(text):
+        return None  # "we saw 3 cities in 9 days": a duration, not a date
     return _meaning(_span(anchor, _count(match.group("in_n")), match.group("in_unit")))
 
 

@@ -57,7 +57,10 @@ _CORRECTION_RE = re.compile(
     r"\b(?:correction|correcting|to correct|i meant|they meant|scratch that|my mistake|their mistake"
     r"|i was wrong|they were wrong|no longer|not any ?more|instead of|changed (?:to|from)|has changed"
     r"|have changed|went (?:up|down) to|(?:is|are|'s|'re|am|'m) now|now (?:is|are|lives?|works?|prefers?)"
-    r"|updated to|actually)\b"
+    r"|updated to|actually|changed|scrap (?:that|what)|forget what (?:i|they) said|plans? changed"
+    r"|now (?:starts?|begins?|ends?|costs?|takes?|opens?|closes?|runs?|meets?)"
+    r"|new (?:number|date|time|address|total|figure|price|deadline|schedule) for)\b"
+    r"|\b(?:is|are|'s|'re) (?:[\w'-]+ ){0,3}now\s*[.!]?\s*$"  # "it's Patagonia now"
     # "I moved from Lisbon to Porto", "we switched from Vodafone to Digi": the new value and the old one
     r"|\b(?:moved|moving|relocated|switched|switching|changed|went|upgraded|transferred|swapped)\s+from\s+"
     r"(?:[\w'-]+\s+){1,3}?to\b",

@@ -215,3 +215,33 @@ def test_a_question_is_high_only_when_it_names_a_value() -> None:
     ).splitlines()
     assert "* 🟡 (09:00) User asked: What would you do in my place?" in lines
     assert "* 🔴 (09:02) User asked: Can you find a table at Casa Azul for May 3?" in lines
+
+
+@pytest.mark.parametrize(
+    ("message", "kept"),
+    [
+        ("The builder's quote for the new roof came in at $18,450.", "$18,450"),  # a thousands separator
+        ("New figure for the party: €3,200.", "€3,200"),  # a bare value after its lead-in
+        (
+            "My usual lunch at work is a miso soup with rice.",
+            "miso soup",
+        ),  # a lasting fact, no name or number
+        ("We picked a puppy from the shelter and called him Pretzel.", "Pretzel"),  # after a dropped lead-in
+        ("Last time I ate mango my lips swelled up, so I avoid it completely.", "mango"),
+    ],
+)
+def test_a_fact_is_kept_whatever_its_sentence_looks_like(message: str, kept: str) -> None:
+    lines = _observe(_transcript("Jan 5 2026", [message])).splitlines()
+    assert any(kept in line and line.startswith("* 🔴 ") for line in lines), lines
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "Trip plans changed, it's Iceland now.",
+        "The Tuesday yoga class now starts at 7:30 pm.",
+        "Scrap what I said before, the party is at Lena's place.",
+    ],
+)
+def test_a_change_is_observed_as_an_update(message: str) -> None:
+    assert "User updated: " in _observe(_transcript("Jan 5 2026", [message]))
