@@ -125,7 +125,8 @@ _NUMBER_RE = re.compile(r"\d")
 _DATE_WORD_RE = re.compile(
     r"\b(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?"
     r"|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?|mondays?|tuesdays?|wednesdays?|thursdays?|fridays?"
-    r"|saturdays?|sundays?|tomorrow|yesterday|weekend|next (?:week|month|year)|last (?:week|month|year))\b",
+    r"|saturdays?|sundays?|tomorrow|yesterday|weekend|next (?:week|month|year)"
+    r"|last (?:night|week|month|year))\b",
     re.IGNORECASE,
 )
 _MONEY_RE = re.compile(
@@ -146,7 +147,8 @@ _PERSON_RE = re.compile(
 _STRONG_PREFERENCE_RE = re.compile(
     r"\b(?:prefer(?:s|red)?|love[sd]?|hate[sd]?|favou?rite|can't stand|cannot stand|rather|avoid"
     r"|don't like|dislike[sd]?|birthday|anniversary|deadline|married|divorced|moved|switched|quit|retired"
-    r"|(?:is|are|was) (?:called|named)|my name is|work(?:s|ed)? (?:as|at|for))\b",
+    r"|(?:is|are|was) (?:called|named)|my name is|work(?:s|ed)? (?:as|at|for)|nothing beats"
+    r"|can't live without|big fan of|go-to|swear by|obsessed with|addicted to|allergic|intolerant)\b",
     re.IGNORECASE,
 )
 _WEAK_RE = re.compile(
@@ -483,7 +485,7 @@ _COUNT_WORDS = {
 _COUNT = r"(?:\d{1,3}|a couple of|a few|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)"
 _UNIT = r"(?:days?|weeks?|months?)"
 _RELATIVE_RE = re.compile(
-    r"\b(?P<word>yesterday|tomorrow|the day after tomorrow|the day before yesterday)\b"
+    r"\b(?P<word>yesterday|last night|tomorrow|the day after tomorrow|the day before yesterday)\b"
     r"|\b(?P<which>next|this|last|this coming|coming) (?P<weekday>monday|tuesday|wednesday|thursday|friday"
     r"|saturday|sunday)\b"
     rf"|\bin (?P<in_n>{_COUNT}) (?P<in_unit>{_UNIT})(?: time)?\b"
@@ -537,7 +539,8 @@ def _meaning(moment: date | str) -> str:
 
 
 def _resolve_word(match: re.Match[str], anchor: date, text: str) -> str:
-    delta = {"yesterday": -1, "tomorrow": 1, "the day after tomorrow": 2}.get(match.group("word").lower(), -2)
+    word = match.group("word").lower()
+    delta = {"yesterday": -1, "last night": -1, "tomorrow": 1, "the day after tomorrow": 2}.get(word, -2)
     return _meaning(anchor + timedelta(days=delta))
 
 

@@ -228,6 +228,8 @@ def test_a_question_is_high_only_when_it_names_a_value() -> None:
         ),  # a lasting fact, no name or number
         ("We picked a puppy from the shelter and called him Pretzel.", "Pretzel"),  # after a dropped lead-in
         ("Last time I ate mango my lips swelled up, so I avoid it completely.", "mango"),
+        ("Nothing beats a flat white after lunch.", "flat white"),  # a preference in other words
+        ("Ugh. Our chess club finally beat the champions last night.", "chess club"),  # a dated event
     ],
 )
 def test_a_fact_is_kept_whatever_its_sentence_looks_like(message: str, kept: str) -> None:
