@@ -68,7 +68,7 @@ USER_WORDS_PER_ROOT = 2.0
 #: Messages up to this many words keep every fact they state ("short messages almost verbatim");
 #: longer ones keep at least `MIN_USER_WORDS`.
 SHORT_USER_WORDS = 20
-MIN_USER_WORDS = 12
+MIN_USER_WORDS = 20
 #: Longest assistant lead sentence, and whole assistant line with its entities, in words.
 MAX_LEAD_WORDS = 12
 MAX_ASSISTANT_WORDS = 18
@@ -349,6 +349,18 @@ def _cut_words(text: str, max_words: int) -> str:
     return " ".join(words[:max_words]).rstrip(",;:") + " …"
 
 
+def _cut_clause(text: str, max_words: int) -> str:
+    """`text` cut to `max_words`, from the end when only the end holds its value ("so I was thinking the
+    entry code for our building's front door is 2295": the code, not the musing, is the fact)."""
+    words = _words(text)
+    if len(words) <= max_words:
+        return text
+    head, tail = " ".join(words[:max_words]), " ".join(words[-max_words:])
+    if _holds_value(tail) and not _holds_value(head):
+        return "… " + tail
+    return _cut_words(text, max_words)
+
+
 def _split_clauses(sentence: str) -> list[str]:
     return [piece.strip() for piece in _CLAUSE_SPLIT_RE.split(sentence) if piece and piece.strip()]
 
@@ -392,7 +404,7 @@ def _fact_clauses(sentence: str) -> list[tuple[int, str, int]]:
         if score < 2 or len(_words(clause)) < 2 or continues:
             continue
         clause = _CLAUSE_OPENER_RE.sub("", clause) or clause
-        kept.append((index, _cut_words(clause, MAX_CLAUSE_WORDS + (6 if joined else 0)), score))
+        kept.append((index, _cut_clause(clause, MAX_CLAUSE_WORDS + (6 if joined else 0)), score))
     return kept
 
 

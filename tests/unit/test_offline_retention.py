@@ -247,3 +247,8 @@ def test_a_fact_is_kept_whatever_its_sentence_looks_like(message: str, kept: str
 )
 def test_a_change_is_observed_as_an_update(message: str) -> None:
     assert "User updated: " in _observe(_transcript("Jan 5 2026", [message]))
+
+
+def test_a_long_clause_keeps_the_value_at_its_end() -> None:
+    message = "So I was thinking The alarm code for our allotment shed at the back is 7731."
+    assert "is 7731" in _observe(_transcript("Jan 5 2026", [message]))
