@@ -11,8 +11,10 @@ cheapest information goes first and the facts a user would miss go last:
 2. 🟢 lines are dropped, oldest first;
 3. lines that hold no fact (no name, number, date, place or lasting preference: assistant chatter,
    questions and statements without one) and 🟡 lines, cheapest and oldest first;
-4. older 🟡 lines are shortened, then dropped; older 🔴/✅ lines are shortened to their most valuable
-   statements (lasting facts, health constraints and corrections stay whole);
+4. older 🟡 lines are shortened, then dropped; the older 🔴 user lines of one date are merged into one
+   ("User stated A; B; C": every statement kept, the repeated bullets, markers, times and "User stated"
+   gone); then older 🔴/✅ lines are shortened to their most valuable statements (lasting facts, health
+   constraints and corrections stay whole);
 5. recent material is condensed the same way;
 6. whole fact-bearing lines are dropped, cheapest first (anecdotes before lasting facts about the user,
    health constraints and corrections; oldest first; the best line of each date last), until the log
@@ -213,6 +215,8 @@ class _Item:
     bullet: str = "*"
     dropped: bool = False
     recent: bool = False
+    #: How many lines were merged into this one (`_merge_older_user_lines`); shortening allows each its room.
+    merged: int = 1
 
     @property
     def tier(self) -> Tier:
@@ -494,7 +498,7 @@ def _done_subs(item: _Item, max_words: int) -> list[str]:
 
 def _shortener(max_words: int, sub_words: int | None) -> Callable[[_Item], None]:
     def change(item: _Item) -> None:
-        _shorten_item(item, max_words)
+        _shorten_item(item, max_words * item.merged)
         item.subs = _done_subs(item, sub_words) if sub_words is not None else []
 
     return change
@@ -569,11 +573,54 @@ _STEPS: tuple[_Step, ...] = (
     _condense_recent,
 )
 _STEPS_BY_LEVEL = (1, 2, 3, 4, 5)
+
+
+def _drop_older_medium(parsed: _Log, budget: _Budget | None = None) -> bool:
+    older = [item for item in parsed.kept() if not item.recent and item.marker not in ("🔴", "✅")]
+    return _apply(older, _drop, budget)
+
+
+#: A merged line holds at most this many words: a Reflector's line is still one memory entry.
+MAX_MERGED_WORDS = 70
+
+
+def _merge_older_user_lines(parsed: _Log, budget: _Budget | None = None) -> bool:
+    """Older 🔴 user lines of one date become one line ("User stated A; B; C" at the first one's time):
+    every statement stays, and each merged line saves its bullet, marker, time and "User stated" (a third
+    of a short line). Oldest dates first."""
+    groups: dict[int, list[_Item]] = {}
+    for item in parsed.kept():
+        if not item.recent and item.marker == "🔴" and not item.subs and _statements(item.text) is not None:
+            groups.setdefault(item.group, []).append(item)
+    for items in groups.values():
+        host = items[0]
+        for item in items[1:]:
+            host_statements, statements = _statements(host.text), _statements(item.text)
+            if host_statements is None or statements is None:
+                continue
+            merged = _render_statements([*host_statements, *statements])
+            if len(merged.split()) > MAX_MERGED_WORDS:
+                host = item
+                continue
+            before = _item_tokens(host) + _item_tokens(item)
+            host.text, item.dropped = merged, True
+            host.merged += item.merged
+            if budget is not None:
+                budget.size += _item_tokens(host) - before
+                if budget.fits(budget.size):
+                    budget.size = count_tokens(parsed.render())
+                    if budget.fits(budget.size):
+                        return True
+    return False
+
+
 #: Run while the log is over its target, each stopping as soon as it fits: cheapest information first.
 _BUDGETED_STEPS: tuple[_Step, ...] = (
     _drop_low,
     _drop_cheap,
     _shorten_older_medium,
+    _drop_older_medium,
+    _merge_older_user_lines,
     _condense_older,
     _tighten_older,
     _condense_recent,

@@ -252,3 +252,15 @@ def test_a_change_is_observed_as_an_update(message: str) -> None:
 def test_a_long_clause_keeps_the_value_at_its_end() -> None:
     message = "So I was thinking The alarm code for our allotment shed at the back is 7731."
     assert "is 7731" in _observe(_transcript("Jan 5 2026", [message]))
+
+
+def test_older_lines_of_one_date_are_merged_before_any_fact_is_dropped() -> None:
+    older = [f"* 🔴 (09:{n:02d}) User stated {_anecdote(n)}" for n in range(12)]
+    recent = [f"* 🔴 (10:{n:02d}) User stated {_anecdote(50 + n)}" for n in range(6)]
+    log = "\n".join(["Date: Jan 5, 2026", *older, "Date: Jan 6, 2026", *recent])
+    target = int(count_tokens(log) * 0.85)  # only removing repeated bullets, markers and times gets there
+    reflected = reflect_observations(log, target=target, level=0)
+    assert count_tokens(reflected) < target
+    for n in range(12):
+        assert _anecdote(n) in reflected  # every statement, whole
+    assert len([line for line in reflected.splitlines() if line.startswith("* ")]) < len(older) + len(recent)
