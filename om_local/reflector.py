@@ -26,8 +26,8 @@ under its target: no fact is dropped while dropping chatter is still enough.
 **What wins when the target and the facts cannot both be met: the target.** The memory must stay
 bounded (the engine reflects again, and may block a turn, while the log is over its threshold), so when
 every line left holds a fact the oldest, least lasting facts go; lasting facts about the user, health
-constraints and updates go last. Dates are never rewritten: a line keeps its date header and time, and a
-resolved `(meaning …)` date stays attached to its line.
+constraints and updates go last. Dates are never rewritten: a line keeps its date header (a merged line the
+time of its first), and a resolved `(meaning …)` date stays attached to its statement.
 
 Value comes from `om_local.salience`: a lasting fact about the user (what they are called, where they live,
 what they prefer, a dated commitment), a health or diet constraint, and a correction outrank details of
