@@ -215,6 +215,8 @@ _CLAUSE_SPLIT_RE = re.compile(
 )
 #: Words that only link a clause to the one before it; a kept clause stands alone without them.
 _CLAUSE_OPENER_RE = re.compile(r"^(?:but|and|so|also|plus|then|probably|maybe|perhaps)\s+", re.IGNORECASE)
+#: A relative clause that says more about the thing before it ("Kalispell, where I spent my childhood").
+_DESCRIBING_RE = re.compile(r"(?:where|who|which|whose)\b", re.IGNORECASE)
 _RELATIVE_START_RE = re.compile(r"^(?:which|who|whom|whose|where|that|and|so|because)\b", re.IGNORECASE)
 _SENTENCE_END_RE = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9€$£])")
 _ABBREVIATIONS = ("e.g.", "i.e.", "Mr.", "Mrs.", "Ms.", "Dr.", "St.", "vs.", "etc.", "approx.", "No.")
@@ -378,7 +380,8 @@ def _fact_clauses(sentence: str) -> list[tuple[int, str, int]]:
         score = _score(clause, first_is_start=index == 0)
         continues = bool(_RELATIVE_START_RE.match(clause))
         joined = False
-        if continues and kept and kept[-1][0] == index - 1 and score >= 2:
+        describes = bool(_DESCRIBING_RE.match(clause)) and is_profile_fact(clause)  # "…, where I grew up"
+        if continues and kept and kept[-1][0] == index - 1 and (score >= 2 or describes):
             _, previous, previous_score = kept[-1]
             kept[-1] = (
                 index,

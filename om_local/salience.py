@@ -105,6 +105,12 @@ _SELF_LASTING_RE = re.compile(
     r"|have (?:a|an|two|three|four|\d+)|go by|am called|are called)\b",
     re.IGNORECASE,
 )
+#: Where they come from: "the town where I spent my childhood", "they grew up in Graz", "I was born in Cork".
+_ORIGIN_RE = re.compile(
+    rf"\b{_SELF}\s+(?:grew up|was born|were born|am from|are from|come from|spent {_POSSESSIVE} childhood)\b"
+    rf"|\b{_POSSESSIVE}\s+(?:hometown|home town|childhood)\b",
+    re.IGNORECASE,
+)
 _NAME_IS_RE = re.compile(r"\b(?:my|their|our) name is\b|\b(?:is|are) (?:called|named)\b", re.IGNORECASE)
 #: A dated or budgeted commitment named as the subject ("the report deadline is Friday 14 November").
 _COMMITMENT_RE = re.compile(
@@ -149,6 +155,7 @@ def is_profile_fact(text: str) -> bool:
         or _SELF_STATE_RE.search(text)
         or _SELF_LASTING_RE.search(text)
         or _NAME_IS_RE.search(text)
+        or _ORIGIN_RE.search(text)
         or _COMMITMENT_RE.search(text)
     )
 

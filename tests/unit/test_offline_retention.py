@@ -230,6 +230,11 @@ def test_a_question_is_high_only_when_it_names_a_value() -> None:
         ("Last time I ate mango my lips swelled up, so I avoid it completely.", "mango"),
         ("Nothing beats a flat white after lunch.", "flat white"),  # a preference in other words
         ("Ugh. Our chess club finally beat the champions last night.", "chess club"),  # a dated event
+        (  # where they come from outranks an anecdote with more numbers in it
+            "The tram was 25 minutes late at 8 on Monday. Anyway, whenever I smell the sea I think of "
+            "Brest, where I spent my childhood.",
+            "Brest where they spent their childhood",
+        ),
     ],
 )
 def test_a_fact_is_kept_whatever_its_sentence_looks_like(message: str, kept: str) -> None:
