@@ -585,13 +585,14 @@ MAX_MERGED_WORDS = 70
 
 
 def _merge_older_user_lines(parsed: _Log, budget: _Budget | None = None) -> bool:
-    """Older 🔴 user lines of one date become one line ("User stated A; B; C" at the first one's time):
-    every statement stays, and each merged line saves its bullet, marker, time and "User stated" (a third
-    of a short line). Oldest dates first."""
-    groups: dict[int, list[_Item]] = {}
+    """Older 🔴 lines of one date and one speaker become one line ("User stated A; B; C" at the first
+    one's time): every statement stays, and each merged line saves its bullet, marker, time and "User
+    stated" (a third of a short line). Oldest dates first."""
+    groups: dict[tuple[int, str], list[_Item]] = {}  # one date, one speaker: who said what stays known
     for item in parsed.kept():
-        if not item.recent and item.marker == "🔴" and not item.subs and _statements(item.text) is not None:
-            groups.setdefault(item.group, []).append(item)
+        statements = _statements(item.text)
+        if not item.recent and item.marker == "🔴" and not item.subs and statements is not None:
+            groups.setdefault((item.group, statements[0].subject), []).append(item)
     for items in groups.values():
         host = items[0]
         for item in items[1:]:

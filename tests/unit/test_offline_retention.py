@@ -269,3 +269,21 @@ def test_older_lines_of_one_date_are_merged_before_any_fact_is_dropped() -> None
     for n in range(12):
         assert _anecdote(n) in reflected  # every statement, whole
     assert len([line for line in reflected.splitlines() if line.startswith("* ")]) < len(older) + len(recent)
+
+
+def test_merged_lines_keep_who_said_what() -> None:
+    older = [
+        f"* 🔴 (09:{n:02d}) Ana stated her bike lock code is {1000 + n}"
+        if n % 2
+        else f"* 🔴 (09:{n:02d}) Ben stated his bike lock code is {1000 + n}"
+        for n in range(16)
+    ]
+    recent = [f"* 🔴 (10:{n:02d}) User stated {_anecdote(50 + n)}" for n in range(6)]
+    log = "\n".join(["Date: Jan 5, 2026", *older, "Date: Jan 6, 2026", *recent])
+    reflected = reflect_observations(log, target=int(count_tokens(log) * 0.85), level=0)
+    lines = [line for line in reflected.splitlines() if line.startswith("* ")]
+    assert len(lines) < len(older) + len(recent)  # merged
+    assert all("his " not in line for line in lines if "Ana stated" in line)
+    assert all("her " not in line for line in lines if "Ben stated" in line)
+    for n in range(16):
+        assert str(1000 + n) in reflected
