@@ -5,15 +5,21 @@ API, and they need it to behave like a model that *compresses*: facts survive, c
 reads the same prompt a real Observer gets and answers in the same format, extracting rather than
 generating:
 
-- user clauses that carry a fact (a name, a number, a date, money, a stated preference, a health or diet
-  constraint) become 🔴 "User stated …" lines, first person turned into third; questions become 🔴 "User
-  asked: …". A short message keeps all its facts; a longer one its best facts, within a word budget that
-  grows with the square root of its length. "Best" weighs what a fact is about, not only how many names
-  and numbers it holds (`om_local.salience`): a lasting fact about the user (their pet's name, where they
-  live, what they prefer, a dated commitment) outranks an anecdote of the day;
-- a correction ("Correction: …", "actually …", "went up to …", "X, not Y") is kept whatever the budget
-  and becomes a 🔴 "User updated: …" line of its own, so it visibly supersedes the earlier statement
-  (§5.2 state changes) and the Reflector can drop that statement at the next reflection;
+- user clauses that carry a fact (a name, a number, a date, money, a place, a stated preference, a health
+  or diet constraint) become 🔴 "User stated …" lines, first person turned into third; questions become
+  "User asked: …", 🔴 when they name a value, 🟡 when not. A short message keeps all its facts; a longer one
+  keeps every lasting fact about the user (their pet's name, where they live, what they prefer, a dated
+  commitment: `om_local.salience`) and its best other facts (anecdotes, details of the day) within a word
+  budget that grows with the square root of its length. Chatter with no fact (greetings, moods, thanks)
+  gets no line (a batch of nothing but chatter gets one 🟢 line, so the Observer never answers with
+  nothing);
+- a relative date the user gives ("next Friday", "in two weeks", "three days ago", "last month",
+  "in March") is resolved against the message's date and appended to its line as `(meaning <date>)`, or
+  `(estimated <period>)` when it names a week, month or year; vague words ("soon", "recently") are not;
+- a correction or change ("Correction: …", "actually …", "went up to …", "X, not Y", "moved from Lisbon
+  to Porto", "no longer …") is kept whatever the budget and becomes a 🔴 "User updated: …" line of its
+  own, so it visibly replaces the earlier statement (§5.2 state changes) and the Reflector drops that
+  statement at the next reflection;
 - each assistant message becomes one 🟡 line: its most informative sentence (or the introduction of the
   list it gave) plus the entities it named;
 - tool calls become 🟡 "Called <tool> (key args)" with the result's gist nested under it, and a run of
@@ -28,11 +34,12 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 from typing import Any
 
-from om_local.salience import Tier, is_correction, salience
+from om_local.salience import Tier, is_correction, is_profile_fact, salience
 
 __all__ = [
     "HINTS_SUPPRESSED_RE",
@@ -61,7 +68,7 @@ USER_WORDS_PER_ROOT = 2.0
 #: Messages up to this many words keep every fact they state ("short messages almost verbatim");
 #: longer ones keep at least `MIN_USER_WORDS`.
 SHORT_USER_WORDS = 20
-MIN_USER_WORDS = 12
+MIN_USER_WORDS = 20
 #: Longest assistant lead sentence, and whole assistant line with its entities, in words.
 MAX_LEAD_WORDS = 12
 MAX_ASSISTANT_WORDS = 18
@@ -118,7 +125,8 @@ _NUMBER_RE = re.compile(r"\d")
 _DATE_WORD_RE = re.compile(
     r"\b(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?"
     r"|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?|mondays?|tuesdays?|wednesdays?|thursdays?|fridays?"
-    r"|saturdays?|sundays?|tomorrow|yesterday|weekend|next (?:week|month|year)|last (?:week|month|year))\b",
+    r"|saturdays?|sundays?|tomorrow|yesterday|weekend|next (?:week|month|year)"
+    r"|last (?:night|week|month|year))\b",
     re.IGNORECASE,
 )
 _MONEY_RE = re.compile(
@@ -139,7 +147,8 @@ _PERSON_RE = re.compile(
 _STRONG_PREFERENCE_RE = re.compile(
     r"\b(?:prefer(?:s|red)?|love[sd]?|hate[sd]?|favou?rite|can't stand|cannot stand|rather|avoid"
     r"|don't like|dislike[sd]?|birthday|anniversary|deadline|married|divorced|moved|switched|quit|retired"
-    r"|(?:is|are|was) (?:called|named)|my name is|work(?:s|ed)? (?:as|at|for))\b",
+    r"|(?:is|are|was) (?:called|named)|my name is|work(?:s|ed)? (?:as|at|for)|nothing beats"
+    r"|can't live without|big fan of|go-to|swear by|obsessed with|addicted to|allergic|intolerant)\b",
     re.IGNORECASE,
 )
 _WEAK_RE = re.compile(
@@ -200,11 +209,14 @@ _REQUEST_RE = re.compile(
     re.IGNORECASE,
 )
 _CLAUSE_SPLIT_RE = re.compile(
-    r"(?:,|;| — | – | - |: )\s*|\s+(?=(?:and|but|so|because|which|although|though|whereas|while|where)\s)",
+    r"(?:,(?!\d{3}\b)|;| — | – | - |: )\s*"  # not the comma of "$27,300"
+    r"|\s+(?=(?:and|but|so|because|which|although|though|whereas|while|where)\s)",
     re.IGNORECASE,
 )
 #: Words that only link a clause to the one before it; a kept clause stands alone without them.
 _CLAUSE_OPENER_RE = re.compile(r"^(?:but|and|so|also|plus|then|probably|maybe|perhaps)\s+", re.IGNORECASE)
+#: A relative clause that says more about the thing before it ("Kalispell, where I spent my childhood").
+_DESCRIBING_RE = re.compile(r"(?:where|who|which|whose)\b", re.IGNORECASE)
 _RELATIVE_START_RE = re.compile(r"^(?:which|who|whom|whose|where|that|and|so|because)\b", re.IGNORECASE)
 _SENTENCE_END_RE = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9€$£])")
 _ABBREVIATIONS = ("e.g.", "i.e.", "Mr.", "Mrs.", "Ms.", "Dr.", "St.", "vs.", "etc.", "approx.", "No.")
@@ -257,12 +269,25 @@ def _names(text: str, *, first_is_start: bool) -> list[str]:
     return names
 
 
+#: "… and I'll send you a photo": said to the assistant, about the conversation, not a fact about the user.
+_TO_THE_ASSISTANT_RE = re.compile(r"\byou(?:'ll|'re)?\b", re.IGNORECASE)
+
+
+def _holds_value(text: str) -> bool:
+    """A name, a number or a date: what a question about the past is most often answered with."""
+    return bool(_NUMBER_RE.search(text) or _DATE_WORD_RE.search(text) or _names(text, first_is_start=False))
+
+
 def _score(text: str, *, first_is_start: bool = True) -> int:
     """How much a clause says about the world: 0 is chatter, 2 or more is a fact worth a line."""
     score = 0
     for pattern in (_NUMBER_RE, _DATE_WORD_RE, _MONEY_RE):
         if pattern.search(text):
             score += 2
+    if not _DATE_WORD_RE.search(text) and _RELATIVE_RE.search(text):
+        score += 2  # "in two weeks", "three days ago": a date once resolved
+    if score < 2 and not _RELATIVE_START_RE.match(text) and is_profile_fact(text):
+        score = 2  # "my usual order is a cold brew": a lasting fact about the user, with no name or number
     if _STRONG_PREFERENCE_RE.search(text):
         score += 3  # what the user likes, avoids or decided says more about them than a passing name
     if _names(text, first_is_start=first_is_start):
@@ -326,6 +351,18 @@ def _cut_words(text: str, max_words: int) -> str:
     return " ".join(words[:max_words]).rstrip(",;:") + " …"
 
 
+def _cut_clause(text: str, max_words: int) -> str:
+    """`text` cut to `max_words`, from the end when only the end holds its value ("so I was thinking the
+    entry code for our building's front door is 2295": the code, not the musing, is the fact)."""
+    words = _words(text)
+    if len(words) <= max_words:
+        return text
+    head, tail = " ".join(words[:max_words]), " ".join(words[-max_words:])
+    if _holds_value(tail) and not _holds_value(head):
+        return "… " + tail
+    return _cut_words(text, max_words)
+
+
 def _split_clauses(sentence: str) -> list[str]:
     return [piece.strip() for piece in _CLAUSE_SPLIT_RE.split(sentence) if piece and piece.strip()]
 
@@ -338,10 +375,13 @@ def _fact_clauses(sentence: str) -> list[tuple[int, str, int]]:
     it when that one is kept, and dropped otherwise, so no kept fact starts in the middle of a thought.
     """
     kept: list[tuple[int, str, int]] = []
-    for index, clause in enumerate(_split_clauses(sentence)):
+    clauses = _split_clauses(sentence)
+    for index, clause in enumerate(clauses):
         score = _score(clause, first_is_start=index == 0)
         continues = bool(_RELATIVE_START_RE.match(clause))
-        if continues and kept and kept[-1][0] == index - 1 and score >= 2:
+        joined = False
+        describes = bool(_DESCRIBING_RE.match(clause)) and is_profile_fact(clause)  # "…, where I grew up"
+        if continues and kept and kept[-1][0] == index - 1 and (score >= 2 or describes):
             _, previous, previous_score = kept[-1]
             kept[-1] = (
                 index,
@@ -349,10 +389,25 @@ def _fact_clauses(sentence: str) -> list[tuple[int, str, int]]:
                 max(previous_score, score),
             )
             continue
+        if continues and index > 0 and not _TO_THE_ASSISTANT_RE.search(clause):
+            # A fact after a lead-in that was not kept is still a fact. With a name, number or date of its
+            # own, a short lead-in is its subject ("Aiko | and I drove to Leeds") and a longer one stays out
+            # ("… | and called her Tofu"); a lasting fact without one needs its lead-in to say what it is
+            # about ("Last time I had kiwi fruit my throat swelled up | so I avoid it completely").
+            lead = clauses[index - 1]
+            if _holds_value(clause):
+                clause = f"{lead} {clause}" if len(_words(lead)) <= 3 else _CLAUSE_OPENER_RE.sub("", clause)
+                continues = False
+            elif score >= 2 and len(_words(lead)) <= MAX_CLAUSE_WORDS and is_profile_fact(clause):
+                clause, continues, joined = f"{lead}, {clause}", False, True
+        if len(_words(clause)) < 2 and index > 0 and _holds_value(clause):
+            # "New number for the wedding: $11,600": a bare value means what its lead-in says
+            clause = f"{clauses[index - 1]} {clause}"
+            score = max(score, 2)
         if score < 2 or len(_words(clause)) < 2 or continues:
             continue
         clause = _CLAUSE_OPENER_RE.sub("", clause) or clause
-        kept.append((index, _cut_words(clause, MAX_CLAUSE_WORDS), score))
+        kept.append((index, _cut_clause(clause, MAX_CLAUSE_WORDS + (6 if joined else 0)), score))
     return kept
 
 
@@ -438,49 +493,134 @@ def _long_date(day: date) -> str:
     return f"{_MONTH_FULL[day.month - 1]} {day.day}, {day.year}"
 
 
+_COUNT_WORDS = {
+    "a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
+    "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "a couple of": 2, "a few": 3,
+}  # fmt: skip
+_COUNT = r"(?:\d{1,3}|a couple of|a few|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)"
+_UNIT = r"(?:days?|weeks?|months?)"
 _RELATIVE_RE = re.compile(
-    r"\b(?P<word>yesterday|tomorrow)\b"
-    r"|\b(?P<which>next|this|last) (?P<weekday>monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b"
-    r"|\bin (?P<in_n>\d{1,3}) (?P<in_unit>days?|weeks?)\b"
-    r"|\b(?P<ago_n>\d{1,3}) (?P<ago_unit>days?|weeks?) ago\b"
-    r"|\b(?P<weekend>this|next) weekend\b",
+    r"\b(?P<word>yesterday|last night|tomorrow|the day after tomorrow|the day before yesterday)\b"
+    r"|\b(?P<which>next|this|last|this coming|coming) (?P<weekday>monday|tuesday|wednesday|thursday|friday"
+    r"|saturday|sunday)\b"
+    rf"|\bin (?P<in_n>{_COUNT}) (?P<in_unit>{_UNIT})(?: time)?\b"
+    rf"|\b(?P<ago_n>{_COUNT}) (?P<ago_unit>{_UNIT}) ago\b"
+    r"|\b(?P<weekend>this|next|last) weekend\b"
+    r"|\b(?P<period_which>next|last) (?P<period>week|month|year)\b"
+    r"|\bin (?P<month>january|february|march|april|june|july|august|september|october|november|december)\b",
     re.IGNORECASE,
 )
+_PAST_TENSE_RE = re.compile(r"\b(?:was|were|went|did|had|got|moved|started|finished|ago|last)\b", re.I)
+
+
+def _count(word: str) -> int:
+    return int(word) if word.isdigit() else _COUNT_WORDS.get(word.lower(), 1)
+
+
+def _shift_months(anchor: date, months: int) -> date:
+    index = anchor.year * 12 + anchor.month - 1 + months
+    return date(index // 12, index % 12 + 1, 1)
+
+
+def _month_year(day: date) -> str:
+    return f"{_MONTH_FULL[day.month - 1]} {day.year}"
+
+
+def _span(anchor: date, n: int, unit: str) -> date | str:
+    """`n` units after `anchor` (negative: before): a day for days and weeks, a month for months."""
+    unit = unit.lower()
+    if unit.startswith("month"):
+        return _month_year(_shift_months(anchor, n))
+    return anchor + timedelta(days=n * (7 if unit.startswith("week") else 1))
 
 
 def _resolve_relative(text: str, anchor: date | None) -> str | None:
-    """`(meaning <date>)` for the first resolvable relative reference; vague words are left alone."""
+    """`(meaning <date>)` for the first resolvable relative reference, `(estimated <date>)` when it names
+    a period rather than a day ("next week", "in March"); vague words ("soon", "recently") are left
+    alone, and a reference to the message's own month is not repeated (§5.2 temporal anchoring)."""
     if anchor is None:
         return None
     match = _RELATIVE_RE.search(text)
     if match is None:
         return None
-    if match.group("word"):
-        delta = -1 if match.group("word").lower() == "yesterday" else 1
-        return f"(meaning {_long_date(anchor + timedelta(days=delta))})"
-    if match.group("weekday"):
-        target = _WEEKDAYS.index(match.group("weekday").lower())
-        which = match.group("which").lower()
-        ahead = (target - anchor.weekday()) % 7
-        if which == "last":
-            back = (anchor.weekday() - target) % 7 or 7
-            return f"(meaning {_long_date(anchor - timedelta(days=back))})"
-        if which == "next":
-            ahead = ahead or 7
-        return f"(meaning {_long_date(anchor + timedelta(days=ahead))})"
-    if match.group("in_n"):
-        days = int(match.group("in_n")) * (7 if match.group("in_unit").lower().startswith("week") else 1)
-        return f"(meaning {_long_date(anchor + timedelta(days=days))})"
-    if match.group("ago_n"):
-        days = int(match.group("ago_n")) * (7 if match.group("ago_unit").lower().startswith("week") else 1)
-        return f"(meaning {_long_date(anchor - timedelta(days=days))})"
+    for group, resolve in _RESOLVERS:
+        if match.group(group):
+            return resolve(match, anchor, text)
+    return None
+
+
+def _meaning(moment: date | str) -> str:
+    return f"(meaning {moment if isinstance(moment, str) else _long_date(moment)})"
+
+
+def _resolve_word(match: re.Match[str], anchor: date, text: str) -> str:
+    word = match.group("word").lower()
+    delta = {"yesterday": -1, "last night": -1, "tomorrow": 1, "the day after tomorrow": 2}.get(word, -2)
+    return _meaning(anchor + timedelta(days=delta))
+
+
+def _resolve_weekday(match: re.Match[str], anchor: date, text: str) -> str:
+    target = _WEEKDAYS.index(match.group("weekday").lower())
+    which = match.group("which").lower()
+    if which == "last":
+        return _meaning(anchor - timedelta(days=(anchor.weekday() - target) % 7 or 7))
+    ahead = (target - anchor.weekday()) % 7
+    return _meaning(anchor + timedelta(days=(ahead or 7) if which == "next" else ahead))
+
+
+def _resolve_in(match: re.Match[str], anchor: date, text: str) -> str | None:
+    if _PAST_TENSE_RE.search(text):
+        return None  # "we saw 3 cities in 9 days": a duration, not a date
+    return _meaning(_span(anchor, _count(match.group("in_n")), match.group("in_unit")))
+
+
+def _resolve_ago(match: re.Match[str], anchor: date, text: str) -> str:
+    return _meaning(_span(anchor, -_count(match.group("ago_n")), match.group("ago_unit")))
+
+
+def _resolve_period(match: re.Match[str], anchor: date, text: str) -> str:
+    step = 1 if match.group("period_which").lower() == "next" else -1
+    period = match.group("period").lower()
+    if period == "year":
+        return _meaning(str(anchor.year + step))
+    if period == "month":
+        return _meaning(_month_year(_shift_months(anchor, step)))
+    monday = anchor - timedelta(days=anchor.weekday()) + timedelta(days=7 * step)
+    return f"(estimated week of {_long_date(monday)})"
+
+
+def _resolve_month(match: re.Match[str], anchor: date, text: str) -> str | None:
+    month = _MONTH_NUMBER[match.group("month").lower()]
+    past = bool(_PAST_TENSE_RE.search(text))
+    if month == anchor.month:
+        return None  # the message's own month: nothing to add
+    year = anchor.year
+    if month < anchor.month and not past:
+        year += 1  # "in March", said in November about a plan: next year's March
+    elif month > anchor.month and past:
+        year -= 1
+    return f"(estimated {_MONTH_FULL[month - 1]} {year})"
+
+
+def _resolve_weekend(match: re.Match[str], anchor: date, text: str) -> str:
+    which = match.group("weekend").lower()
     saturday = anchor + timedelta(days=(5 - anchor.weekday()) % 7)
-    if match.group("weekend").lower() == "next":
-        saturday += timedelta(days=7)
+    saturday += timedelta(days={"next": 7, "last": -7}.get(which, 0))
     sunday = saturday + timedelta(days=1)
     if sunday.month == saturday.month:
         return f"(meaning {_MONTH_FULL[saturday.month - 1]} {saturday.day}-{sunday.day}, {saturday.year})"
-    return f"(meaning {_long_date(saturday)})"
+    return _meaning(saturday)
+
+
+_RESOLVERS: tuple[tuple[str, Callable[[re.Match[str], date, str], str | None]], ...] = (
+    ("word", _resolve_word),
+    ("weekday", _resolve_weekday),
+    ("in_n", _resolve_in),
+    ("ago_n", _resolve_ago),
+    ("period", _resolve_period),
+    ("month", _resolve_month),
+    ("weekend", _resolve_weekend),
+)
 
 
 # --- transcript parsing -----------------------------------------------------------------------------------
@@ -647,10 +787,12 @@ class _Fact:
 
     @property
     def kept_whatever_the_budget(self) -> bool:
-        """Health and diet constraints and corrections are kept however long the message: forgetting the
-        first can hurt someone, forgetting the second leaves the memory wrong."""
+        """Health and diet constraints, corrections and lasting facts about the user (a name, where they
+        live, what they prefer, a dated commitment) are kept however long the message: forgetting the
+        first can hurt someone, forgetting the second leaves the memory wrong, and the third is what the
+        user expects to be remembered. The budget only rations anecdotes and details of the moment."""
         critical = bool(_CRITICAL_RE.search(self.text) and _PERSON_RE.search(self.text))
-        return critical or self.tier == Tier.CORRECTION
+        return critical or self.tier >= Tier.PROFILE
 
     @property
     def value(self) -> int:
@@ -752,11 +894,23 @@ def _user_observations(entry: _Entry, known: str = "") -> list[_Observation]:
         else:
             segments.append(_Segment(kind, fact.sentence, [text]))
         segments[-1].resolved = segments[-1].resolved or _resolve_relative(source, entry.day)
-    observations = [_observation(entry, "🔴", line) for line in _user_lines(segments, entry.subject)]
+    lines = _user_lines(segments, entry.subject)
+    observations = [_observation(entry, _user_marker(line, entry.subject), line) for line in lines]
     if not observations and sentences and word_count <= 25 and _DECISION_RE.search(" ".join(sentences)):
         said = f"{entry.subject} said: " + _strip_end(" ".join(sentences))
         observations.append(_observation(entry, "🟢", said))
     return observations
+
+
+def _user_marker(line: str, subject: str = "User") -> str:
+    """🔴 for what the user states; a line of questions only is 🟡 unless it names a value (the seed's
+    example: "🟡 User asked about middleware configuration"; "asked: a table near Alfama for May 3?" is
+    a goal with its facts, 🔴)."""
+    opening = f"{subject} asked:"
+    questions_only = line.startswith(opening) and "; stated " not in line and "; updated:" not in line
+    if questions_only and not _holds_value(line[len(opening) :]):
+        return "🟡"
+    return "🔴"
 
 
 @dataclass

@@ -5,16 +5,29 @@ the prompt states. This one gets there by deleting and shortening lines in a fix
 cheapest information goes first and the facts a user would miss go last:
 
 1. identical and near-identical lines (same wording, same numbers and names) are removed, and a
-   statement the user later corrected ("User updated: their rent went up to 1020 euros") loses the
-   earlier statement it replaces, so the memory holds one current value, not two;
-2. 🟢 lines are dropped;
-3. 🟡 lines of older material are shortened and lose their nested details (✅ details stay);
-4. older 🟡 lines are dropped, older 🔴/✅ lines are shortened;
-5. each older date keeps only a few 🔴/✅ lines, the most valuable first (see below);
-6. recent material is condensed the same way;
-7. whole lines are dropped, cheapest first (🟡, 🔴 without facts, ✅ without facts, 🔴/✅ with facts,
-   then lasting facts about the user, health constraints and corrections; oldest first),
-   until the log fits, keeping at least one line.
+   statement the user later updated ("User updated: their rent went up to 1020 euros", "User updated:
+   they moved from Lisbon to Porto") loses the earlier statement it replaces, so the memory holds one
+   current value, not two; this always runs in full;
+2. 🟢 lines are dropped, oldest first;
+3. lines that hold no fact (no name, number, date, place or lasting preference: assistant chatter,
+   questions and statements without one) and 🟡 lines, cheapest and oldest first;
+4. older 🟡 lines are shortened, then dropped; the older 🔴 user lines of one date are merged into one
+   ("User stated A; B; C": every statement kept, the repeated bullets, markers, times and "User stated"
+   gone); then older 🔴/✅ lines are shortened to their most valuable statements (lasting facts, health
+   constraints and corrections stay whole);
+5. recent material is condensed the same way;
+6. whole fact-bearing lines are dropped, cheapest first (anecdotes before lasting facts about the user,
+   health constraints and corrections; oldest first; the best line of each date last), until the log
+   fits, keeping at least one line.
+
+Steps 2-6 edit one line at a time and stop at the edit that makes the log fit, so a reflection lands just
+under its target: no fact is dropped while dropping chatter is still enough.
+
+**What wins when the target and the facts cannot both be met: the target.** The memory must stay
+bounded (the engine reflects again, and may block a turn, while the log is over its threshold), so when
+every line left holds a fact the oldest, least lasting facts go; lasting facts about the user, health
+constraints and updates go last. Dates are never rewritten: a line keeps its date header (a merged line the
+time of its first), and a resolved `(meaning …)` date stays attached to its statement.
 
 Value comes from `om_local.salience`: a lasting fact about the user (what they are called, where they live,
 what they prefer, a dated commitment), a health or diet constraint, and a correction outrank details of
@@ -22,9 +35,10 @@ the moment however many names and numbers those hold. Shortening works on the st
 ("User stated A; B; asked: C"), not on its words: the valuable statements stay whole and the others make
 room, so a fact stated in the first week survives every later reflection instead of being cut in half.
 
-The compression level from the prompt decides how many of these steps run unconditionally (level 0: step
-1, level 4: steps 1-5); further steps run only while the log is over the target or not yet smaller than
-the input. Date headers stay with the lines they head; lines that are not observations (thread tags,
+The compression level from the prompt decides how many condensing steps run whatever the size (level 0:
+de-duplication only; level 4 also drops 🟢, condenses older material and keeps a few lines per older
+date); the budgeted steps above run only while the log is over the target or not yet smaller than the
+input. Date headers stay with the lines they head; lines that are not observations (thread tags,
 retrieval group headings) pass through unchanged.
 """
 
@@ -80,6 +94,8 @@ _EMBEDDED_INSTRUCTIONS_RE = re.compile(
 _OBSERVATIONS_TAG_RE = re.compile(r"^[ \t]*</?observations>[ \t]*$", re.MULTILINE)
 
 MAX_LEVEL = 4
+#: `_Item.rank` of the most valuable lines `_drop_cheap` removes before any fact-bearing line is touched.
+_RANK_NO_FACT = 2
 #: A lasting fact, health constraint or correction is never shortened below this many words by the
 #: condensing steps (only the last resort, when one line alone is over the target, cuts further).
 MIN_PROTECTED_WORDS = 16
@@ -199,6 +215,8 @@ class _Item:
     bullet: str = "*"
     dropped: bool = False
     recent: bool = False
+    #: How many lines were merged into this one (`_merge_older_user_lines`); shortening allows each its room.
+    merged: int = 1
 
     @property
     def tier(self) -> Tier:
@@ -218,12 +236,13 @@ class _Item:
         tier = self.tier
         if tier >= Tier.PROFILE:
             return 5 + tier - Tier.PROFILE  # lasting user facts (5), health (6), corrections (7)
-        if self.marker in ("🔴", "✅") and has_fact(self.text):
+        fact = has_fact(self.text)
+        if self.marker in ("🔴", "✅") and fact:
             return 4
         if self.marker == "✅":
             return 3
-        if self.marker == "🔴":
-            return 2
+        if self.marker == "🔴" or fact:
+            return _RANK_NO_FACT  # a user line without a fact, or a medium line with one
         return 1
 
     def render(self) -> list[str]:
@@ -324,7 +343,9 @@ def _signature(text: str) -> tuple[frozenset[str], frozenset[str]]:
     return numbers, names
 
 
-def _dedupe(parsed: _Log) -> None:
+def _dedupe(parsed: _Log, budget: _Budget | None = None) -> bool:
+    """Identical and near-identical lines go, and statements a later correction replaces (always whole:
+    a half-de-duplicated log would keep two values for one thing)."""
     _supersede(parsed)
     seen: set[str] = set()
     window: list[_Item] = []
@@ -357,6 +378,7 @@ def _dedupe(parsed: _Log) -> None:
                 sub_keys.add(sub_key)
                 unique_subs.append(sub)
         item.subs = unique_subs
+    return False
 
 
 def _supersede(parsed: _Log) -> None:
@@ -420,10 +442,49 @@ def _shorten_item(item: _Item, max_words: int) -> None:
         item.text = shorten(item.text, max_words)
 
 
-def _drop_low(parsed: _Log) -> None:
-    for item in parsed.items:
-        if item.marker == "🟢":
-            item.dropped = True
+class _Budget:
+    """The log's size while items are edited one at a time, so a step given a budget stops as soon as the
+    log fits (a reflection lands just under its target instead of far below it: what the offline model
+    drops is gone for good, so it drops no more than it must)."""
+
+    def __init__(self, parsed: _Log, fits: Callable[[int], bool]) -> None:
+        self.parsed = parsed
+        self.fits = fits
+        self.size = count_tokens(parsed.render())
+
+    def edit(self, item: _Item, change: Callable[[_Item], None]) -> bool:
+        """Apply `change` to `item`; True when the log fits afterwards."""
+        before = _item_tokens(item)
+        change(item)
+        self.size += (0 if item.dropped else _item_tokens(item)) - before
+        if not self.fits(self.size):
+            return False
+        self.size = count_tokens(self.parsed.render())  # the estimate said it fits: check exactly
+        return self.fits(self.size)
+
+
+def _item_tokens(item: _Item) -> int:
+    return count_tokens("\n".join(item.render())) + 1
+
+
+def _apply(items: list[_Item], change: Callable[[_Item], None], budget: _Budget | None) -> bool:
+    """`change` each item in order: all of them without a budget, until the log fits with one."""
+    for item in items:
+        if item.dropped:
+            continue
+        if budget is None:
+            change(item)
+        elif budget.edit(item, change):
+            return True
+    return False
+
+
+def _drop(item: _Item) -> None:
+    item.dropped = True
+
+
+def _drop_low(parsed: _Log, budget: _Budget | None = None) -> bool:
+    return _apply([item for item in parsed.items if item.marker == "🟢"], _drop, budget)
 
 
 def _done_subs(item: _Item, max_words: int) -> list[str]:
@@ -435,26 +496,32 @@ def _done_subs(item: _Item, max_words: int) -> list[str]:
     return kept
 
 
-def _shorten_older_medium(parsed: _Log) -> None:
-    for item in parsed.kept():
-        if not item.recent and item.marker not in ("🔴", "✅"):
-            _shorten_item(item, 14)
-            item.subs = _done_subs(item, 14)
+def _shortener(max_words: int, sub_words: int | None) -> Callable[[_Item], None]:
+    def change(item: _Item) -> None:
+        _shorten_item(item, max_words * item.merged)
+        item.subs = _done_subs(item, sub_words) if sub_words is not None else []
+
+    return change
 
 
-def _condense_older(parsed: _Log) -> None:
-    for item in parsed.kept():
-        if item.recent:
-            continue
-        if item.marker in ("🔴", "✅"):
-            _shorten_item(item, 30)
-            item.subs = _done_subs(item, 12)
-        else:
-            item.dropped = True
+def _shorten_older_medium(parsed: _Log, budget: _Budget | None = None) -> bool:
+    older = [item for item in parsed.kept() if not item.recent and item.marker not in ("🔴", "✅")]
+    return _apply(older, _shortener(14, 14), budget)
 
 
-def _few_per_older_date(parsed: _Log, per_date: int = 3) -> None:
-    """Each older date keeps its `per_date` best lines, and every line holding a lasting user fact."""
+def _condense_older(parsed: _Log, budget: _Budget | None = None) -> bool:
+    older = [item for item in parsed.kept() if not item.recent]
+    medium = [item for item in older if item.marker not in ("🔴", "✅")]
+    if _apply(medium, _drop, budget):  # the medium lines go before any high line is shortened
+        return True
+    return _apply([item for item in older if item.marker in ("🔴", "✅")], _shortener(30, 12), budget)
+
+
+def _few_per_older_date(parsed: _Log, budget: _Budget | None = None, per_date: int = 3) -> bool:
+    """Each older date keeps its `per_date` best lines, and every line holding a lasting user fact.
+
+    Only ever run unconditionally (at compression level 4): with a budget, facts go one at a time in
+    `_drop_until` instead, so no fact is dropped while the log already fits."""
     by_group: dict[int, list[_Item]] = {}
     for item in parsed.kept():
         if not item.recent:
@@ -468,20 +535,36 @@ def _few_per_older_date(parsed: _Log, per_date: int = 3) -> None:
             else:
                 _shorten_item(item, 24)
                 item.subs = []
+    return False
 
 
-def _condense_recent(parsed: _Log) -> None:
+def _tighten_older(parsed: _Log, budget: _Budget | None = None) -> bool:
+    """Older high lines shortened to their most valuable statements (lasting facts stay whole)."""
+    older = [item for item in parsed.kept() if not item.recent and item.marker in ("🔴", "✅")]
+    return _apply(older, _shortener(20, None), budget)
+
+
+def _condense_recent(parsed: _Log, budget: _Budget | None = None) -> bool:
     recent = [item for item in parsed.kept() if item.recent]
     medium = [item for item in recent if item.marker not in ("🔴", "✅")]
-    for item in medium[:-3]:
-        item.dropped = True
-    for item in recent:
-        if not item.dropped:
-            _shorten_item(item, 24)
-            item.subs = _done_subs(item, 10)
+    if _apply(medium[:-3], _drop, budget):
+        return True
+    return _apply(recent, _shortener(24, 10), budget)
 
 
-_STEPS: tuple[Callable[[_Log], None], ...] = (
+_Step = Callable[[_Log, "_Budget | None"], bool]
+
+
+def _drop_cheap(parsed: _Log, budget: _Budget | None = None) -> bool:
+    """Lines that hold no fact (🟡 chatter, questions and statements without a name, number, date or
+    preference) and medium lines, oldest first, before any fact-bearing line is shortened."""
+    cheap = [item for item in parsed.kept() if item.rank <= _RANK_NO_FACT]
+    cheap.sort(key=lambda it: (it.rank, it.recent, it.position))
+    return _apply(cheap[:-1] if len(cheap) == len(parsed.kept()) else cheap, _drop, budget)
+
+
+#: Run regardless of size, the first `_STEPS_BY_LEVEL[level]` of them (level 0: only de-duplication).
+_STEPS: tuple[_Step, ...] = (
     _dedupe,
     _drop_low,
     _shorten_older_medium,
@@ -489,12 +572,64 @@ _STEPS: tuple[Callable[[_Log], None], ...] = (
     _few_per_older_date,
     _condense_recent,
 )
-#: How many of `_STEPS` run regardless of size, per compression level.
 _STEPS_BY_LEVEL = (1, 2, 3, 4, 5)
 
 
+def _drop_older_medium(parsed: _Log, budget: _Budget | None = None) -> bool:
+    older = [item for item in parsed.kept() if not item.recent and item.marker not in ("🔴", "✅")]
+    return _apply(older, _drop, budget)
+
+
+#: A merged line holds at most this many words: a Reflector's line is still one memory entry.
+MAX_MERGED_WORDS = 70
+
+
+def _merge_older_user_lines(parsed: _Log, budget: _Budget | None = None) -> bool:
+    """Older 🔴 lines of one date and one speaker become one line ("User stated A; B; C" at the first
+    one's time): every statement stays, and each merged line saves its bullet, marker, time and "User
+    stated" (a third of a short line). Oldest dates first."""
+    groups: dict[tuple[int, str], list[_Item]] = {}  # one date, one speaker: who said what stays known
+    for item in parsed.kept():
+        statements = _statements(item.text)
+        if not item.recent and item.marker == "🔴" and not item.subs and statements is not None:
+            groups.setdefault((item.group, statements[0].subject), []).append(item)
+    for items in groups.values():
+        host = items[0]
+        for item in items[1:]:
+            host_statements, statements = _statements(host.text), _statements(item.text)
+            if host_statements is None or statements is None:
+                continue
+            merged = _render_statements([*host_statements, *statements])
+            if len(merged.split()) > MAX_MERGED_WORDS:
+                host = item
+                continue
+            before = _item_tokens(host) + _item_tokens(item)
+            host.text, item.dropped = merged, True
+            host.merged += item.merged
+            if budget is not None:
+                budget.size += _item_tokens(host) - before
+                if budget.fits(budget.size):
+                    budget.size = count_tokens(parsed.render())
+                    if budget.fits(budget.size):
+                        return True
+    return False
+
+
+#: Run while the log is over its target, each stopping as soon as it fits: cheapest information first.
+_BUDGETED_STEPS: tuple[_Step, ...] = (
+    _drop_low,
+    _drop_cheap,
+    _shorten_older_medium,
+    _drop_older_medium,
+    _merge_older_user_lines,
+    _condense_older,
+    _tighten_older,
+    _condense_recent,
+)
+
+
 def _drop_until(parsed: _Log, fits: Callable[[int], bool]) -> None:
-    """Step 7: drop whole lines, cheapest first, until the log fits; never below one line."""
+    """The last step: drop whole lines, cheapest first, until the log fits; never below one line."""
     size = count_tokens(parsed.render())
     if fits(size):
         return
@@ -509,7 +644,7 @@ def _drop_until(parsed: _Log, fits: Callable[[int], bool]) -> None:
             same_date = [other for other in parsed.kept() if other.group == item.group]
             if keep_one_per_date and len(same_date) <= 1:
                 continue
-            cost = count_tokens("\n".join(item.render())) + 1
+            cost = _item_tokens(item)
             item.dropped = True
             size -= cost
             if fits(size):
@@ -527,7 +662,11 @@ def _drop_until(parsed: _Log, fits: Callable[[int], bool]) -> None:
 
 def reflect_observations(observations: str, *, target: int | None, level: int) -> str:
     """The rewritten log: smaller than `observations` when it has more than one line, under `target`
-    when that is reachable without emptying it, never empty when the input has observations."""
+    when that is reachable without emptying it, never empty when the input has observations.
+
+    The compression level decides how many condensing steps run whatever the size; after them, the
+    budgeted steps run only while the log is over its target (or not smaller than the input), each
+    stopping at the edit that makes it fit."""
     parsed = _parse_log(observations)
     if not parsed.items:
         return observations.strip()
@@ -539,11 +678,13 @@ def reflect_observations(observations: str, *, target: int | None, level: int) -
         return under_target and smaller
 
     level = max(0, min(level, MAX_LEVEL))
-    unconditional = _STEPS_BY_LEVEL[level]
-    for index, step in enumerate(_STEPS):
-        if index >= unconditional and fits(count_tokens(parsed.render())):
+    for step in _STEPS[: _STEPS_BY_LEVEL[level]]:
+        step(parsed, None)
+        _keep_at_least_one(parsed)
+    for budgeted in _BUDGETED_STEPS:
+        if fits(count_tokens(parsed.render())):
             break
-        step(parsed)
+        budgeted(parsed, _Budget(parsed, fits))
         _keep_at_least_one(parsed)
     _drop_until(parsed, fits)
     return parsed.render()

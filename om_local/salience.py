@@ -57,7 +57,13 @@ _CORRECTION_RE = re.compile(
     r"\b(?:correction|correcting|to correct|i meant|they meant|scratch that|my mistake|their mistake"
     r"|i was wrong|they were wrong|no longer|not any ?more|instead of|changed (?:to|from)|has changed"
     r"|have changed|went (?:up|down) to|(?:is|are|'s|'re|am|'m) now|now (?:is|are|lives?|works?|prefers?)"
-    r"|updated to|actually)\b",
+    r"|updated to|actually|changed|scrap (?:that|what)|forget what (?:i|they) said|plans? changed"
+    r"|now (?:starts?|begins?|ends?|costs?|takes?|opens?|closes?|runs?|meets?)"
+    r"|new (?:number|date|time|address|total|figure|price|deadline|schedule) for)\b"
+    r"|\b(?:is|are|'s|'re) (?:[\w'-]+ ){0,3}now\s*[.!]?\s*$"  # "it's Patagonia now"
+    # "I moved from Lisbon to Porto", "we switched from Vodafone to Digi": the new value and the old one
+    r"|\b(?:moved|moving|relocated|switched|switching|changed|went|upgraded|transferred|swapped)\s+from\s+"
+    r"(?:[\w'-]+\s+){1,3}?to\b",
     re.IGNORECASE,
 )
 #: "… on the fifth of March, not the third": a value followed by the one it replaces.
@@ -97,6 +103,12 @@ _SELF_LASTING_RE = re.compile(
     r"|cannot stand|live|work|study|own"
     r"|moved|relocated|married|divorced|switched|quit|retired|adopted|got married|got divorced"
     r"|have (?:a|an|two|three|four|\d+)|go by|am called|are called)\b",
+    re.IGNORECASE,
+)
+#: Where they come from: "the town where I spent my childhood", "they grew up in Graz", "I was born in Cork".
+_ORIGIN_RE = re.compile(
+    rf"\b{_SELF}\s+(?:grew up|was born|were born|am from|are from|come from|spent {_POSSESSIVE} childhood)\b"
+    rf"|\b{_POSSESSIVE}\s+(?:hometown|home town|childhood)\b",
     re.IGNORECASE,
 )
 _NAME_IS_RE = re.compile(r"\b(?:my|their|our) name is\b|\b(?:is|are) (?:called|named)\b", re.IGNORECASE)
@@ -143,6 +155,7 @@ def is_profile_fact(text: str) -> bool:
         or _SELF_STATE_RE.search(text)
         or _SELF_LASTING_RE.search(text)
         or _NAME_IS_RE.search(text)
+        or _ORIGIN_RE.search(text)
         or _COMMITMENT_RE.search(text)
     )
 
@@ -193,6 +206,27 @@ _THE_SUBJECT_RE = re.compile(
 )
 _SELF_VERB_RE = re.compile(rf"\b{_SELF}\s+(?P<verb>[a-z]+ed)\b", re.IGNORECASE)
 _WORD_RE = re.compile(r"[a-z0-9][\w'-]*", re.IGNORECASE)
+#: Where the user lives and who they work for: one value each, so a move or a new job replaces the old
+#: one whatever words the two statements share ("they live in Lisbon" / "they moved to Porto"). Only the
+#: user's own (I, we, they), never a third person's ("their sister lives in Lisbon").
+_SELF_RELATIONS = (
+    (
+        "residence",
+        re.compile(
+            rf"\b{_SELF}\s+(?:(?:still|now|currently|just|recently|finally)\s+)?(?:live|lived|moved|relocated"
+            r"|(?:am|are|'m|'re) (?:living|based))\b",
+            re.IGNORECASE,
+        ),
+    ),
+    (
+        "employer",
+        re.compile(
+            rf"\b{_SELF}\s+(?:(?:still|now|currently|just|recently|finally)\s+)?(?:work(?:ed)? (?:at|for)"
+            r"|joined|(?:am|are|'m|'re) employed (?:at|by))\b",
+            re.IGNORECASE,
+        ),
+    ),
+)
 
 
 def _stem(word: str) -> str:
@@ -214,6 +248,7 @@ def subject_keys(text: str) -> frozenset[str]:
         keys.add(_stem(opening.group("noun")))
     keys |= {_stem(m.group("verb")) for m in _SELF_VERB_RE.finditer(body)}
     keys |= {name.lower() for name in _names(body)}
+    keys |= {f"<{relation}>" for relation, pattern in _SELF_RELATIONS if pattern.search(body)}
     return frozenset(key for key in keys if key not in _STOP)
 
 
@@ -232,13 +267,19 @@ def supersedes(new: str, old: str) -> bool:
     """Whether `new`, a statement the user made as a correction (its cue may have been trimmed, as in the
     Observer's "User updated: …" lines), replaces the earlier statement `old`: same subject, same kind of
     value, other wording."""
-    shared = subject_keys(new) & subject_keys(old)
+    new_keys = subject_keys(new)
+    shared = new_keys & subject_keys(old)
     if not shared:
         return False
+    relations = {key for key in new_keys if key.startswith("<")}
+    if relations and not relations & shared:
+        return False  # a move replaces where the user lived, not what else was said of that place
     names_new, names_old = _names(new) - {s.capitalize() for s in shared}, _names(old)
     same_kind = bool(_value_kinds(new) & _value_kinds(old)) or bool(
         names_new and names_old - {n for n in names_old if n.lower() in shared}
     )
+    if any(key.startswith("<") for key in shared):  # where they live, who they work for: one value each
+        same_kind = same_kind or bool(_names(new) and _names(old))
     return same_kind and _content(new) != _content(old)
 
 

@@ -330,10 +330,11 @@ def test_chatter_is_dropped() -> None:
         assert chatter not in observations
 
 
-def test_user_lines_are_red_statements_and_questions() -> None:
+def test_user_statements_are_red_and_questions_without_a_value_medium() -> None:
     observations = parse_observer_output(_observe(_transcript(_chat()))).observations
     assert "* 🔴 (14:30) User stated they moved to Porto on March 3" in observations
-    assert "* 🔴 (14:30) User asked: Where would you even start with something like this?" in observations
+    # A question holding no value is medium, as in the seed's example ("🟡 User asked about middleware …")
+    assert "* 🟡 (14:30) User asked: Where would you even start with something like this?" in observations
     assert "asked: What's the best daytime option to get there?" in observations
 
 
