@@ -143,6 +143,27 @@ MAX_PROVIDER_OPTIONS_BYTES = 16_384
 # ------------------------------------------------------------------------------------------- requests
 
 
+def _memory_options_schema() -> dict[str, Any]:
+    """The keys a turn may choose, stated; what a model or an extractor may be is the operator's policy
+    (`om_core.config.request_choice`), which no schema can state."""
+    phase = {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {"model": {}, "extract": {"type": "array", "items": {"type": "object"}}},
+    }
+    choice = {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {"model": {}, "observation": phase, "reflection": phase},
+    }
+    return {"anyOf": [choice, {"type": "null"}]}
+
+
+#: A turn's memory-model choice: validated by `om_core.config.request_choice` (unknown keys refused there
+#: with the field named), described here so the OpenAPI document says which keys exist.
+MemoryOptions = Annotated[dict[str, Any] | None, WithJsonSchema(_memory_options_schema())]
+
+
 class TurnRequest(_Request):
     resource_id: Identifier | None = Field(
         default=None, description="The user or entity the thread belongs to; defaults to the thread id"
@@ -176,7 +197,7 @@ class TurnRequest(_Request):
         ),
     )
 
-    memory_options: dict[str, Any] | None = Field(
+    memory_options: MemoryOptions = Field(
         default=None,
         description=(
             "The Observer's and Reflector's models (and extractors) for the background work this turn "

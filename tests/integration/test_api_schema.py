@@ -50,6 +50,9 @@ CHECKS = ",".join(
 #: - webhooks: whether a URL may be called is the operator's target policy (loopback, private and
 #:   link-local addresses, DNS), checked when the URL is registered (`webhook_target_refused`);
 #: - the proxy: which models it may call is the operator's `OM_ACTOR_MODELS` (`model_not_allowed`);
+#: - a turn's `memory_options`: which models and extractors a turn may choose is the operator's
+#:   `OM_REQUEST_MODELS` / `OM_REQUEST_EXTRACTORS` (none in this server: every choice is refused);
+#:   the schema states the keys, so an unknown one is still caught by `negative_data_rejection`;
 #: - config PUTs (REMAINING FINDING, not a policy): the overrides schema is generated from
 #:   `ObservationalMemoryConfig` and states every option, type and bound of the model, but the rules
 #:   checked when the config is resolved are not in it yet (a model selector's shape, `{}` as `model`;
@@ -71,6 +74,9 @@ checks.positive_data_acceptance.expected-statuses = ["2xx", "3xx", "401", "403",
 include-name = "POST /v1/chat/completions"
 checks.positive_data_acceptance.expected-statuses = ["2xx", "3xx", "401", "403", "404", "409", "429", "422"]
 
+[[operations]]
+include-name = "POST /v1/threads/{thread_id}/turns"
+checks.positive_data_acceptance.expected-statuses = ["2xx", "3xx", "401", "403", "404", "409", "429", "422"]
 # An import is a file of JSON Lines: a string is rarely a valid file (422 names the line).
 [[operations]]
 include-name = "POST /v1/import"

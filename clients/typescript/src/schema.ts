@@ -2261,7 +2261,15 @@ export interface components {
              * @description The Observer's and Reflector's models (and extractors) for the background work this turn starts, over the thread's config: `{"model": ...}` for both, or `{"observation": {"model": ..., "extract": [...]}, "reflection": {"model": ...}}`. Only models matching the server's OM_REQUEST_MODELS (and OM_MEMORY_MODELS), and extractors only with OM_REQUEST_EXTRACTORS; anything else is refused with 422 naming the field
              */
             memory_options?: {
-                [key: string]: unknown;
+                model?: unknown;
+                observation?: {
+                    model?: unknown;
+                    extract?: Record<string, never>[];
+                };
+                reflection?: {
+                    model?: unknown;
+                    extract?: Record<string, never>[];
+                };
             } | null;
         };
         /** TurnResponse */
