@@ -184,16 +184,24 @@ def start_redis(
 
 def stop_process(process: subprocess.Popen[bytes], grace_s: float = 15) -> None:
     """SIGTERM the process group, then SIGKILL what is left after `grace_s`."""
-    if process.poll() is not None:
-        return
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGTERM)
-    try:
-        process.wait(timeout=grace_s)
-    except subprocess.TimeoutExpired:
+    stop_processes([process], grace_s)
+
+
+def stop_processes(processes: Sequence[subprocess.Popen[bytes]], grace_s: float = 15) -> None:
+    """SIGTERM every process group at once, then SIGKILL what is left after `grace_s`: the processes shut
+    down side by side, so a stack stops within one grace period, not one per process."""
+    running = [p for p in processes if p.poll() is None]
+    for process in running:
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait(timeout=5)
+            os.killpg(process.pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    for process in running:
+        try:
+            process.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=5)
 
 
 @dataclass
@@ -411,10 +419,7 @@ def embedded_stack(
         _wait_ready(stack, deadline_s=90)
         yield stack
     finally:
-        for name in ("api", "beat", "worker", "turn-worker"):
-            process = stack.processes.get(name)
-            if process is not None:
-                stop_process(process)
+        stop_processes([p for n in ("api", "beat", "worker", "turn-worker") if (p := stack.processes.get(n))])
         stop_process(redis_process)
         output.close()
         signal.signal(signal.SIGTERM, previous_term)
