@@ -14,6 +14,7 @@ from pathlib import Path
 
 import httpx
 import psutil  # type: ignore[import-untyped]
+import pytest
 
 from tests.support.api_server import free_port
 
@@ -55,6 +56,13 @@ def test_the_demo_plays_the_conversation_prints_its_summary_and_stops_everything
     assert leftovers == [], f"processes the demo started are still running: {leftovers}"
 
 
+def _ctrl_c_as_a_terminal_gives_it() -> None:
+    """Ctrl-C at its default in the demo, as a terminal gives it: a child inherits an ignored SIGINT, and
+    Python started with SIGINT ignored never raises KeyboardInterrupt; code run in this process by an
+    earlier test may have left it ignored."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_the_demo_says_where_its_thread_is_in_the_dashboard_and_keep_serves_it(tmp_path: Path) -> None:
     """Without --keep the last lines say how to see the thread (the stack is gone after); with --keep the
     stack stays up at the printed page's server, with the thread, until Ctrl-C stops everything."""
@@ -66,10 +74,11 @@ def test_the_demo_says_where_its_thread_is_in_the_dashboard_and_keep_serves_it(t
     with output_path.open("wb") as out:
         demo = subprocess.Popen(
             [str(OM), "demo", "--turns", "6", "--port", str(free_port()), "--keep"],
-            env=env,
+            env={**env, "PYTHONFAULTHANDLER": "1"},
             cwd=tmp_path,
             stdout=out,
             stderr=subprocess.STDOUT,
+            preexec_fn=_ctrl_c_as_a_terminal_gives_it,
         )
     try:
         page = re.compile(r"Dashboard: open (http://127\.0\.0\.1:\d+)/ui/#/threads/(demo-[0-9a-f]{8})\n")
@@ -82,7 +91,14 @@ def test_the_demo_says_where_its_thread_is_in_the_dashboard_and_keep_serves_it(t
         thread = httpx.get(f"{api_url}/v1/threads/{thread_id}", timeout=30)
         assert thread.status_code == 200 and thread.json()["messages"] == 6, thread.text
         demo.send_signal(signal.SIGINT)
-        assert demo.wait(timeout=120) == 0, output_path.read_text(errors="replace")[-3000:]
+        try:
+            code = demo.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            demo.send_signal(signal.SIGABRT)  # faulthandler prints where every thread is
+            demo.wait(timeout=30)
+            output = output_path.read_text(errors="replace")[-6000:]
+            pytest.fail(f"the demo did not stop on Ctrl-C:\n{output}")
+        assert code == 0, output_path.read_text(errors="replace")[-3000:]
     finally:
         if demo.poll() is None:
             demo.kill()
